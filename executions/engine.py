@@ -1,0 +1,330 @@
+"""The execution engine: claim one instance, run its current node, record, advance.
+
+Transactions are short and never span a provider call:
+claim (tx) -> render + send (no tx) -> record outcome, fenced on the lease (tx) ->
+after commit, enqueue the next step.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from triggers.models import TriggerInstance, TriggerStatus
+from triggers.state import transition
+from workflows.definition import node_by_id, outgoing_edges
+from workflows.templating import TemplateError, condition_holds
+
+from .dispatch import dispatch_on_commit
+from .models import StepExecutionLog
+from .nodes import EXECUTORS, NodeResult, StepContext
+from .providers.base import ProviderError
+from .retry_policy import decide_retry
+
+logger = logging.getLogger("notifyflow.engine")
+S = TriggerStatus
+ENGINE_ACTOR = "engine"
+
+
+def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime | None = None
+          ) -> TriggerInstance | None:
+    """Atomically take an enqueued, due instance; None if it is not claimable.
+
+    The conditional UPDATE re-checks status and due time, so any number of workers
+    racing on one instance get exactly one winner; the row lock makes the losers wait
+    and then see 0 rows.
+    """
+    now = now or timezone.now()
+    token = uuid.uuid4()
+    claimed = transition(
+        instance_id=instance_id, from_status=S.ENQUEUED, to_status=S.PROCESSING,
+        reason="claimed", actor=worker or ENGINE_ACTOR,
+        where={"available_at__lte": now},
+        updates={"lease_token": token, "locked_by": worker[:200],
+                 "locked_until": now + timedelta(seconds=settings.NOTIFYFLOW_LEASE_S)},
+    )
+    if not claimed:
+        return None
+    return TriggerInstance.objects.select_related("workflow", "workflow_version").get(
+        pk=instance_id
+    )
+
+
+def build_context(instance: TriggerInstance, now: datetime) -> dict[str, Any]:
+    version = instance.workflow_version
+    return {
+        "payload": instance.payload,
+        "trigger": {
+            "id": str(instance.pk),
+            "idempotency_key": instance.idempotency_key,
+            "created_at": instance.created_at.isoformat(),
+            "attempts": instance.attempts,
+        },
+        "workflow": {"key": instance.workflow.key, "name": instance.workflow.name,
+                     "version": version.version},
+        "vars": instance.vars,
+        "now": now.isoformat(),
+    }
+
+
+def choose_next_node(definition: dict[str, Any], node_id: str, context: dict[str, Any]
+                     ) -> str | None:
+    """The first outgoing edge whose condition holds (or that has none); None = end."""
+    for edge in outgoing_edges(definition, node_id):
+        condition = edge.get("condition")
+        if condition is None or condition_holds(condition, context):
+            return edge["to"]
+    return None
+
+
+@dataclass
+class _Outcome:
+    success: bool
+    output: dict[str, Any]
+    error: str = ""
+    error_kind: str = ""
+    permanent: bool = False
+
+
+def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str = "") -> str:
+    """Execute the current node of one instance. Returns what happened (for logs)."""
+    instance = claim(instance_id=instance_id, worker=worker)
+    if instance is None:
+        return _not_claimed(instance_id)
+    lease = instance.lease_token
+    definition = instance.workflow_version.definition
+    node_id = instance.current_node_id
+    started = timezone.now()
+    context = build_context(instance, started)
+    node: dict[str, Any] = {"id": node_id, "type": "unknown", "config": {}}
+    result: NodeResult | None = None
+    next_node: str | None = None
+    try:
+        node = node_by_id(definition, node_id)
+        step = StepContext(instance_id=instance.pk, node_id=node_id, node_type=node["type"],
+                           config=node["config"], context=context, now=started,
+                           lease_token=lease)
+        result = EXECUTORS[node["type"]](step)
+        new_vars = dict(instance.vars)
+        if result.vars_key:
+            new_vars[result.vars_key] = result.output
+        next_node = choose_next_node(definition, node_id, {**context, "vars": new_vars})
+        outcome = _Outcome(True, result.output)
+    except ProviderError as exc:
+        outcome = _Outcome(False, {}, str(exc), "permanent" if exc.permanent else "transient",
+                           exc.permanent)
+    except TemplateError as exc:
+        outcome = _Outcome(False, {}, f"edge condition: {exc}", "permanent", True)
+    except KeyError:
+        outcome = _Outcome(False, {}, f"node {node_id!r} is not in version "
+                           f"{instance.workflow_version.version}", "permanent", True)
+    except Exception as exc:  # an unexpected bug: retry, bounded by attempts
+        logger.exception("step %s:%s crashed", instance_id, node_id)
+        outcome = _Outcome(False, {}, f"{exc.__class__.__name__}: {exc}", "transient")
+    finished = timezone.now()
+
+    with transaction.atomic():
+        if outcome.success:
+            assert result is not None
+            recorded = _record_success(instance, lease, result, next_node, finished)
+        else:
+            recorded = _record_failure(instance, lease, outcome, finished)
+        StepExecutionLog.objects.create(
+            trigger_id=instance.pk, workflow_id=instance.workflow_id,
+            workflow_version=instance.workflow_version.version, node_id=node_id or "",
+            node_type=node.get("type", "unknown"), attempt=instance.attempts + 1,
+            started_at=started, finished_at=finished, input_context=context,
+            output=outcome.output, success=outcome.success,
+            error=outcome.error if recorded else (
+                (outcome.error + "; " if outcome.error else "")
+                + "lease lost before the outcome was recorded; result discarded"),
+            error_kind=outcome.error_kind if recorded else "lease_lost",
+            task_id=task_id[:64], worker=worker[:200],
+        )
+    if not outcome.success:
+        return f"failed:{outcome.error_kind}"
+    return "advanced" if next_node else "completed"
+
+
+def _record_success(instance: TriggerInstance, lease: uuid.UUID, result: NodeResult,
+                    next_node: str | None, now: datetime) -> bool:
+    new_vars = dict(instance.vars)
+    if result.vars_key:
+        new_vars[result.vars_key] = result.output
+    if next_node is None:
+        return transition(
+            instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.COMPLETED,
+            reason=f"node {instance.current_node_id} done; end of workflow",
+            actor=ENGINE_ACTOR, lease_token=lease,
+            updates={"vars": new_vars, "current_node_id": None, "attempts": 0,
+                     "last_error": ""},
+        )
+    due = result.resume_at or now
+    return _requeue(instance, lease, due, now,
+                    reason=f"node {instance.current_node_id} done; next {next_node}",
+                    updates={"vars": new_vars, "current_node_id": next_node, "attempts": 0,
+                             "last_error": ""})
+
+
+def _record_failure(instance: TriggerInstance, lease: uuid.UUID, outcome: _Outcome,
+                    now: datetime) -> bool:
+    decision = decide_retry(attempts_so_far=instance.attempts, permanent=outcome.permanent,
+                            now=now)
+    error = f"node {instance.current_node_id}: {outcome.error}"
+    if decision.give_up:
+        why = "permanent error" if outcome.permanent else "retries exhausted"
+        return transition(
+            instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.FAILED,
+            reason=f"{why}: {error}", actor=ENGINE_ACTOR, lease_token=lease,
+            updates={"attempts": decision.attempts, "last_error": error},
+        )
+    return _requeue(instance, lease, decision.retry_at, now,
+                    reason=f"retry {decision.attempts} scheduled: {error}",
+                    updates={"attempts": decision.attempts, "last_error": error})
+
+
+def _requeue(instance: TriggerInstance, lease: uuid.UUID | None, due: datetime,
+             now: datetime, *, reason: str, updates: dict[str, Any]) -> bool:
+    """processing -> enqueued at ``due``; the message goes to the broker after commit
+    unless ``due`` is beyond the broker horizon, in which case the sweeper sends it."""
+    countdown = (due - now).total_seconds()
+    in_broker = countdown <= settings.NOTIFYFLOW_BROKER_HORIZON_S
+    ok = transition(
+        instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.ENQUEUED,
+        reason=reason, actor=ENGINE_ACTOR, lease_token=lease,
+        updates={**updates, "available_at": due, "dispatched_at": now if in_broker else None},
+    )
+    if ok and in_broker:
+        dispatch_on_commit(instance.pk, countdown=countdown)
+    return ok
+
+
+def _not_claimed(instance_id: uuid.UUID | str) -> str:
+    """A message that claimed nothing: stale, duplicate, or early. Re-send an early one."""
+    row = (TriggerInstance.objects.filter(pk=instance_id)
+           .values_list("status", "available_at").first())
+    if row is None:
+        return "missing"
+    status, available_at = row
+    if status == S.ENQUEUED:
+        wait = (available_at - timezone.now()).total_seconds()
+        if 0 < wait <= settings.NOTIFYFLOW_BROKER_HORIZON_S:
+            dispatch_on_commit(instance_id, countdown=wait)
+            return "early"
+    return f"skipped:{status}"
+
+
+# --- operator actions (admin, API) -----------------------------------------------------
+
+def instance_retry(*, instance_id: uuid.UUID | str, actor: str) -> bool:
+    """failed -> enqueued now, attempts reset. The only way out of failed."""
+    now = timezone.now()
+    ok = transition(
+        instance_id=instance_id, from_status=S.FAILED, to_status=S.ENQUEUED,
+        reason="retried by operator", actor=actor,
+        updates={"attempts": 0, "available_at": now, "dispatched_at": now,
+                 "finished_at": None, "last_error": ""},
+    )
+    if ok:
+        dispatch_on_commit(instance_id)
+    return ok
+
+
+def instance_run_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
+    """Make a waiting (delayed or backing-off) enqueued instance due now."""
+    now = timezone.now()
+    with transaction.atomic():
+        updated = TriggerInstance.objects.filter(
+            pk=instance_id, status=S.ENQUEUED, available_at__gt=now
+        ).update(available_at=now, dispatched_at=now, updated_at=now)
+        if updated:
+            from triggers.models import TriggerStatusChange
+
+            # Not a status change, but an operator intervention worth the audit trail.
+            TriggerStatusChange.objects.create(
+                instance_id=instance_id, from_status=S.ENQUEUED, to_status=S.ENQUEUED,
+                reason="run now (delay skipped) by operator", actor=actor,
+            )
+            dispatch_on_commit(instance_id)
+    return bool(updated)
+
+
+# --- the sweeper -----------------------------------------------------------------------
+
+def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str, int]:
+    """Recover expired leases, then re-dispatch due instances with no live message.
+
+    Both queries walk partial indexes (status='processing' by locked_until,
+    status='enqueued' by available_at), so finished rows cost nothing.
+    """
+    now = now or timezone.now()
+    batch = batch or settings.NOTIFYFLOW_SWEEP_BATCH
+    return {"recovered": recover_expired_leases(now=now, batch=batch),
+            "dispatched": redispatch_due(now=now, batch=batch)}
+
+
+def recover_expired_leases(*, now: datetime, batch: int) -> int:
+    expired = list(
+        TriggerInstance.objects.filter(status=S.PROCESSING, locked_until__lt=now)
+        .order_by("locked_until")
+        .select_related("workflow_version")
+        .only("id", "workflow_id", "workflow_version__version", "current_node_id",
+              "attempts", "lease_token", "locked_by", "locked_until")[:batch]
+    )
+    recovered = 0
+    for instance in expired:
+        decision = decide_retry(attempts_so_far=instance.attempts, permanent=False, now=now,
+                                immediate=True)
+        error = (f"node {instance.current_node_id}: lease expired at "
+                 f"{instance.locked_until.isoformat()} (worker {instance.locked_by} lost)")
+        with transaction.atomic():
+            if decision.give_up:
+                ok = transition(
+                    instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.FAILED,
+                    reason=f"retries exhausted: {error}", actor="sweeper",
+                    lease_token=instance.lease_token,
+                    updates={"attempts": decision.attempts, "last_error": error},
+                )
+            else:
+                ok = _requeue(instance, instance.lease_token, now, now,
+                              reason=f"lease recovered: {error}",
+                              updates={"attempts": decision.attempts, "last_error": error})
+            if ok:
+                recovered += 1
+                StepExecutionLog.objects.create(
+                    trigger_id=instance.pk, workflow_id=instance.workflow_id,
+                    workflow_version=instance.workflow_version.version,
+                    node_id=instance.current_node_id or "", node_type="unknown",
+                    attempt=decision.attempts, started_at=instance.locked_until, finished_at=now,
+                    input_context={}, output={}, success=False, error=error,
+                    error_kind="lease_expired", worker="sweeper",
+                )
+    return recovered
+
+
+def redispatch_due(*, now: datetime, batch: int) -> int:
+    """Send a message for due enqueued instances that have none in the broker: never
+    dispatched (a long delay held in the database) or dispatched long enough ago that
+    the message must be lost (broker flushed or restarted)."""
+    stale = now - timedelta(seconds=settings.NOTIFYFLOW_REDISPATCH_AFTER_S)
+    ids = list(
+        TriggerInstance.objects.filter(status=S.ENQUEUED, available_at__lte=now)
+        .filter(Q(dispatched_at__isnull=True)
+                | Q(available_at__lte=stale, dispatched_at__lte=stale))
+        .order_by("available_at").values_list("id", flat=True)[:batch]
+    )
+    if not ids:
+        return 0
+    with transaction.atomic():
+        TriggerInstance.objects.filter(pk__in=ids, status=S.ENQUEUED).update(dispatched_at=now)
+        for instance_id in ids:
+            dispatch_on_commit(instance_id)
+    return len(ids)

@@ -1,0 +1,16 @@
+"""Node executors, one module per node type, looked up through EXECUTORS."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import delay, email, sms
+from .base import NodeResult, StepContext
+
+EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
+    "email": email.execute,
+    "sms": sms.execute,
+    "delay": delay.execute,
+}
+
+__all__ = ["EXECUTORS", "NodeResult", "StepContext"]

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from workflows.templating import TemplateError, render
+
+from ..providers.base import ProviderError
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """Everything a node executor may use. ``context`` is what templates see."""
+
+    instance_id: uuid.UUID
+    node_id: str
+    node_type: str
+    config: dict[str, Any]
+    context: dict[str, Any]
+    now: datetime
+    lease_token: uuid.UUID | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.instance_id}:{self.node_id}"
+
+    def render(self, field_name: str, *, html: bool = False) -> str:
+        try:
+            return render(self.config[field_name], self.context, html=html)
+        except TemplateError as exc:
+            # A render error is the workflow author's bug: retrying cannot fix it.
+            raise ProviderError(f"{field_name}: template error: {exc}", permanent=True) from exc
+
+    def render_optional(self, field_name: str, *, html: bool = False) -> str | None:
+        if self.config.get(field_name) in (None, ""):
+            return None
+        return self.render(field_name, html=html)
+
+
+@dataclass
+class NodeResult:
+    """What a node produced: output for the step log, what to merge into ``vars``,
+    and, for a delay, when the next node becomes due."""
+
+    output: dict[str, Any] = field(default_factory=dict)
+    vars_key: str | None = None
+    resume_at: datetime | None = None
+
+
+def split_addresses(value: str) -> list[str]:
+    return [part.strip() for part in value.replace(";", ",").split(",") if part.strip()]

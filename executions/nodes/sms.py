@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from ..deliveries import guarded_send
+from ..providers.base import ProviderError
+from ..providers.sms import SmsMessage, send_sms
+from .base import NodeResult, StepContext
+
+
+def execute(step: StepContext) -> NodeResult:
+    to = step.render("to").strip()
+    if not to:
+        raise ProviderError("to: rendered to an empty phone number", permanent=True)
+    body = step.render("body")
+    if not body.strip():
+        raise ProviderError("body: rendered to an empty message", permanent=True)
+
+    def send() -> dict:
+        result = send_sms(SmsMessage(to=to, body=body, from_number="",
+                                     idempotency_key=step.idempotency_key))
+        return {"message_id": result.message_id, "to": to, "sent_at": step.now.isoformat()}
+
+    output = guarded_send(step=step, channel="sms", send=send)
+    return NodeResult(output=output, vars_key=f"sms_{step.node_id}")

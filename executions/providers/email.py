@@ -1,0 +1,88 @@
+"""Email through Django's email API, whatever EMAIL_BACKEND is (anymail, SMTP, file...)."""
+
+from __future__ import annotations
+
+import smtplib
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives, get_connection
+
+from .base import ProviderError
+
+
+@dataclass(frozen=True)
+class EmailSendResult:
+    message_id: str
+
+
+_connection = None
+
+
+def _get_connection():
+    # One backend object per process: SMTP keeps its socket between sends only if
+    # opened explicitly, other backends are cheap either way.
+    global _connection
+    if _connection is None or _connection.__class__.__module__ + "." + \
+            _connection.__class__.__name__ != settings.EMAIL_BACKEND:
+        _connection = get_connection(settings.EMAIL_BACKEND)
+    return _connection
+
+
+def send_email(
+    *, to: list[str], subject: str, body: str, html_body: str | None, from_email: str | None,
+    reply_to: list[str] | None, message_id: str, idempotency_key: str,
+) -> EmailSendResult:
+    """Send one message; raise ProviderError classified per SPEC §2.
+
+    ``message_id`` is set as the Message-ID header: stable per (instance, node), so a
+    re-send after an unknown outcome carries the same id and receivers can dedupe it.
+    """
+    message = EmailMultiAlternatives(
+        subject=subject, body=body, from_email=from_email or settings.DEFAULT_FROM_EMAIL,
+        to=to, reply_to=reply_to or None,
+        headers={"Message-ID": message_id, "X-NotifyFlow-Idempotency-Key": idempotency_key},
+        connection=_get_connection(),
+    )
+    if html_body:
+        message.attach_alternative(html_body, "text/html")
+    try:
+        sent = message.send(fail_silently=False)
+    except smtplib.SMTPRecipientsRefused as exc:
+        codes = [code for code, _ in exc.recipients.values()]
+        transient = bool(codes) and all(400 <= c < 500 for c in codes)
+        raise ProviderError(f"SMTP refused recipients: {exc.recipients}",
+                            permanent=not transient) from exc
+    except smtplib.SMTPResponseException as exc:
+        raise ProviderError(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}",
+                            permanent=exc.smtp_code >= 500) from exc
+    except (TimeoutError, smtplib.SMTPServerDisconnected, smtplib.SMTPConnectError,
+            ConnectionError, OSError) as exc:
+        raise ProviderError(f"email connection error: {exc}", permanent=False) from exc
+    except Exception as exc:
+        _raise_anymail(exc)
+        raise
+    if not sent:
+        raise ProviderError("the email backend reported 0 messages sent", permanent=False)
+    status = getattr(message, "anymail_status", None)
+    esp_id = getattr(status, "message_id", None) if status is not None else None
+    if isinstance(esp_id, set):  # several recipients with different ids
+        esp_id = ",".join(sorted(str(i) for i in esp_id))
+    return EmailSendResult(message_id=str(esp_id) if esp_id else message_id)
+
+
+def _raise_anymail(exc: Exception) -> None:
+    try:
+        from anymail.exceptions import (
+            AnymailAPIError,
+            AnymailInvalidAddress,
+            AnymailRecipientsRefused,
+        )
+    except ImportError:  # pragma: no cover - anymail is a dependency
+        return
+    if isinstance(exc, (AnymailRecipientsRefused, AnymailInvalidAddress)):
+        raise ProviderError(f"recipient rejected: {exc}", permanent=True) from exc
+    if isinstance(exc, AnymailAPIError):
+        code = getattr(exc, "status_code", None)
+        permanent = code is not None and 400 <= code < 500 and code not in (408, 429)
+        raise ProviderError(f"email provider error: {exc}", permanent=permanent) from exc

@@ -1,0 +1,28 @@
+"""Small pieces shared by every API view (URL-level plumbing, no business logic)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework.request import Request
+
+from .api_errors import ApiError
+
+
+def json_object_body(request: Request) -> dict:
+    """The request body as a JSON object, or a 4xx naming what is wrong.
+
+    Checks the declared size before parsing, so an oversized body is refused unread.
+    """
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    limit = settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES + 16 * 1024
+    if length > limit:
+        raise ApiError(code="payload_too_large", field="body", status_code=413,
+                       message=f"body: {length} bytes is over the limit of {limit} bytes")
+    data = request.data
+    if not isinstance(data, dict):
+        raise ApiError(code="not_an_object", field="body",
+                       message="body: must be a JSON object")
+    return data

@@ -1,0 +1,126 @@
+"""One error shape for every 4xx/5xx answer of the API.
+
+    {"code": "<stable code>", "field": "<first offending field or null>",
+     "message": "<human text naming the field>", "errors": [{"field", "code", "message"}]}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class ApiError(exceptions.APIException):
+    """Raised by services/views for a 4xx with a stable code and a field."""
+
+    def __init__(
+        self, *, code: str, message: str, field: str | None = None, status_code: int = 400
+    ) -> None:
+        super().__init__(detail=message, code=code)
+        self.status_code = status_code
+        self.error_code = code
+        self.field = field
+        self.message = message
+
+
+def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
+    """Turn DRF's nested ValidationError detail into a flat list of field errors."""
+    out: list[dict[str, str]] = []
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = key if not prefix else f"{prefix}.{key}"
+            if key == "non_field_errors":
+                name = prefix or None
+            out.extend(_flatten(value, name))
+    elif isinstance(detail, list):
+        for index, value in enumerate(detail):
+            if isinstance(value, (dict, list)):
+                out.extend(_flatten(value, f"{prefix}[{index}]" if prefix else str(index)))
+            else:
+                out.extend(_flatten(value, prefix))
+    else:
+        code = getattr(detail, "code", "invalid") or "invalid"
+        message = str(detail)
+        if prefix and not message.startswith(prefix):
+            message = f"{prefix}: {message}"
+        out.append({"field": prefix or None, "code": code, "message": message})
+    return out
+
+
+def error_response(
+    *, code: str, message: str, field: str | None, status_code: int, errors: list | None = None
+) -> Response:
+    body = {
+        "code": code,
+        "field": field,
+        "message": message,
+        "errors": errors if errors is not None else [
+            {"field": field, "code": code, "message": message}
+        ],
+    }
+    return Response(body, status=status_code)
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, InputError):
+        exc = exc.to_api_error()
+    if isinstance(exc, ApiError):
+        return error_response(
+            code=exc.error_code, message=exc.message, field=exc.field,
+            status_code=exc.status_code,
+        )
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        errors = _flatten(exc.detail)
+        first = errors[0] if errors else {"field": None, "code": "invalid", "message": "invalid"}
+        return error_response(
+            code=first["code"], message=first["message"], field=first["field"],
+            status_code=status.HTTP_400_BAD_REQUEST, errors=errors,
+        )
+    if isinstance(exc, exceptions.ParseError):
+        return error_response(
+            code="malformed_json", message=f"body: {exc.detail}", field="body",
+            status_code=400,
+        )
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        return error_response(
+            code="unsupported_media_type",
+            message=f"Content-Type: {exc.detail} Send application/json.",
+            field="Content-Type", status_code=415,
+        )
+    if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
+        response = error_response(
+            code="not_authenticated" if isinstance(exc, exceptions.NotAuthenticated)
+            else "authentication_failed",
+            message=f"Authorization: {exc.detail}", field="Authorization", status_code=401,
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="api"'
+        return response
+    code = getattr(exc, "default_code", "error")
+    detail = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
+    return error_response(
+        code=str(code), message=str(detail), field=None, status_code=response.status_code
+    )
+
+
+class InputError(Exception):
+    """A domain-level input rejection; the API turns it into the one error shape."""
+
+    def __init__(self, *, field: str | None, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.field, self.code, self.message, self.status = field, code, message, status
+
+    def to_api_error(self) -> ApiError:
+        return ApiError(code=self.code, message=self.message, field=self.field,
+                        status_code=self.status)

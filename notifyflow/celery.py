@@ -1,0 +1,42 @@
+"""The Celery app, and the one way the project enqueues work: after commit, ids only."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from celery import Celery
+from django.db import transaction
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
+
+app = Celery("notifyflow")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+# Celery's Django fixup closes every DB connection after every task unless this is
+# set (costs ~4x in steps/s, shared/PERF-NOTES.md). It is read as a raw key.
+app.conf.CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000000"))
+app.conf.worker_disable_rate_limits = True
+app.autodiscover_tasks()
+
+
+def enqueue_on_commit(task: Any, *args: Any, countdown: float | None = None) -> None:
+    """Send ``task`` with ``args`` (ids only) once the surrounding transaction commits.
+
+    Outside a transaction Django runs the callback at once. A message sent before commit
+    could be consumed by a worker that cannot see the row yet.
+    """
+    send: Callable[[], Any] = lambda: task.apply_async(args=args, countdown=countdown)  # noqa: E731
+    transaction.on_commit(send)
+
+
+@app.on_after_finalize.connect
+def _connect_beat_init(sender: Celery, **kwargs: Any) -> None:
+    from celery.signals import beat_init
+
+    def ensure_schedule(**_: Any) -> None:
+        from executions.schedule import ensure_sweeper_schedule
+
+        ensure_sweeper_schedule()
+
+    beat_init.connect(ensure_schedule, weak=False)

@@ -1,0 +1,230 @@
+"""NotifyFlow settings: everything comes from environment variables with working defaults.
+
+The embedded default (no env vars) is a SQLite file and kombu's filesystem broker under
+``var/``, so ``make run`` works on a machine with no servers. Production and CI set
+``DATABASE_URL`` (PostgreSQL) and ``CELERY_BROKER_URL`` (Redis).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("NOTIFYFLOW_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return default if value in (None, "") else int(value)
+
+
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return default if value in (None, "") else float(value)
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "notifyflow-insecure-development-key")
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_celery_beat",
+    "workflows",
+    "triggers",
+    "executions",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "notifyflow.urls"
+WSGI_APPLICATION = "notifyflow.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Persistent connections: with CONN_MAX_AGE=0 every API request and every Celery task
+# reconnects, which costs 4-5x in throughput (shared/PERF-NOTES.md).
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'notifyflow.sqlite3'}"),
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 600),
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # SQLite is the embedded demo default: web, worker and beat share one file.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+IS_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "notifyflow": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    },
+}
+
+# --- REST framework -------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["triggers.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "notifyflow.api_errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "NotifyFlow API",
+    "DESCRIPTION": "Notification workflow backend: triggers, workflows, step logs.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+}
+
+# Requests bigger than this never reach a view: 413 (checked before parsing).
+NOTIFYFLOW_MAX_PAYLOAD_BYTES = env_int("NOTIFYFLOW_MAX_PAYLOAD_BYTES", 256 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = NOTIFYFLOW_MAX_PAYLOAD_BYTES + 64 * 1024
+
+# --- Providers ------------------------------------------------------------------------
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 20)
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "notifications@notifyflow.local")
+ANYMAIL = {}
+
+SMS_BACKEND = os.environ.get("SMS_BACKEND", "console")
+SMS_FILE_PATH = os.environ.get("SMS_FILE_PATH", str(VAR_DIR / "sms"))
+SMS_DEFAULT_FROM = os.environ.get("SMS_DEFAULT_FROM", os.environ.get("TWILIO_FROM_NUMBER", ""))
+TWILIO_ACCOUNT_SID = os.environ.get("TWILIO_ACCOUNT_SID", "")
+TWILIO_AUTH_TOKEN = os.environ.get("TWILIO_AUTH_TOKEN", "")
+# Only for tests and local fakes: where the twilio client sends its HTTP requests.
+TWILIO_API_BASE_URL = os.environ.get("TWILIO_API_BASE_URL", "")
+TWILIO_TIMEOUT_S = env_float("TWILIO_TIMEOUT_S", 15)
+
+# --- Engine ---------------------------------------------------------------------------
+NOTIFYFLOW_RETRY_BASE_DELAY_S = env_float("NOTIFYFLOW_RETRY_BASE_DELAY_S", 60)
+NOTIFYFLOW_MAX_RETRIES = env_int("NOTIFYFLOW_MAX_RETRIES", 3)
+# Order matters: soft limit < hard limit < lease < broker visibility timeout.
+NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S = env_int("NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S", 30)
+NOTIFYFLOW_STEP_TIME_LIMIT_S = env_int("NOTIFYFLOW_STEP_TIME_LIMIT_S", 45)
+NOTIFYFLOW_LEASE_S = env_int("NOTIFYFLOW_LEASE_S", 90)
+NOTIFYFLOW_SWEEP_INTERVAL_S = env_float("NOTIFYFLOW_SWEEP_INTERVAL_S", 5)
+NOTIFYFLOW_SWEEP_BATCH = env_int("NOTIFYFLOW_SWEEP_BATCH", 500)
+# A due instance with no claim after this long is assumed to have lost its message.
+NOTIFYFLOW_REDISPATCH_AFTER_S = env_float("NOTIFYFLOW_REDISPATCH_AFTER_S", 30)
+# Delays longer than this never go to the broker as a countdown; the sweeper wakes them.
+NOTIFYFLOW_BROKER_HORIZON_S = env_int("NOTIFYFLOW_BROKER_HORIZON_S", 600)
+# Redis re-delivers an unacked message after this; it must exceed every countdown we
+# hand the broker and every task's runtime (kombu#337, celery#2599).
+NOTIFYFLOW_VISIBILITY_TIMEOUT_S = env_int("NOTIFYFLOW_VISIBILITY_TIMEOUT_S", 3600)
+
+# --- Celery ---------------------------------------------------------------------------
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_FILESYSTEM_DIR = VAR_DIR / "broker"
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for _sub in ("queue", "processed"):
+        (CELERY_BROKER_FILESYSTEM_DIR / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_FILESYSTEM_DIR / "queue"),
+        "data_folder_out": str(CELERY_BROKER_FILESYSTEM_DIR / "queue"),
+        "processed_folder": str(CELERY_BROKER_FILESYSTEM_DIR / "processed"),
+        "store_processed": False,
+    }
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": NOTIFYFLOW_VISIBILITY_TIMEOUT_S}
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# At-least-once: a message is acked after the task ran; a worker that dies mid-task gets
+# its message redelivered. The database attempts counter bounds the redeliveries.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S
+CELERY_TASK_TIME_LIMIT = NOTIFYFLOW_STEP_TIME_LIMIT_S
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TASK_ALWAYS_EAGER = False
+
+assert (
+    NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S
+    < NOTIFYFLOW_STEP_TIME_LIMIT_S
+    < NOTIFYFLOW_LEASE_S
+    < NOTIFYFLOW_VISIBILITY_TIMEOUT_S
+), "need soft time limit < hard time limit < lease < broker visibility timeout"
+assert NOTIFYFLOW_BROKER_HORIZON_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S / 2, (
+    "countdowns near the visibility timeout get redelivered (kombu#337)"
+)

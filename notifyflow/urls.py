@@ -1,0 +1,46 @@
+from django.contrib import admin
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from triggers.views import TriggerDetailView, TriggerListCreateView
+from workflows.views import WorkflowDetailView, WorkflowListCreateView
+
+from .celery import app as celery_app
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """200 when the database and the broker answer; 503 naming the one that does not."""
+    checks: dict[str, str] = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - any failure means unhealthy
+        checks["database"] = f"error: {exc.__class__.__name__}: {exc}"
+    try:
+        with celery_app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        checks["broker"] = "ok"
+    except Exception as exc:  # noqa: BLE001
+        checks["broker"] = f"error: {exc.__class__.__name__}: {exc}"
+    healthy = all(v == "ok" for v in checks.values())
+    return JsonResponse({"status": "ok" if healthy else "unavailable", **checks},
+                        status=200 if healthy else 503)
+
+
+api_v1 = [
+    path("triggers/", TriggerListCreateView.as_view(), name="trigger-list"),
+    path("triggers/<uuid:id>/", TriggerDetailView.as_view(), name="trigger-detail"),
+    path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
+    path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("healthz", healthz, name="healthz"),
+]

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from triggers import auth
+
+from .factories import WorkflowFactory
+
+REQUIRE_SERVICES = os.environ.get("NOTIFYFLOW_REQUIRE_SERVICES") == "1"
+USING_POSTGRES = settings.IS_POSTGRES
+USING_REDIS = settings.CELERY_BROKER_URL.startswith("redis://")
+
+
+def pytest_collection_modifyitems(config, items):
+    if REQUIRE_SERVICES and not (USING_POSTGRES and USING_REDIS):
+        raise pytest.UsageError(
+            "NOTIFYFLOW_REQUIRE_SERVICES=1 but DATABASE_URL is not PostgreSQL or "
+            "CELERY_BROKER_URL is not Redis: CI never falls back to SQLite"
+        )
+    skip_pg = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://...")
+    skip_worker = pytest.mark.skip(
+        reason="needs PostgreSQL and a Redis broker: set DATABASE_URL and CELERY_BROKER_URL"
+    )
+    for item in items:
+        if "postgres" in item.keywords and not USING_POSTGRES:
+            item.add_marker(skip_pg)
+        if "worker" in item.keywords and not (USING_POSTGRES and USING_REDIS):
+            item.add_marker(skip_worker)
+
+
+@pytest.fixture(autouse=True)
+def _isolate(settings, tmp_path):
+    settings.SMS_BACKEND = "locmem"
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    settings.SMS_FILE_PATH = str(tmp_path / "sms")
+    settings.NOTIFYFLOW_RETRY_BASE_DELAY_S = 60
+    auth.clear_cache()
+    from executions.providers import sms
+
+    sms.outbox.clear()
+    yield
+
+
+@pytest.fixture
+def api_key(db):
+    from triggers.services import api_key_create
+
+    return api_key_create(name="tests")[1]
+
+
+@pytest.fixture
+def api(api_key):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key}")
+    return client
+
+
+@pytest.fixture
+def workflow(db):
+    return WorkflowFactory()

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import factory
+from django.utils import timezone
+
+from triggers.models import TriggerInstance, TriggerStatus
+from workflows.models import Workflow
+from workflows.services import workflow_save
+
+
+def email_sms_definition(delay: str | None = None) -> dict:
+    nodes = [
+        {"id": "hello", "type": "email", "config": {
+            "to": "{{ payload.email }}", "subject": "Hi {{ payload.name }}",
+            "body": "Hello {{ payload.name }}"}},
+        {"id": "text", "type": "sms", "config": {
+            "to": "{{ payload.phone }}", "body": "Hi {{ payload.name }}"}},
+    ]
+    edges = [{"from": "hello", "to": "text"}]
+    if delay:
+        nodes.insert(1, {"id": "wait", "type": "delay", "config": {"duration": delay}})
+        edges = [{"from": "hello", "to": "wait"}, {"from": "wait", "to": "text"}]
+    return {"entry_node_id": "hello", "nodes": nodes, "edges": edges}
+
+
+PAYLOAD = {"name": "Ada", "email": "ada@example.com", "phone": "+15005550006"}
+
+
+class WorkflowFactory(factory.django.DjangoModelFactory):
+    """Builds through the service, so every workflow has a validated version."""
+
+    class Meta:
+        model = Workflow
+
+    key = factory.Sequence(lambda n: f"workflow-{n}")
+    name = factory.LazyAttribute(lambda o: o.key.replace("-", " ").title())
+    is_active = True
+    definition = factory.LazyFunction(email_sms_definition)
+
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):
+        return workflow_save(key=kwargs["key"], name=kwargs["name"],
+                             is_active=kwargs["is_active"], definition=kwargs["definition"])
+
+
+class TriggerInstanceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = TriggerInstance
+
+    workflow = factory.SubFactory(WorkflowFactory)
+    workflow_version = factory.LazyAttribute(lambda o: o.workflow.current_version)
+    idempotency_key = factory.Sequence(lambda n: f"key-{n}")
+    payload = factory.LazyFunction(lambda: dict(PAYLOAD))
+    status = TriggerStatus.ENQUEUED
+    current_node_id = factory.LazyAttribute(
+        lambda o: o.workflow_version.definition["entry_node_id"])
+    available_at = factory.LazyFunction(timezone.now)

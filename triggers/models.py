@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+from django.db import models
+
+
+class TriggerStatus(models.TextChoices):
+    ENQUEUED = "enqueued", "Enqueued"
+    PROCESSING = "processing", "Processing"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+
+
+TERMINAL_STATUSES = frozenset({TriggerStatus.COMPLETED, TriggerStatus.FAILED})
+
+
+class TriggerInstance(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow = models.ForeignKey("workflows.Workflow", on_delete=models.PROTECT,
+                                 related_name="instances")
+    workflow_version = models.ForeignKey("workflows.WorkflowVersion", on_delete=models.PROTECT,
+                                         related_name="instances")
+    idempotency_key = models.CharField(max_length=255)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=TriggerStatus.choices,
+                              default=TriggerStatus.ENQUEUED)
+    # The cursor: the node to execute next; null once the instance has finished.
+    current_node_id = models.CharField(max_length=64, null=True, blank=True)
+    vars = models.JSONField(default=dict, blank=True)
+    # Failures of the current node; reset when the cursor advances.
+    attempts = models.PositiveIntegerField(default=0)
+    available_at = models.DateTimeField()
+    # Lease of the worker that holds a processing instance. Every write that ends a step
+    # is fenced on lease_token, so a zombie whose lease was recovered cannot write.
+    lease_token = models.UUIDField(null=True, blank=True)
+    locked_by = models.CharField(max_length=200, blank=True, default="")
+    locked_until = models.DateTimeField(null=True, blank=True)
+    # When a task message was last handed to the broker for the current due time; the
+    # sweeper re-sends only when that message looks lost.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "idempotency_key"],
+                                    name="trigger_unique_workflow_idempotency_key"),
+            models.CheckConstraint(condition=models.Q(status__in=TriggerStatus.values),
+                                   name="trigger_status_valid"),
+            models.CheckConstraint(condition=~models.Q(idempotency_key=""),
+                                   name="trigger_idempotency_key_not_empty"),
+            models.CheckConstraint(
+                condition=models.Q(status="processing", lease_token__isnull=False,
+                                   locked_until__isnull=False)
+                | ~models.Q(status="processing"),
+                name="trigger_processing_has_lease",
+            ),
+        ]
+        indexes = [
+            # "Due enqueued instances, oldest first" (claim scans, sweeper re-dispatch):
+            # partial, so finished rows never enter it however many there are.
+            models.Index(fields=["available_at"], name="trigger_due_enqueued",
+                         condition=models.Q(status="enqueued")),
+            # Sweeper: processing instances whose lease has expired.
+            models.Index(fields=["locked_until"], name="trigger_lease_processing",
+                         condition=models.Q(status="processing")),
+            # API/admin filters: ?status= per workflow, newest first.
+            models.Index(fields=["workflow", "status", "-created_at"],
+                         name="trigger_workflow_status"),
+            models.Index(fields=["status", "-created_at"], name="trigger_status_created"),
+            models.Index(fields=["idempotency_key"], name="trigger_idempotency_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}:{self.idempotency_key}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class TriggerStatusChange(models.Model):
+    """Append-only audit of every status change of a trigger instance."""
+
+    instance = models.ForeignKey(TriggerInstance, on_delete=models.CASCADE,
+                                 related_name="status_changes")
+    from_status = models.CharField(max_length=16, choices=TriggerStatus.choices)
+    to_status = models.CharField(max_length=16, choices=TriggerStatus.choices)
+    reason = models.TextField(blank=True, default="")
+    actor = models.CharField(max_length=200, blank=True, default="")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["instance", "at"], name="status_change_instance_at")]
+
+    def __str__(self) -> str:
+        return f"{self.from_status} -> {self.to_status}"
+
+
+class ApiKey(models.Model):
+    """An API key; only the SHA-256 of the key is stored (keys are 256-bit random)."""
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, help_text="First characters, to recognise a key")
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    # DRF treats the authenticated principal as request.user.
+    is_authenticated = True
+
+    @staticmethod
+    def hash_key(raw_key: str) -> str:
+        return hashlib.sha256(raw_key.encode()).hexdigest()

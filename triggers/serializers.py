@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from .models import TriggerInstance, TriggerStatus
+
+
+class TriggerCreateInputSerializer(serializers.Serializer):
+    """Documents the body of POST /api/v1/triggers/ (validated by the service)."""
+
+    workflow = serializers.CharField(help_text="Workflow key")
+    idempotency_key = serializers.CharField(max_length=255)
+    payload = serializers.DictField(required=False)
+
+
+class CursorSerializer(serializers.Serializer):
+    current_node_id = serializers.CharField(allow_null=True)
+
+
+class TriggerOutputSerializer(serializers.ModelSerializer):
+    workflow = serializers.SlugRelatedField(slug_field="key", read_only=True)
+    workflow_version = serializers.IntegerField(source="workflow_version.version",
+                                                read_only=True)
+    cursor = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TriggerInstance
+        fields = [
+            "id", "workflow", "workflow_version", "idempotency_key", "status", "cursor",
+            "vars", "attempts", "available_at", "payload", "last_error", "created_at",
+            "updated_at", "finished_at",
+        ]
+
+    def get_cursor(self, obj: TriggerInstance) -> dict:
+        return {"current_node_id": obj.current_node_id}
+
+    get_cursor.__annotations__["return"] = CursorSerializer
+
+
+class TriggerListFilterSerializer(serializers.Serializer):
+    workflow = serializers.SlugField(required=False)
+    status = serializers.ChoiceField(choices=TriggerStatus.values, required=False)
+    idempotency_key = serializers.CharField(required=False, max_length=255)

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from notifyflow.api import json_object_body
+
+from .models import TriggerInstance
+from .serializers import (
+    TriggerCreateInputSerializer,
+    TriggerListFilterSerializer,
+    TriggerOutputSerializer,
+)
+from .services import trigger_create
+
+
+class TriggerListCreateView(GenericAPIView):
+    serializer_class = TriggerOutputSerializer
+
+    def get_queryset(self):
+        return TriggerInstance.objects.select_related("workflow", "workflow_version")
+
+    @extend_schema(request=TriggerCreateInputSerializer,
+                   responses={201: TriggerOutputSerializer, 200: TriggerOutputSerializer})
+    def post(self, request: Request) -> Response:
+        body = json_object_body(request)
+        result = trigger_create(
+            workflow=body.get("workflow"),
+            idempotency_key=body.get("idempotency_key"),
+            payload=body.get("payload", {}),
+        )
+        data = TriggerOutputSerializer(result.instance).data
+        if result.created:
+            return Response(data, status=status.HTTP_201_CREATED)
+        return Response(data, status=status.HTTP_200_OK,
+                        headers={"Idempotent-Replayed": "true"})
+
+    @extend_schema(parameters=[TriggerListFilterSerializer])
+    def get(self, request: Request) -> Response:
+        filters = TriggerListFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        queryset = self.get_queryset()
+        values = filters.validated_data
+        if "workflow" in values:
+            queryset = queryset.filter(workflow__key=values["workflow"])
+        if "status" in values:
+            queryset = queryset.filter(status=values["status"])
+        if "idempotency_key" in values:
+            queryset = queryset.filter(idempotency_key=values["idempotency_key"])
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class TriggerDetailView(GenericAPIView):
+    serializer_class = TriggerOutputSerializer
+    lookup_field = "id"
+
+    def get_queryset(self):
+        return TriggerInstance.objects.select_related("workflow", "workflow_version")
+
+    @extend_schema(parameters=[OpenApiParameter("id", str, OpenApiParameter.PATH)])
+    def get(self, request: Request, id: str) -> Response:
+        return Response(self.get_serializer(self.get_object()).data)

@@ -1,0 +1,271 @@
+"""Workflow definitions: the one validator used by the API, the admin and any import.
+
+A definition is ``{"entry_node_id", "nodes": [{id, type, config}], "edges": [{from, to,
+condition?}]}``. ``validate_definition`` returns a normalized copy or raises
+``DefinitionError`` whose ``errors`` each name the node and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .durations import parse_duration
+from .templating import TemplateError, check_condition, check_template
+
+NODE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    required: bool
+    kind: str  # "template" | "html_template" | "int" | "duration"
+
+
+NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
+    "email": {
+        "to": FieldSpec(True, "template"),
+        "subject": FieldSpec(True, "template"),
+        "body": FieldSpec(True, "template"),
+        "html_body": FieldSpec(False, "html_template"),
+        "from_email": FieldSpec(False, "template"),
+        "reply_to": FieldSpec(False, "template"),
+    },
+    "sms": {
+        "to": FieldSpec(True, "template"),
+        "body": FieldSpec(True, "template"),
+    },
+    "delay": {
+        "delay_ms": FieldSpec(False, "int"),
+        "duration": FieldSpec(False, "duration"),
+        "until": FieldSpec(False, "template"),
+    },
+}
+NODE_TYPES = tuple(NODE_CONFIG_SPECS)
+
+
+@dataclass
+class DefinitionProblem:
+    field: str
+    message: str
+    node: str | None = None
+    code: str = "invalid_definition"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "field": self.field, "code": self.code, "message": self.message}
+
+    def __str__(self) -> str:
+        where = f"node {self.node!r}, " if self.node else ""
+        return f"{where}{self.field}: {self.message}"
+
+
+class DefinitionError(ValueError):
+    def __init__(self, errors: list[DefinitionProblem]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
+def validate_definition(definition: Any) -> dict[str, Any]:
+    """Validate every rule of SPEC §2; return the normalized definition."""
+    problems: list[DefinitionProblem] = []
+    if not isinstance(definition, dict):
+        raise DefinitionError([DefinitionProblem("definition", "must be a JSON object")])
+    unknown = set(definition) - {"entry_node_id", "nodes", "edges"}
+    for key in sorted(unknown):
+        problems.append(DefinitionProblem(key, "unknown field", code="unknown_field"))
+
+    nodes = definition.get("nodes")
+    edges = definition.get("edges", [])
+    entry = definition.get("entry_node_id")
+    if not isinstance(nodes, list) or not nodes:
+        problems.append(DefinitionProblem("nodes", "must be a non-empty list of nodes"))
+        nodes = []
+    if not isinstance(edges, list):
+        problems.append(DefinitionProblem("edges", "must be a list of edges"))
+        edges = []
+
+    ids: list[str] = []
+    clean_nodes: list[dict[str, Any]] = []
+    for index, node in enumerate(nodes):
+        path = f"nodes[{index}]"
+        if not isinstance(node, dict):
+            problems.append(DefinitionProblem(path, "must be an object {id, type, config}"))
+            continue
+        node_id = node.get("id")
+        label = node_id if isinstance(node_id, str) else None
+        if not isinstance(node_id, str) or not NODE_ID_RE.match(node_id):
+            problems.append(DefinitionProblem(
+                f"{path}.id", "must be 1-64 letters, digits, '_' or '-'", node=label,
+                code="invalid_node_id",
+            ))
+        elif node_id in ids:
+            problems.append(DefinitionProblem(
+                f"{path}.id", f"duplicate node id {node_id!r}", node=node_id,
+                code="duplicate_node_id",
+            ))
+        else:
+            ids.append(node_id)
+        for key in sorted(set(node) - {"id", "type", "config"}):
+            problems.append(DefinitionProblem(f"{path}.{key}", "unknown field", node=label,
+                                              code="unknown_field"))
+        node_type = node.get("type")
+        if node_type not in NODE_CONFIG_SPECS:
+            problems.append(DefinitionProblem(
+                f"{path}.type", f"must be one of {', '.join(NODE_TYPES)}", node=label,
+                code="invalid_node_type",
+            ))
+            continue
+        config = node.get("config", {})
+        if not isinstance(config, dict):
+            problems.append(DefinitionProblem(f"{path}.config", "must be an object", node=label))
+            continue
+        problems.extend(_check_config(node_type, config, f"{path}.config", label))
+        clean_nodes.append({"id": node_id, "type": node_type, "config": config})
+
+    if not isinstance(entry, str) or not entry:
+        problems.append(DefinitionProblem("entry_node_id", "is required", code="required"))
+    elif entry not in ids:
+        problems.append(DefinitionProblem(
+            "entry_node_id", f"no node has id {entry!r}", node=entry, code="unknown_node",
+        ))
+
+    clean_edges: list[dict[str, Any]] = []
+    for index, edge in enumerate(edges):
+        path = f"edges[{index}]"
+        if not isinstance(edge, dict):
+            problems.append(DefinitionProblem(path, "must be an object {from, to, condition?}"))
+            continue
+        for key in sorted(set(edge) - {"from", "to", "condition"}):
+            problems.append(DefinitionProblem(f"{path}.{key}", "unknown field",
+                                              code="unknown_field"))
+        ok = True
+        for end in ("from", "to"):
+            value = edge.get(end)
+            if not isinstance(value, str) or value not in ids:
+                ok = False
+                problems.append(DefinitionProblem(
+                    f"{path}.{end}", f"no node has id {value!r}",
+                    node=value if isinstance(value, str) else None, code="unknown_node",
+                ))
+        condition = edge.get("condition")
+        if condition is not None:
+            if not isinstance(condition, str):
+                problems.append(DefinitionProblem(f"{path}.condition", "must be a string",
+                                                  node=edge.get("from")))
+            else:
+                try:
+                    check_condition(condition)
+                except TemplateError as exc:
+                    problems.append(DefinitionProblem(
+                        f"{path}.condition", f"invalid Liquid expression: {exc}",
+                        node=edge.get("from"), code="invalid_template",
+                    ))
+        if ok:
+            clean = {"from": edge["from"], "to": edge["to"]}
+            if isinstance(condition, str):
+                clean["condition"] = condition
+            clean_edges.append(clean)
+
+    if not problems:
+        cycle = _find_cycle(ids, clean_edges)
+        if cycle:
+            problems.append(DefinitionProblem(
+                "edges", "the graph has a cycle: " + " -> ".join(cycle), node=cycle[0],
+                code="cycle",
+            ))
+    if problems:
+        raise DefinitionError(problems)
+    return {"entry_node_id": entry, "nodes": clean_nodes, "edges": clean_edges}
+
+
+def _check_config(
+    node_type: str, config: dict[str, Any], path: str, node: str | None
+) -> list[DefinitionProblem]:
+    problems: list[DefinitionProblem] = []
+    spec = NODE_CONFIG_SPECS[node_type]
+    for key in sorted(set(config) - set(spec)):
+        problems.append(DefinitionProblem(
+            f"{path}.{key}", f"unknown field for a {node_type} node", node=node,
+            code="unknown_field",
+        ))
+    for key, field in spec.items():
+        value = config.get(key)
+        if value is None:
+            if field.required:
+                problems.append(DefinitionProblem(f"{path}.{key}", "is required", node=node,
+                                                  code="required"))
+            continue
+        if field.kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                problems.append(DefinitionProblem(f"{path}.{key}", "must be an integer >= 0",
+                                                  node=node))
+        elif field.kind == "duration":
+            try:
+                parse_duration(value)
+            except ValueError as exc:
+                problems.append(DefinitionProblem(f"{path}.{key}", str(exc), node=node))
+        else:
+            if not isinstance(value, str):
+                problems.append(DefinitionProblem(f"{path}.{key}", "must be a string", node=node))
+                continue
+            if field.required and not value.strip():
+                problems.append(DefinitionProblem(f"{path}.{key}", "must not be empty",
+                                                  node=node, code="required"))
+                continue
+            try:
+                check_template(value, html=field.kind == "html_template")
+            except TemplateError as exc:
+                problems.append(DefinitionProblem(
+                    f"{path}.{key}", f"invalid Liquid template: {exc}", node=node,
+                    code="invalid_template",
+                ))
+    if node_type == "delay":
+        given = [k for k in ("delay_ms", "duration", "until") if config.get(k) is not None]
+        if len(given) != 1:
+            problems.append(DefinitionProblem(
+                path, "a delay needs exactly one of delay_ms, duration, until", node=node,
+                code="invalid_delay",
+            ))
+    return problems
+
+
+def _find_cycle(ids: list[str], edges: list[dict[str, Any]]) -> list[str] | None:
+    graph: dict[str, list[str]] = {i: [] for i in ids}
+    for edge in edges:
+        graph[edge["from"]].append(edge["to"])
+    white, grey, black = 0, 1, 2
+    color = dict.fromkeys(ids, white)
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        color[node] = grey
+        stack.append(node)
+        for nxt in graph[node]:
+            if color[nxt] == grey:
+                return stack[stack.index(nxt):] + [nxt]
+            if color[nxt] == white:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        color[node] = black
+        return None
+
+    for node in ids:
+        if color[node] == white:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def node_by_id(definition: dict[str, Any], node_id: str) -> dict[str, Any]:
+    for node in definition["nodes"]:
+        if node["id"] == node_id:
+            return node
+    raise KeyError(node_id)
+
+
+def outgoing_edges(definition: dict[str, Any], node_id: str) -> list[dict[str, Any]]:
+    return [edge for edge in definition["edges"] if edge["from"] == node_id]

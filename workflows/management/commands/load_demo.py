@@ -1,0 +1,14 @@
+from django.core.management.base import BaseCommand
+
+from workflows.demo import DEMO_DEFINITION, DEMO_KEY
+from workflows.services import workflow_save
+
+
+class Command(BaseCommand):
+    help = "Create or update the demo workflow (email -> delay 10s -> sms)."
+
+    def handle(self, *args, **options):
+        workflow = workflow_save(key=DEMO_KEY, name="Welcome demo", definition=DEMO_DEFINITION,
+                                 actor="load_demo")
+        self.stdout.write(f"Demo workflow {workflow.key!r} at version "
+                          f"{workflow.current_version.version}")

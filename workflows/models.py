@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+
+class Workflow(models.Model):
+    key = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    is_active = models.BooleanField(default=True)
+    # The version new trigger instances pin; every definition change adds a version.
+    current_version = models.ForeignKey(
+        "workflows.WorkflowVersion", null=True, blank=True, on_delete=models.PROTECT,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def definition(self) -> dict[str, Any] | None:
+        return self.current_version.definition if self.current_version_id else None
+
+
+class WorkflowVersion(models.Model):
+    """An immutable snapshot of a definition. Never updated once written."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    definition = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ["workflow_id", "-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "version"], name="workflow_version_unique_number"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(version__gte=1), name="workflow_version_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id} v{self.version}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("workflow versions are immutable")
+        super().save(*args, **kwargs)

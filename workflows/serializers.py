@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from .models import Workflow
+
+
+class WorkflowInputSerializer(serializers.Serializer):
+    key = serializers.SlugField(max_length=100)
+    name = serializers.CharField(max_length=200)
+    is_active = serializers.BooleanField(default=True)
+    definition = serializers.JSONField()
+
+
+class WorkflowOutputSerializer(serializers.ModelSerializer):
+    version = serializers.IntegerField(source="current_version.version", read_only=True,
+                                       allow_null=True)
+    definition = serializers.JSONField(source="current_version.definition", read_only=True)
+
+    class Meta:
+        model = Workflow
+        fields = ["key", "name", "is_active", "version", "definition", "created_at",
+                  "updated_at"]
