@@ -4,6 +4,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from executions.views import StepLogListView, TriggerStepsView
 from triggers.views import TriggerDetailView, TriggerListCreateView
 from workflows.views import WorkflowDetailView, WorkflowListCreateView
 
@@ -33,6 +34,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
 api_v1 = [
     path("triggers/", TriggerListCreateView.as_view(), name="trigger-list"),
     path("triggers/<uuid:id>/", TriggerDetailView.as_view(), name="trigger-detail"),
+    path("triggers/<uuid:id>/steps/", TriggerStepsView.as_view(), name="trigger-steps"),
+    path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
 ]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
+from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -17,8 +18,18 @@ from .serializers import (
 from .services import trigger_create
 
 
+class NewestFirst(CursorPagination):
+    # Cursor pagination: no COUNT(*), stable under inserts; served by the
+    # (status, -created_at) / (workflow, status, -created_at) indexes.
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
 class TriggerListCreateView(GenericAPIView):
     serializer_class = TriggerOutputSerializer
+    pagination_class = NewestFirst
 
     def get_queryset(self):
         return TriggerInstance.objects.select_related("workflow", "workflow_version")

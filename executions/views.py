@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.generics import GenericAPIView, get_object_or_404
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from triggers.models import TriggerInstance
+
+from .models import StepExecutionLog
+from .serializers import StepLogFilterSerializer, StepLogOutputSerializer
+
+
+class OldestFirst(CursorPagination):
+    ordering = ("started_at", "id")
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class TriggerStepsView(GenericAPIView):
+    """Step logs of one trigger instance, oldest first."""
+
+    serializer_class = StepLogOutputSerializer
+    pagination_class = OldestFirst
+
+    def get(self, request: Request, id: str) -> Response:
+        get_object_or_404(TriggerInstance.objects.only("id"), pk=id)
+        queryset = StepExecutionLog.objects.filter(trigger_id=id).select_related("workflow")
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class StepLogListView(GenericAPIView):
+    serializer_class = StepLogOutputSerializer
+    pagination_class = OldestFirst
+
+    @extend_schema(parameters=[StepLogFilterSerializer])
+    def get(self, request: Request) -> Response:
+        filters = StepLogFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        queryset = StepExecutionLog.objects.select_related("workflow")
+        if "trigger" in filters.validated_data:
+            queryset = queryset.filter(trigger_id=filters.validated_data["trigger"])
+        if "node" in filters.validated_data:
+            queryset = queryset.filter(node_id=filters.validated_data["node"])
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
