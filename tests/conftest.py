@@ -62,3 +62,15 @@ def api(api_key):
 @pytest.fixture
 def workflow(db):
     return WorkflowFactory()
+
+
+@pytest.fixture
+def dispatched(monkeypatch):
+    """Record what the engine hands the broker, instead of sending it."""
+    sent: list[tuple[str, float | None]] = []
+
+    def record(task, instance_id, countdown=None):
+        sent.append((instance_id, countdown))
+
+    monkeypatch.setattr("executions.dispatch.enqueue_on_commit", record)
+    return sent

@@ -6,6 +6,7 @@ import smtplib
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.core.mail import EmailMultiAlternatives, get_connection
 
 from .base import ProviderError
@@ -20,13 +21,20 @@ _connection = None
 
 
 def _get_connection():
-    # One backend object per process: SMTP keeps its socket between sends only if
-    # opened explicitly, other backends are cheap either way.
+    # One backend object per process (built once, not per message).
     global _connection
-    if _connection is None or _connection.__class__.__module__ + "." + \
-            _connection.__class__.__name__ != settings.EMAIL_BACKEND:
+    if _connection is None:
         _connection = get_connection(settings.EMAIL_BACKEND)
     return _connection
+
+
+def _reset_connection(**kwargs) -> None:
+    global _connection
+    if kwargs.get("setting", "").startswith(("EMAIL_", "ANYMAIL")):
+        _connection = None
+
+
+setting_changed.connect(_reset_connection)
 
 
 def send_email(
@@ -68,7 +76,9 @@ def send_email(
     esp_id = getattr(status, "message_id", None) if status is not None else None
     if isinstance(esp_id, set):  # several recipients with different ids
         esp_id = ",".join(sorted(str(i) for i in esp_id))
-    return EmailSendResult(message_id=str(esp_id) if esp_id else message_id)
+    return EmailSendResult(
+        message_id=str(esp_id) if esp_id not in (None, "") else message_id
+    )
 
 
 def _raise_anymail(exc: Exception) -> None:

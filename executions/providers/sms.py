@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -143,3 +144,12 @@ def get_sms_backend() -> BaseSmsBackend:
 
 def send_sms(message: SmsMessage) -> SmsSendResult:
     return get_sms_backend().send(message)
+
+
+def _reset_backend(**kwargs) -> None:
+    global _backend
+    if kwargs.get("setting", "").startswith(("SMS_", "TWILIO_")):
+        _backend = None
+
+
+setting_changed.connect(_reset_backend)
