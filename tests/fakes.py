@@ -29,3 +29,16 @@ class ScriptedSmsBackend(BaseSmsBackend):
             raise ProviderError("provider 400: invalid 'To' number", permanent=True)
         cls.sent.append(message)
         return SmsSendResult(f"scripted-{uuid.uuid4()}")
+
+
+class SlowFileSmsBackend(BaseSmsBackend):
+    """The file backend with a provider that takes a while: widens the window in which a
+    kill -9 lands mid-step."""
+
+    def send(self, message: SmsMessage) -> SmsSendResult:
+        import time
+
+        from executions.providers.sms import FileSmsBackend
+
+        time.sleep(0.15)
+        return FileSmsBackend().send(message)

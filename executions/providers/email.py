@@ -6,8 +6,8 @@ import smtplib
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.signals import setting_changed
 from django.core.mail import EmailMultiAlternatives, get_connection
+from django.core.signals import setting_changed
 
 from .base import ProviderError
 
