@@ -191,12 +191,13 @@ NOTIFYFLOW_VISIBILITY_TIMEOUT_S = env_int("NOTIFYFLOW_VISIBILITY_TIMEOUT_S", 360
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_FILESYSTEM_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (CELERY_BROKER_FILESYSTEM_DIR / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_FILESYSTEM_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_FILESYSTEM_DIR / "queue"),
         "processed_folder": str(CELERY_BROKER_FILESYSTEM_DIR / "processed"),
+        "control_folder": str(CELERY_BROKER_FILESYSTEM_DIR / "control"),
         "store_processed": False,
     }
 else:

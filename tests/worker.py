@@ -65,7 +65,7 @@ def celery_worker(tmp_path: Path, *, name: str = "w1", pool: str = "solo",
     args = [CELERY, "-A", "notifyflow", "worker", "-l", "INFO", "-n", f"{name}@%h",
             "-P", pool, "-c", str(concurrency), "--without-gossip", "--without-mingle"]
     if beat:
-        args += ["-B", "-S", "django_celery_beat.schedulers:DatabaseScheduler",
+        args += ["-B", "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
                  "-s", str(tmp_path / f"beat-{name}")]
     log = open(log_path, "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(args, cwd=ROOT, env=worker_env(tmp_path, **env), stdout=log,
