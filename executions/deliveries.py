@@ -2,57 +2,76 @@
 
 Guarantee: once a send is recorded ``sent``, no retry, redelivered message or recovered
 crash sends it again. What stays at-least-once: a worker that dies (or loses its
-lease) after the provider accepted the message but before the ``sent`` row commits.
-That attempt is left ``sending``; the next attempt sends again with the same
-idempotency key (the email Message-ID; Twilio's API has no idempotency key).
+database connection) after the provider accepted the message but before the step's
+outcome transaction commits - the ``sent`` record is written in that transaction. Such
+a delivery is left ``sending`` and the next attempt sends again, with the same
+idempotency key (the email Message-ID header; Twilio's Messages API takes none).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import connection
+from django.utils import timezone
 
 from .models import Delivery, DeliveryStatus
-from .nodes.base import StepContext
 from .providers.base import ProviderError
+
+if TYPE_CHECKING:
+    from .nodes.base import StepContext
+
+_TABLE = Delivery._meta.db_table
+# One statement: create the row, or mark a not-yet-sent one as sending again. Returns
+# nothing when the row is already 'sent' (then we must not send).
+_BEGIN_SQL = (
+    f"INSERT INTO {_TABLE} (instance_id, node_id, channel, status, provider_message_id,"
+    " output, attempts, created_at, updated_at)"
+    " VALUES (%s, %s, %s, 'sending', '', '{}', 1, %s, %s)"
+    " ON CONFLICT (instance_id, node_id) DO UPDATE"
+    f" SET status = 'sending', attempts = {_TABLE}.attempts + 1,"
+    " updated_at = excluded.updated_at"
+    f" WHERE {_TABLE}.status <> 'sent'"
+    " RETURNING status"
+)
 
 
 def guarded_send(*, step: StepContext, channel: str, send: Callable[[], dict]) -> dict[str, Any]:
-    """Call ``send`` unless this node's message was already sent; return its output."""
-    existing = Delivery.objects.filter(instance_id=step.instance_id, node_id=step.node_id).first()
-    if existing is not None and existing.status == DeliveryStatus.SENT:
-        return {**existing.output, "deduplicated": True}
-    if existing is None:
-        try:
-            with transaction.atomic():
-                Delivery.objects.create(
-                    instance_id=step.instance_id, node_id=step.node_id, channel=channel,
-                    status=DeliveryStatus.SENDING, attempts=1,
-                )
-        except IntegrityError:
-            # Another attempt created it between our read and write: only possible for
-            # a zombie, whose write will be fenced anyway. Re-read and obey it.
-            existing = Delivery.objects.get(instance_id=step.instance_id, node_id=step.node_id)
-            if existing.status == DeliveryStatus.SENT:
-                return {**existing.output, "deduplicated": True}
-    if existing is not None:
-        Delivery.objects.filter(pk=existing.pk).exclude(status=DeliveryStatus.SENT).update(
-            status=DeliveryStatus.SENDING, attempts=F("attempts") + 1
-        )
+    """Call ``send`` unless this node's message was already sent; return its output.
+
+    The outcome is not written here: ``step.pending_delivery`` carries it to the step's
+    outcome transaction (``record_delivery``).
+    """
+    if step.delivery_status == DeliveryStatus.SENT:
+        return {**(step.delivery_output or {}), "deduplicated": True}
+    now = timezone.now()
+    instance_id = step.instance_id.hex if connection.vendor == "sqlite" else step.instance_id
+    with connection.cursor() as cursor:
+        cursor.execute(_BEGIN_SQL, (instance_id, step.node_id, channel, now, now))
+        began = cursor.fetchone()
+    if began is None:  # sent by an attempt that finished after our claim read it
+        output = Delivery.objects.filter(
+            instance_id=step.instance_id, node_id=step.node_id
+        ).values_list("output", flat=True).get()
+        return {**output, "deduplicated": True}
     # No transaction is open here: the provider call never holds a database lock.
     try:
         output = send()
     except ProviderError as exc:
-        Delivery.objects.filter(
-            instance_id=step.instance_id, node_id=step.node_id, status=DeliveryStatus.SENDING
-        ).update(status=DeliveryStatus.FAILED, output={"error": str(exc)})
+        step.pending_delivery = {"status": DeliveryStatus.FAILED, "output": {"error": str(exc)},
+                                 "provider_message_id": ""}
         raise
-    # Recorded even if our lease was lost meanwhile: the message *was* sent.
-    Delivery.objects.filter(instance_id=step.instance_id, node_id=step.node_id).update(
-        status=DeliveryStatus.SENT, provider_message_id=str(output.get("message_id", ""))[:255],
-        output=output,
-    )
+    step.pending_delivery = {"status": DeliveryStatus.SENT, "output": output,
+                             "provider_message_id": str(output.get("message_id", ""))[:255]}
     return output
+
+
+def record_delivery(step: StepContext) -> None:
+    """Write the send's outcome; called inside the step's outcome transaction. Written
+    even when the step's own write is fenced out: the message *was* sent."""
+    if not step.pending_delivery:
+        return
+    Delivery.objects.filter(
+        instance_id=step.instance_id, node_id=step.node_id, status=DeliveryStatus.SENDING
+    ).update(updated_at=timezone.now(), **step.pending_delivery)

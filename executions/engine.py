@@ -14,52 +14,85 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from triggers.models import TriggerInstance, TriggerStatus
-from triggers.state import transition
+from triggers.state import transition, transition_returning
 from workflows.definition import node_by_id, outgoing_edges
 from workflows.templating import TemplateError, condition_holds
 
+from .deliveries import record_delivery
 from .dispatch import dispatch_on_commit
-from .models import StepExecutionLog
+from .models import Delivery, StepExecutionLog
 from .nodes import EXECUTORS, NodeResult, StepContext
 from .providers.base import ProviderError
 from .retry_policy import decide_retry
+from .versions import PinnedVersion, pinned_version
 
 logger = logging.getLogger("notifyflow.engine")
 S = TriggerStatus
 ENGINE_ACTOR = "engine"
 
 
+@dataclass
+class Claimed:
+    instance: TriggerInstance
+    version: PinnedVersion
+    delivery_status: str | None
+    delivery_output: dict[str, Any] | None
+
+
+_INSTANCE_FIELDS = TriggerInstance._meta.concrete_fields
+_CLAIM_SELECT = (
+    "SELECT " + ", ".join(f"moved.{f.column}" for f in _INSTANCE_FIELDS)
+    + ", d.status, d.output FROM moved LEFT JOIN executions_delivery d"
+    " ON d.instance_id = moved.id AND d.node_id = moved.current_node_id"
+)
+
+
 def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime | None = None
-          ) -> TriggerInstance | None:
+          ) -> Claimed | None:
     """Atomically take an enqueued, due instance; None if it is not claimable.
 
     The conditional UPDATE re-checks status and due time, so any number of workers
     racing on one instance get exactly one winner; the row lock makes the losers wait
-    and then see 0 rows.
+    and then see 0 rows. On PostgreSQL the claim, its audit row and the read of the
+    row and of this node's delivery are one statement.
     """
     now = now or timezone.now()
-    token = uuid.uuid4()
-    claimed = transition(
+    kwargs = dict(
         instance_id=instance_id, from_status=S.ENQUEUED, to_status=S.PROCESSING,
-        reason="claimed", actor=worker or ENGINE_ACTOR,
-        where={"available_at__lte": now},
-        updates={"lease_token": token, "locked_by": worker[:200],
+        reason="claimed", actor=worker or ENGINE_ACTOR, where={"available_at__lte": now},
+        updates={"lease_token": uuid.uuid4(), "locked_by": worker[:200],
                  "locked_until": now + timedelta(seconds=settings.NOTIFYFLOW_LEASE_S)},
     )
-    if not claimed:
-        return None
-    return TriggerInstance.objects.select_related("workflow", "workflow_version").get(
-        pk=instance_id
-    )
+    if connection.vendor == "postgresql":
+        row = transition_returning(select=_CLAIM_SELECT, **kwargs)
+        if row is None:
+            return None
+        values = [
+            f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
+            for f, v in zip(_INSTANCE_FIELDS, row, strict=False)
+        ]
+        instance = TriggerInstance.from_db("default", [f.attname for f in _INSTANCE_FIELDS],
+                                           values)
+        status, output = row[len(_INSTANCE_FIELDS):]
+        output = Delivery._meta.get_field("output").from_db_value(output, None, connection)
+    else:
+        if not transition(**kwargs):
+            return None
+        instance = TriggerInstance.objects.get(pk=instance_id)
+        delivery = (Delivery.objects.filter(instance_id=instance_id,
+                                            node_id=instance.current_node_id)
+                    .values_list("status", "output").first())
+        status, output = delivery if delivery else (None, None)
+    return Claimed(instance, pinned_version(instance.workflow_version_id), status, output)
 
 
-def build_context(instance: TriggerInstance, now: datetime) -> dict[str, Any]:
-    version = instance.workflow_version
+def build_context(instance: TriggerInstance, version: PinnedVersion, now: datetime
+                  ) -> dict[str, Any]:
     return {
         "payload": instance.payload,
         "trigger": {
@@ -68,8 +101,8 @@ def build_context(instance: TriggerInstance, now: datetime) -> dict[str, Any]:
             "created_at": instance.created_at.isoformat(),
             "attempts": instance.attempts,
         },
-        "workflow": {"key": instance.workflow.key, "name": instance.workflow.name,
-                     "version": version.version},
+        "workflow": {"key": version.workflow_key, "name": version.workflow_name,
+                     "version": version.number},
         "vars": instance.vars,
         "now": now.isoformat(),
     }
@@ -96,22 +129,25 @@ class _Outcome:
 
 def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str = "") -> str:
     """Execute the current node of one instance. Returns what happened (for logs)."""
-    instance = claim(instance_id=instance_id, worker=worker)
-    if instance is None:
+    claimed = claim(instance_id=instance_id, worker=worker)
+    if claimed is None:
         return _not_claimed(instance_id)
+    instance, version = claimed.instance, claimed.version
     lease = instance.lease_token
-    definition = instance.workflow_version.definition
+    definition = version.definition
     node_id = instance.current_node_id
     started = timezone.now()
-    context = build_context(instance, started)
+    context = build_context(instance, version, started)
     node: dict[str, Any] = {"id": node_id, "type": "unknown", "config": {}}
     result: NodeResult | None = None
     next_node: str | None = None
+    step: StepContext | None = None
     try:
         node = node_by_id(definition, node_id)
         step = StepContext(instance_id=instance.pk, node_id=node_id, node_type=node["type"],
                            config=node["config"], context=context, now=started,
-                           lease_token=lease)
+                           lease_token=lease, delivery_status=claimed.delivery_status,
+                           delivery_output=claimed.delivery_output)
         result = EXECUTORS[node["type"]](step)
         new_vars = dict(instance.vars)
         if result.vars_key:
@@ -125,13 +161,15 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
         outcome = _Outcome(False, {}, f"edge condition: {exc}", "permanent", True)
     except KeyError:
         outcome = _Outcome(False, {}, f"node {node_id!r} is not in version "
-                           f"{instance.workflow_version.version}", "permanent", True)
+                           f"{version.number}", "permanent", True)
     except Exception as exc:  # an unexpected bug: retry, bounded by attempts
         logger.exception("step %s:%s crashed", instance_id, node_id)
         outcome = _Outcome(False, {}, f"{exc.__class__.__name__}: {exc}", "transient")
     finished = timezone.now()
 
     with transaction.atomic():
+        if step is not None:
+            record_delivery(step)
         if outcome.success:
             assert result is not None
             recorded = _record_success(instance, lease, result, next_node, finished)
@@ -139,7 +177,7 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
             recorded = _record_failure(instance, lease, outcome, finished)
         StepExecutionLog.objects.create(
             trigger_id=instance.pk, workflow_id=instance.workflow_id,
-            workflow_version=instance.workflow_version.version, node_id=node_id or "",
+            workflow_version=version.number, node_id=node_id or "",
             node_type=node.get("type", "unknown"), attempt=instance.attempts + 1,
             started_at=started, finished_at=finished, input_context=context,
             output=outcome.output, success=outcome.success,

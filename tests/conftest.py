@@ -39,6 +39,10 @@ def _isolate(settings, tmp_path):
     settings.SMS_FILE_PATH = str(tmp_path / "sms")
     settings.NOTIFYFLOW_RETRY_BASE_DELAY_S = 60
     auth.clear_cache()
+    # Test databases roll back, so ids (and cached versions keyed by them) get reused.
+    from executions import versions
+
+    versions.clear_cache()
     from executions.providers import sms
 
     sms.outbox.clear()

@@ -55,9 +55,9 @@ def test_long_delay_is_held_in_the_database_and_woken_by_the_sweeper(dispatched,
 def test_expired_lease_is_recovered_as_a_failed_attempt(dispatched):
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
     claimed = engine.claim(instance_id=instance.pk, worker="doomed@host")
-    assert claimed is not None and claimed.status == TriggerStatus.PROCESSING
+    assert claimed is not None and claimed.instance.status == TriggerStatus.PROCESSING
     assert engine.sweep()["recovered"] == 0  # lease still valid
-    later = claimed.locked_until + timedelta(seconds=1)
+    later = claimed.instance.locked_until + timedelta(seconds=1)
     assert engine.sweep(now=later)["recovered"] == 1
     instance.refresh_from_db()
     assert (instance.status, instance.attempts, instance.lease_token) == (
@@ -73,7 +73,7 @@ def test_lease_recovered_four_times_fails_the_instance(dispatched):
     for _ in range(4):
         TriggerInstance.objects.filter(pk=instance.pk).update(available_at=timezone.now())
         claimed = engine.claim(instance_id=instance.pk, worker="w")
-        engine.sweep(now=claimed.locked_until + timedelta(seconds=1))
+        engine.sweep(now=claimed.instance.locked_until + timedelta(seconds=1))
     instance.refresh_from_db()
     assert (instance.status, instance.attempts) == (TriggerStatus.FAILED, 4)
 

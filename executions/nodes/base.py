@@ -10,7 +10,7 @@ from workflows.templating import TemplateError, render
 from ..providers.base import ProviderError
 
 
-@dataclass(frozen=True)
+@dataclass
 class StepContext:
     """Everything a node executor may use. ``context`` is what templates see."""
 
@@ -21,6 +21,11 @@ class StepContext:
     context: dict[str, Any]
     now: datetime
     lease_token: uuid.UUID | None = None
+    # What the claim saw of this node's delivery (None: no send begun yet).
+    delivery_status: str | None = None
+    delivery_output: dict[str, Any] | None = None
+    # Set by the delivery guard: the outcome to record with the step's result.
+    pending_delivery: dict[str, Any] = field(default_factory=dict)
 
     @property
     def idempotency_key(self) -> str:
