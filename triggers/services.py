@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,12 +69,13 @@ def trigger_create(
     only after the row is committed. Raises InputError for invalid input.
     """
     validate_trigger_input(idempotency_key=idempotency_key, payload=payload)
-    wf = _resolve_workflow(workflow)
-    # A repeat is answered from the existing row before anything is checked about the
-    # workflow's current state: a replay must return what the first call returned.
-    existing = TriggerInstance.objects.filter(workflow=wf, idempotency_key=idempotency_key).first()
+    # A repeat is answered from the existing row (one indexed query) before anything is
+    # checked about the workflow's current state: a replay returns what the first call
+    # returned, even if the workflow was deactivated since.
+    existing = _existing(workflow, idempotency_key)
     if existing is not None:
         return TriggerCreateResult(existing, False)
+    wf = _resolve_workflow(workflow)
     if not wf.is_active:
         raise InputError(field="workflow", code="inactive_workflow",
                          message=f"workflow: workflow {wf.key!r} is not active")
@@ -82,27 +84,39 @@ def trigger_create(
                          message=f"workflow: workflow {wf.key!r} has no definition")
     version = wf.current_version
     now = timezone.now()
+    instance = TriggerInstance(
+        workflow=wf, workflow_version=version, idempotency_key=idempotency_key,
+        payload=payload, status=TriggerStatus.ENQUEUED,
+        current_node_id=version.definition["entry_node_id"], vars={}, attempts=0,
+        available_at=now, dispatched_at=now,
+    )
+    # A single INSERT needs no explicit transaction (one round trip, atomic by itself);
+    # under an outer transaction a savepoint keeps a lost race from breaking it.
+    guard = (transaction.atomic() if transaction.get_connection().in_atomic_block
+             else nullcontext())
     try:
-        with transaction.atomic():
-            instance = TriggerInstance.objects.create(
-                workflow=wf, workflow_version=version, idempotency_key=idempotency_key,
-                payload=payload, status=TriggerStatus.ENQUEUED,
-                current_node_id=version.definition["entry_node_id"], vars={}, attempts=0,
-                available_at=now, dispatched_at=now,
-            )
+        with guard:
+            instance.save(force_insert=True)
             from executions.dispatch import dispatch_on_commit
 
             dispatch_on_commit(instance.pk)
     except IntegrityError:
         # Lost the race for this key: the winner has committed (the unique index made
         # us wait for it), so its row is visible now.
-        existing = TriggerInstance.objects.filter(
-            workflow=wf, idempotency_key=idempotency_key
-        ).first()
+        existing = _existing(wf, idempotency_key)
         if existing is None:
             raise
         return TriggerCreateResult(existing, False)
     return TriggerCreateResult(instance, True)
+
+
+def _existing(workflow: Workflow | str | None, idempotency_key: str) -> TriggerInstance | None:
+    queryset = TriggerInstance.objects.select_related("workflow", "workflow_version")
+    if isinstance(workflow, Workflow):
+        return queryset.filter(workflow=workflow, idempotency_key=idempotency_key).first()
+    if not isinstance(workflow, str) or not workflow:
+        return None
+    return queryset.filter(workflow__key=workflow, idempotency_key=idempotency_key).first()
 
 
 def api_key_create(*, name: str) -> tuple[ApiKey, str]:
