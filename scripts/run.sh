@@ -18,7 +18,7 @@ cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 
 # The filesystem broker has no fanout: run without gossip/mingle/heartbeat.
-.venv/bin/celery -A notifyflow worker -l INFO -P solo --without-gossip --without-mingle \
+.venv/bin/celery -A notifyflow worker -l INFO -P solo -O fair --without-gossip --without-mingle \
     --without-heartbeat & pids+=($!)
 .venv/bin/celery -A notifyflow beat -l INFO -s var/celerybeat-schedule \
     -S django_celery_beat.schedulers:DatabaseScheduler & pids+=($!)

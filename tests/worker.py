@@ -63,7 +63,8 @@ def celery_worker(tmp_path: Path, *, name: str = "w1", pool: str = "solo",
     """Start ``celery -A notifyflow worker`` and wait until it is ready; stop it after."""
     log_path = tmp_path / f"worker-{name}.log"
     args = [CELERY, "-A", "notifyflow", "worker", "-l", "INFO", "-n", f"{name}@%h",
-            "-P", pool, "-c", str(concurrency), "--without-gossip", "--without-mingle"]
+            "-P", pool, "-c", str(concurrency), "-O", "fair", "--without-gossip",
+            "--without-mingle"]
     if beat:
         args += ["-B", "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
                  "-s", str(tmp_path / f"beat-{name}")]

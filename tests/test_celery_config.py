@@ -1,0 +1,51 @@
+"""The Celery settings that make at-least-once execution safe (a typo in a Celery
+setting name is silently ignored, so the effective values are checked here)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from notifyflow.celery import app
+
+
+def test_at_least_once_settings_are_in_effect():
+    conf = app.conf
+    assert conf.task_acks_late is True
+    assert conf.task_reject_on_worker_lost is True
+    assert conf.worker_prefetch_multiplier == 1
+    assert conf.task_serializer == "json" and list(conf.accept_content) == ["json"]
+    assert conf.task_ignore_result is True
+
+
+def test_time_limits_lease_and_visibility_are_ordered():
+    conf = app.conf
+    assert conf.task_soft_time_limit < conf.task_time_limit < settings.NOTIFYFLOW_LEASE_S
+    assert settings.NOTIFYFLOW_LEASE_S < settings.NOTIFYFLOW_VISIBILITY_TIMEOUT_S
+    # Countdowns near the visibility timeout get redelivered (kombu#337, celery#2599).
+    assert settings.NOTIFYFLOW_BROKER_HORIZON_S * 2 < settings.NOTIFYFLOW_VISIBILITY_TIMEOUT_S
+    if settings.CELERY_BROKER_URL.startswith("redis://"):
+        assert (conf.broker_transport_options["visibility_timeout"]
+                == settings.NOTIFYFLOW_VISIBILITY_TIMEOUT_S)
+
+
+def test_django_fixup_keeps_db_connections_between_tasks():
+    from celery.fixups.django import DjangoWorkerFixup
+
+    assert DjangoWorkerFixup(app).db_reuse_max >= 1000
+
+
+def test_tasks_are_registered_under_stable_names():
+    app.loader.import_default_modules()
+    assert {"notifyflow.execute_node", "notifyflow.sweep"} <= set(app.tasks)
+
+
+def test_sweeper_is_registered_with_beat(db):
+    from django_celery_beat.models import PeriodicTask
+
+    from executions.schedule import SWEEP_NAME, ensure_sweeper_schedule
+
+    ensure_sweeper_schedule()
+    ensure_sweeper_schedule()  # idempotent
+    task = PeriodicTask.objects.get(name=SWEEP_NAME)
+    assert task.task == "notifyflow.sweep" and task.enabled
+    assert task.interval.every == max(1, round(settings.NOTIFYFLOW_SWEEP_INTERVAL_S))
