@@ -18,6 +18,20 @@ test: $(VENV_STAMP)
 	.venv/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Benchmarks (bench/README.md): own PostgreSQL database and Redis db, loopback only.
+BENCH_STAMP := .venv/.bench-installed
+
+$(BENCH_STAMP): $(VENV_STAMP) pyproject.toml
+	.venv/bin/pip install -q -e '.[test,bench]' \
+		|| echo "warning: bench extras not installed; py-spy/pyinstrument profiles skipped"
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(PY) -m bench.run $(BENCH_ARGS)
+
+bench-quick: $(BENCH_STAMP)
+	$(PY) -m bench.run --quick $(BENCH_ARGS)
+
 lint: $(VENV_STAMP)
 	.venv/bin/ruff check .
 

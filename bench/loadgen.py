@@ -1,0 +1,119 @@
+"""A bounded HTTP load generator (pure Python, no Django), run as its own process.
+
+``python -m bench.loadgen --port P --path /api/v1/triggers/ --token T --mode new``
+prints one JSON object: requests, errors, req/s and latency percentiles. Each thread
+holds one ``http.client`` connection (reopened when the server closes it, as gunicorn's
+sync worker does after every response). Closed loop: ``--concurrency`` requests in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import threading
+import time
+from typing import Any
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile of ``values`` (0 for an empty list); q in [0, 100]."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
+    return ordered[rank]
+
+
+def run_load(*, host: str, port: int, path: str, token: str, workflow: str, mode: str,
+             concurrency: int, duration_s: float, warmup_s: float, prefix: str,
+             pool: int = 200) -> dict[str, Any]:
+    """Drive POSTs for warmup + duration seconds; measure only the ``duration`` part."""
+    start = time.perf_counter()
+    measure_from = start + warmup_s
+    deadline = measure_from + duration_s
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    errors = [0] * concurrency
+    statuses: list[dict[int, int]] = [{} for _ in range(concurrency)]
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+
+    def worker(n: int) -> None:
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        i = 0
+        lat, seen = latencies[n], statuses[n]
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= deadline:
+                break
+            if mode == "new":
+                key = f"{prefix}-{n}-{i}"
+            else:
+                key = f"{prefix}-pool-{(i * concurrency + n) % pool}"
+            i += 1
+            body = json.dumps({"workflow": workflow, "idempotency_key": key,
+                               "payload": {"email": f"user{i}@example.com", "name": "Ada",
+                                           "phone": "+15005550006"}})
+            try:
+                conn.request("POST", path, body, headers)
+                resp = conn.getresponse()
+                resp.read()
+                code = resp.status
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection(host, port, timeout=30)
+                code = -1
+            t1 = time.perf_counter()
+            if t0 >= measure_from:
+                seen[code] = seen.get(code, 0) + 1
+                if code in (200, 201):
+                    lat.append(t1 - t0)
+                else:
+                    errors[n] += 1
+        conn.close()
+
+    threads = [threading.Thread(target=worker, args=(n,), daemon=True)
+               for n in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=duration_s + warmup_s + 60)
+    all_lat = [x for chunk in latencies for x in chunk]
+    merged: dict[str, int] = {}
+    for chunk in statuses:
+        for code, count in chunk.items():
+            merged[str(code)] = merged.get(str(code), 0) + count
+    ok = len(all_lat)
+    return {
+        "mode": mode, "concurrency": concurrency, "duration_s": duration_s,
+        "requests": ok + sum(errors), "ok": ok, "errors": sum(errors), "statuses": merged,
+        "rps": ok / duration_s if duration_s else 0.0,
+        "p50_ms": percentile(all_lat, 50) * 1000, "p99_ms": percentile(all_lat, 99) * 1000,
+        "mean_ms": (sum(all_lat) / ok * 1000) if ok else 0.0,
+        "latencies_ms": [round(x * 1000, 3) for x in all_lat],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--path", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--workflow", required=True)
+    parser.add_argument("--mode", choices=["new", "repeat"], required=True)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--prefix", required=True)
+    args = parser.parse_args()
+    if not args.host.startswith("127.") and args.host not in ("localhost", "::1"):
+        parser.error("the load generator only targets loopback")
+    result = run_load(host=args.host, port=args.port, path=args.path, token=args.token,
+                      workflow=args.workflow, mode=args.mode, concurrency=args.concurrency,
+                      duration_s=min(args.duration, 300.0), warmup_s=args.warmup,
+                      prefix=args.prefix)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

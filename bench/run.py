@@ -1,0 +1,156 @@
+"""Run the NotifyFlow benchmarks: ``python -m bench.run [--quick] [--only NAME ...]``.
+
+Creates its own PostgreSQL database and uses its own Redis db (flushed), starts the
+gunicorn and celery processes it needs, stops them all (also on error), prints a table
+and writes var/bench/bench-{quick,full}-<time>.json. Exits non-zero only on real errors;
+speed figures are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.infra import DB_NAME, OUT_DIR, REDIS_DB, Procs, bench_env, manage, recreate_database
+
+SCENARIOS = ["ingestion", "execution", "delay", "profile", "cost", "hold"]
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    import celery
+    import django
+    import rest_framework
+
+    info: dict[str, Any] = {"nproc": os.cpu_count(), "python": platform.python_version(),
+                            "django": django.get_version(), "drf": rest_framework.VERSION,
+                            "celery": celery.__version__, "platform": platform.platform()}
+    try:
+        mem = Path("/proc/meminfo").read_text().splitlines()[0].split()[1]
+        info["memory_gib"] = round(int(mem) / 1024 / 1024, 1)
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        from django.db import connection
+
+        with connection.cursor() as cur:
+            cur.execute("SHOW server_version")
+            info["postgresql"] = cur.fetchone()[0]
+            # One fsync'd commit: every commit a step or a POST makes pays this.
+            cur.execute("CREATE TABLE IF NOT EXISTS bench_commit_probe (id serial PRIMARY KEY)")
+            t0 = time.perf_counter()
+            for _ in range(200):
+                cur.execute("INSERT INTO bench_commit_probe DEFAULT VALUES")
+            info["pg_commit_ms"] = round((time.perf_counter() - t0) / 200 * 1000, 3)
+            cur.execute("DROP TABLE bench_commit_probe")
+        from bench.infra import redis_client
+
+        info["redis"] = redis_client().info("server")["redis_version"]
+    except Exception as exc:  # noqa: BLE001 - informational only
+        info["versions_error"] = repr(exc)
+    return info
+
+
+def print_table(rows: list[Any]) -> str:
+    header = ("scenario", "metric", "value", "reference (same run)", "target", "verdict")
+    data = [header] + [(r.scenario, r.metric, r.value, r.reference, r.target, r.verdict)
+                       for r in rows]
+    widths = [max(len(str(row[i])) for row in data) for i in range(len(header))]
+    lines = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+             for row in data]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    text = "\n".join(lines)
+    print(text, flush=True)
+    return text
+
+
+def _raise_on_term(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    parser.add_argument("--only", nargs="*", choices=SCENARIOS, help="run only these")
+    args = parser.parse_args(argv)
+    selected = args.only or SCENARIOS
+    mode = "quick" if args.quick else "full"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    run_dir = OUT_DIR / "runs" / f"{mode}-{stamp}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _raise_on_term)
+
+    os.environ.update(bench_env())
+    started = time.monotonic()
+    print(f"bench ({mode}): database {DB_NAME}, redis db {REDIS_DB}, logs in {run_dir}",
+          flush=True)
+    recreate_database()
+    manage("migrate", "--noinput")
+
+    import django
+
+    django.setup()
+    from bench import scenarios
+
+    scenarios.flush_broker()
+    procs = Procs(run_dir)
+    ctx = None
+    error: str | None = None
+    timings: dict[str, float] = {}
+    loadavg: dict[str, float] = {}
+    try:
+        ctx = scenarios.setup(procs, quick=args.quick)
+        for name in SCENARIOS:
+            if name not in selected:
+                continue
+            print(f"== {name}", flush=True)
+            t0 = time.monotonic()
+            loadavg[name] = round(os.getloadavg()[0], 2)
+            getattr(scenarios, {"hold": "scenario_hold_and_rss"}.get(name, f"scenario_{name}"))(
+                ctx)
+            timings[name] = round(time.monotonic() - t0, 1)
+            print(f"   ({timings[name]} s)", flush=True)
+    except BaseException as exc:  # noqa: BLE001 - reported, then exit non-zero
+        error = f"{exc.__class__.__name__}: {exc}"
+        traceback.print_exc()
+    finally:
+        procs.stop_all()
+    try:
+        scenarios.flush_broker()
+    except Exception:  # noqa: BLE001
+        pass
+
+    info = machine()
+    print(f"\nNotifyFlow bench ({mode}), {info.get('nproc')} cores, "
+          f"{info.get('memory_gib')} GiB, PostgreSQL {info.get('postgresql')}, "
+          f"Redis {info.get('redis')}, Python {info['python']}, Django {info['django']}, "
+          f"Celery {info['celery']}; one-row INSERT+commit {info.get('pg_commit_ms')} ms")
+    table = print_table(ctx.rows) if ctx else ""
+    total = round(time.monotonic() - started, 1)
+    print(f"total {total} s", flush=True)
+    report = {"mode": mode, "started": stamp, "total_s": total, "scenario_s": timings,
+              "loadavg_1min_at_start": loadavg,
+              "machine": info, "error": error,
+              "rows": [r.__dict__ for r in ctx.rows] if ctx else [],
+              "results": ctx.results if ctx else {}, "table": table}
+    out = OUT_DIR / f"bench-{mode}-{stamp}.json"
+    out.write_text(json.dumps(report, indent=2, default=str))
+    (OUT_DIR / f"latest-{mode}.json").write_text(out.read_text())
+    print(f"wrote {out}", flush=True)
+    if error:
+        print(f"bench FAILED: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

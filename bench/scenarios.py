@@ -1,0 +1,812 @@
+"""The bench scenarios. Imported by run.py after django.setup() with bench settings.
+
+Every figure is measured next to an in-run reference. Nothing here asserts a speed:
+a scenario raises only when something really broke (a process died, a drain timed out,
+an instance failed).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Max, Min
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from bench.infra import (
+    OUT_DIR,
+    ROOT,
+    Procs,
+    broker_backlog,
+    free_port,
+    manage,
+    redis_client,
+    rss_kib,
+)
+from bench.loadgen import percentile
+from executions import engine
+from executions.models import StepExecutionLog
+from notifyflow.celery import app as celery_app
+from triggers.models import TriggerInstance, TriggerStatus
+from triggers.services import trigger_create
+from workflows.models import Workflow
+from workflows.services import workflow_save
+
+S = TriggerStatus
+PAYLOAD = {"email": "ada@example.com", "name": "Ada", "phone": "+15005550006"}
+EMAIL = {"to": "{{ payload.email }}", "subject": "Hello {{ payload.name }}",
+         "body": "Hi {{ payload.name }}, this is step {{ trigger.attempts }}."}
+SMS = {"to": "{{ payload.phone }}", "body": "Hi {{ payload.name }}, a text for you."}
+
+
+def _chain(nodes: list[tuple[str, str, dict[str, Any]]]) -> dict[str, Any]:
+    return {
+        "entry_node_id": nodes[0][0],
+        "nodes": [{"id": i, "type": t, "config": c} for i, t, c in nodes],
+        "edges": [{"from": a[0], "to": b[0]} for a, b in zip(nodes, nodes[1:], strict=False)],
+    }
+
+
+WORKFLOWS: dict[str, dict[str, Any]] = {
+    # The ingestion target (its instances are never executed).
+    "bench-ingest": _chain([("e1", "email", EMAIL), ("s1", "sms", SMS), ("e2", "email", EMAIL)]),
+    # Scenario 2: email -> sms -> email, no delay.
+    "bench-exec": _chain([("e1", "email", EMAIL), ("s1", "sms", SMS), ("e2", "email", EMAIL)]),
+    # Scenario 3: a 5 s delay, then an email.
+    "bench-delay": _chain([("wait", "delay", {"delay_ms": 5000}), ("e1", "email", EMAIL)]),
+    "bench-horizon": _chain([("wait", "delay", {"delay_ms": 5000}), ("e1", "email", EMAIL)]),
+    # Scenario 4: a delay far beyond the broker horizon.
+    "bench-long": _chain([("wait", "delay", {"delay_ms": 3_600_000}), ("e1", "email", EMAIL)]),
+}
+
+
+@dataclass
+class Sizes:
+    ingest_rounds: int
+    ingest_s: float
+    ingest_warmup_s: float
+    exec_n: int
+    noop_n: int
+    latency_s: float
+    delay_n: int
+    horizon_n: int
+    cost_k: int
+    cost_sweeps: int
+    big_rows: int
+    hold_n: int
+    profile_exec_n: int
+    profile_s: float
+    drain_timeout_s: float
+
+
+FULL = Sizes(ingest_rounds=3, ingest_s=6, ingest_warmup_s=1, exec_n=20_000, noop_n=20_000,
+             latency_s=20, delay_n=2_000, horizon_n=300, cost_k=1_000, cost_sweeps=300,
+             big_rows=1_000_000, hold_n=100_000, profile_exec_n=4_000, profile_s=10,
+             drain_timeout_s=900)
+QUICK = Sizes(ingest_rounds=1, ingest_s=2, ingest_warmup_s=0.5, exec_n=300, noop_n=1_000,
+              latency_s=3, delay_n=100, horizon_n=30, cost_k=100, cost_sweeps=30, big_rows=20_000,
+              hold_n=1_000, profile_exec_n=300, profile_s=2, drain_timeout_s=120)
+
+
+@dataclass
+class Row:
+    scenario: str
+    metric: str
+    value: str
+    reference: str = ""
+    target: str = ""
+    verdict: str = ""
+
+
+@dataclass
+class Ctx:
+    sizes: Sizes
+    quick: bool
+    procs: Procs
+    token: str
+    rows: list[Row] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)
+    workflows: dict[str, Workflow] = field(default_factory=dict)
+
+    def row(self, *args: str) -> None:
+        self.rows.append(Row(*args))
+        print(f"    {' | '.join(a for a in args if a)}", flush=True)
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def stats_s(values: list[float]) -> dict[str, float]:
+    return {"n": len(values), "p50": percentile(values, 50), "p99": percentile(values, 99),
+            "max": max(values) if values else 0.0,
+            "mean": sum(values) / len(values) if values else 0.0}
+
+
+def verdict(ok: bool, how: str = "") -> str:
+    return ("met" if ok else "MISSED") + (f" ({how})" if how else "")
+
+
+def setup(procs: Procs, quick: bool) -> Ctx:
+    token = manage("create_api_key", "bench").strip().splitlines()[-1]
+    ctx = Ctx(sizes=QUICK if quick else FULL, quick=quick, procs=procs, token=token)
+    for key, definition in WORKFLOWS.items():
+        ctx.workflows[key] = workflow_save(key=key, name=key, definition=definition,
+                                           actor="bench")
+    return ctx
+
+
+def flush_broker() -> None:
+    redis_client().flushdb()
+
+
+def preload(wf: Workflow, n: int, prefix: str, *, chunk: int = 5000,
+            on_chunk: Callable[[], None] | None = None) -> list[uuid.UUID]:
+    """Create ``n`` due instances with one bulk INSERT per chunk and send their first
+    message, as trigger_create would, without the per-request cost."""
+    from executions.tasks import execute_node
+
+    version = wf.current_version
+    entry = version.definition["entry_node_id"]
+    ids: list[uuid.UUID] = []
+    for start in range(0, n, chunk):
+        now = timezone.now()
+        rows = [TriggerInstance(id=uuid.uuid4(), workflow=wf, workflow_version=version,
+                                idempotency_key=f"{prefix}-{i}", payload=PAYLOAD,
+                                status=S.ENQUEUED, current_node_id=entry, vars={}, attempts=0,
+                                available_at=now, dispatched_at=now)
+                for i in range(start, min(n, start + chunk))]
+        TriggerInstance.objects.bulk_create(rows, batch_size=1000)
+        with celery_app.producer_or_acquire() as producer:
+            for row in rows:
+                execute_node.apply_async(args=(str(row.id),), producer=producer)
+        ids.extend(r.id for r in rows)
+        if on_chunk:
+            on_chunk()
+    return ids
+
+
+def wait_terminal(wf: Workflow, n: int, timeout_s: float, *, since: datetime | None = None,
+                  procs: Iterable[Any] = ()) -> dict[str, int]:
+    """Poll until ``n`` instances of ``wf`` (created since ``since``) are finished."""
+    qs = TriggerInstance.objects.filter(workflow=wf)
+    if since is not None:
+        qs = qs.filter(created_at__gte=since)
+    deadline = time.monotonic() + timeout_s
+    done = 0
+    while time.monotonic() < deadline:
+        done = qs.filter(status__in=[S.COMPLETED, S.FAILED]).count()
+        if done >= n:
+            break
+        for proc in procs:
+            if not proc.alive():
+                raise RuntimeError(f"{proc.name} died:\n{proc.tail()}")
+        time.sleep(0.25)
+    else:
+        raise RuntimeError(f"{wf.key}: only {done}/{n} instances finished in {timeout_s:.0f} s")
+    failed = qs.filter(status=S.FAILED).count()
+    if failed:
+        sample = qs.filter(status=S.FAILED).values_list("last_error", flat=True).first()
+        print(f"    warning: {failed} {wf.key} instances failed, e.g. {sample}", flush=True)
+    return {"finished": done, "failed": failed}
+
+
+def close_out(wf: Workflow) -> None:
+    """Mark every unfinished instance of ``wf`` completed (so no sweeper ever picks it)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE triggers_triggerinstance SET status='completed', current_node_id=NULL, "
+            "lease_token=NULL, locked_by='', locked_until=NULL, finished_at=now(), "
+            "updated_at=now() WHERE workflow_id=%s AND status IN ('enqueued','processing')",
+            [wf.pk])
+
+
+def step_rate(wf: Workflow, since: datetime) -> dict[str, float]:
+    logs = StepExecutionLog.objects.filter(workflow=wf, started_at__gte=since)
+    agg = logs.aggregate(first=Min("started_at"), last=Max("finished_at"))
+    count = logs.count()
+    span = (agg["last"] - agg["first"]).total_seconds() if count else 0.0
+    return {"steps": count, "span_s": span, "steps_per_s": count / span if span else 0.0}
+
+
+def loadgen(port: int, path: str, token: str, workflow: str, mode: str, duration: float,
+            warmup: float, prefix: str, concurrency: int = 4) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "bench.loadgen", "--port", str(port), "--path", path,
+            "--token", token, "--workflow", workflow, "--mode", mode, "--duration",
+            str(duration), "--warmup", str(warmup), "--prefix", prefix,
+            "--concurrency", str(concurrency)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
+                          timeout=duration + warmup + 120)
+    if done.returncode != 0:
+        raise RuntimeError(f"loadgen failed: {done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# --- 1. ingestion ----------------------------------------------------------------------
+
+def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge rounds of one (target, mode): req/s over the summed time, exact percentiles."""
+    lat = [x for r in runs for x in r.pop("latencies_ms")]
+    ok = sum(r["ok"] for r in runs)
+    duration = sum(r["duration_s"] for r in runs)
+    statuses: dict[str, int] = {}
+    for r in runs:
+        for code, count in r["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + count
+    return {"rounds": len(runs), "ok": ok, "errors": sum(r["errors"] for r in runs),
+            "statuses": statuses, "duration_s": duration, "rps": ok / duration,
+            "rps_per_round": [round(r["rps"], 1) for r in runs],
+            "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99)}
+
+
+def scenario_ingestion(ctx: Ctx) -> None:
+    sz = ctx.sizes
+    app_port, ref_port = free_port(), free_port()
+    ref = ctx.procs.gunicorn("gunicorn-reference", ref_port, workers=2)
+    app = ctx.procs.gunicorn("gunicorn-app", app_port, workers=2)
+    out: dict[str, Any] = {"server": "gunicorn -k sync -w 2 (each)", "client_concurrency": 4}
+    run_id = uuid.uuid4().hex[:6]
+    raw: dict[str, list[dict[str, Any]]] = {}
+    try:
+        # Rounds alternate reference and app, so a noisy neighbour hits both alike.
+        for mode in ("new", "repeat"):
+            for rnd in range(sz.ingest_rounds):
+                for name, port, path in (("reference", ref_port, "/bench/ref/triggers/"),
+                                         ("app", app_port, "/api/v1/triggers/")):
+                    # repeat mode: every round replays the same key pool.
+                    prefix = f"{name}-{mode}-{run_id}" + (f"-{rnd}" if mode == "new" else "")
+                    res = loadgen(port, path, ctx.token, "bench-ingest", mode, sz.ingest_s,
+                                  sz.ingest_warmup_s, prefix)
+                    if res["ok"] == 0:
+                        raise RuntimeError(f"ingestion {name}/{mode}: nothing succeeded: {res}")
+                    raw.setdefault(f"{name}_{mode}", []).append(res)
+    finally:
+        ctx.procs.stop(app)
+        ctx.procs.stop(ref)
+    for key, runs in raw.items():
+        out[key] = _combine(runs)
+    close_out(ctx.workflows["bench-ingest"])
+    flush_broker()
+    ctx.results["ingestion"] = out
+    for mode in ("new", "repeat"):
+        a, r = out[f"app_{mode}"], out[f"reference_{mode}"]
+        ratio = a["rps"] / r["rps"] if r["rps"] else 0.0
+        ctx.row("1 ingestion", f"POST req/s, {mode} keys", f"{a['rps']:.0f}",
+                f"{r['rps']:.0f} (bare DRF get_or_create)", ">= 90% of ref",
+                verdict(ratio >= 0.9, f"{ratio:.0%}"))
+        ctx.row("1 ingestion", f"POST p50/p99, {mode} keys",
+                f"{a['p50_ms']:.1f} / {a['p99_ms']:.1f} ms",
+                f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms", "p99 < 50 ms",
+                verdict(a["p99_ms"] < 50))
+        if a["errors"] or r["errors"]:
+            ctx.row("1 ingestion", f"errors, {mode} keys", str(a["statuses"]), str(r["statuses"]))
+
+
+# --- 2. execution ----------------------------------------------------------------------
+
+def _noop_reference(ctx: Ctx) -> dict[str, Any]:
+    from bench.reference_app.tasks import noop
+
+    flush_broker()
+    with celery_app.producer_or_acquire() as producer:
+        for _ in range(ctx.sizes.noop_n):
+            noop.apply_async(producer=producer)
+    workers = ctx.procs.celery_workers(2, tag="noop")
+    deadline = time.monotonic() + ctx.sizes.drain_timeout_s
+    while time.monotonic() < deadline:
+        backlog = broker_backlog()
+        if backlog["ready"] == 0 and backlog["unacked"] == 0:
+            break
+        time.sleep(0.05)
+    else:
+        raise RuntimeError(f"no-op tasks not drained: {broker_backlog()}")
+    stats = ctx.procs.stop_workers(workers)
+    count = sum(s["count"] for s in stats)
+    firsts = [s["first"] for s in stats if s["count"]]
+    lasts = [s["last"] for s in stats if s["count"]]
+    span = max(lasts) - min(firsts) if firsts else 0.0
+    return {"tasks": count, "span_s": span, "tasks_per_s": count / span if span else 0.0,
+            "per_node": stats}
+
+
+def scenario_execution(ctx: Ctx) -> None:
+    sz = ctx.sizes
+    wf = ctx.workflows["bench-exec"]
+    ref = _noop_reference(ctx)
+    if ref["tasks"] != sz.noop_n:
+        raise RuntimeError(f"no-op reference ran {ref['tasks']} of {sz.noop_n} tasks")
+
+    flush_broker()
+    since = timezone.now()
+    preload(wf, sz.exec_n, f"exec-{uuid.uuid4().hex[:6]}")
+    workers = ctx.procs.celery_workers(2, tag="exec")
+    try:
+        status = wait_terminal(wf, sz.exec_n, sz.drain_timeout_s, since=since, procs=workers)
+        rate = step_rate(wf, since)
+        # Latency: an open-loop trickle through trigger_create at half the measured
+        # instance throughput, so the figure is service time, not queueing of a backlog.
+        per_s = max(1.0, rate["steps_per_s"] / 3 * 0.5)
+        total = max(10, int(per_s * sz.latency_s))
+        lat_since = timezone.now()
+        t0 = time.monotonic()
+        prefix = f"lat-{uuid.uuid4().hex[:6]}"
+        for i in range(total):
+            pause = t0 + i / per_s - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            trigger_create(workflow=wf, idempotency_key=f"{prefix}-{i}", payload=PAYLOAD)
+        wait_terminal(wf, total, sz.drain_timeout_s, since=lat_since, procs=workers)
+    finally:
+        ctx.procs.stop_workers(workers)
+    lat = [(f - c).total_seconds() for c, f in TriggerInstance.objects.filter(
+        workflow=wf, created_at__gte=lat_since, status=S.COMPLETED
+    ).values_list("created_at", "finished_at")]
+    lstats = stats_s(lat)
+    ratio = rate["steps_per_s"] / ref["tasks_per_s"] if ref["tasks_per_s"] else 0.0
+    ctx.results["execution"] = {
+        "workers": "2 nodes x celery -P solo (-c 1), prefetch 1, acks_late",
+        "instances": sz.exec_n, "status": status, "rate": rate, "noop_reference": ref,
+        "latency": {"instances_per_s": per_s, "count": total, **lstats},
+    }
+    ctx.row("2 execution", f"node steps/s ({sz.exec_n} x 3-node)",
+            f"{rate['steps_per_s']:.0f}", f"{ref['tasks_per_s']:.0f} no-op tasks/s",
+            ">= 50% of ref", verdict(ratio >= 0.5, f"{ratio:.0%}"))
+    ctx.row("2 execution", f"trigger->completed p50/p99 at {per_s:.0f} inst/s",
+            f"{ms(lstats['p50'])} / {ms(lstats['p99'])}", "", "(no target)")
+
+
+# --- 3. delay precision ----------------------------------------------------------------
+
+def _lateness(wf: Workflow, since: datetime, delay_node: str, next_node: str) -> list[float]:
+    resume: dict[Any, datetime] = {}
+    started: dict[Any, datetime] = {}
+    for trigger_id, node_id, started_at, output in StepExecutionLog.objects.filter(
+        workflow=wf, started_at__gte=since, success=True
+    ).values_list("trigger_id", "node_id", "started_at", "output"):
+        if node_id == delay_node:
+            resume[trigger_id] = datetime.fromisoformat(output["resume_at"])
+        elif node_id == next_node:
+            started[trigger_id] = started_at
+    return [(started[t] - resume[t]).total_seconds() for t in resume if t in started]
+
+
+class Sweeper(threading.Thread):
+    """Calls executions.engine.sweep every ``interval`` seconds (what beat would do)."""
+
+    def __init__(self, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.stopped = threading.Event()
+        self.passes = 0
+        self.dispatched = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.wait(self.interval):
+                self.dispatched += engine.sweep()["dispatched"]
+                self.passes += 1
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            self.error = exc
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=30)
+        if self.error:
+            raise RuntimeError(f"sweeper crashed: {self.error!r}")
+
+
+def _delay_run(ctx: Ctx, wf: Workflow, n: int, tag: str, extra_env: dict[str, str] | None = None,
+               sweep_interval: float | None = None) -> tuple[dict[str, float], int]:
+    flush_broker()
+    workers = ctx.procs.celery_workers(2, tag=tag, extra_env=extra_env)
+    sweeper = Sweeper(sweep_interval) if sweep_interval else None
+    if sweeper:
+        sweeper.start()
+    try:
+        since = timezone.now()
+        preload(wf, n, f"{tag}-{uuid.uuid4().hex[:6]}")
+        wait_terminal(wf, n, ctx.sizes.drain_timeout_s, since=since, procs=workers)
+    finally:
+        if sweeper:
+            sweeper.stop()
+        ctx.procs.stop_workers(workers)
+    late = stats_s(_lateness(wf, since, "wait", "e1"))
+    if late["n"] != n:
+        raise RuntimeError(f"{tag}: lateness measured for {late['n']} of {n} instances")
+    return late, sweeper.dispatched if sweeper else 0
+
+
+def scenario_delay(ctx: Ctx) -> None:
+    sz = ctx.sizes
+    n = sz.delay_n
+    wf = ctx.workflows["bench-delay"]
+    late, _ = _delay_run(ctx, wf, n, "delay")
+    # The same, with kombu's timer loop fixed in the workers (bench/reference_app/apps.py):
+    # stock kombu fires at most 10 due timers per loop turn, then polls for up to 1 s.
+    late_fix, _ = _delay_run(ctx, wf, n, "delayfix", {"BENCH_KOMBU_TIMER_FIX": "1"})
+    # Beyond the broker horizon: the delay stays in the database, the sweeper wakes it.
+    interval = 1.0
+    late_h, swept = _delay_run(ctx, ctx.workflows["bench-horizon"], sz.horizon_n, "horizon",
+                               {"NOTIFYFLOW_BROKER_HORIZON_S": "2"}, sweep_interval=interval)
+    ctx.results["delay"] = {
+        "in_broker": {"instances": n, "delay_s": 5, **late},
+        "in_broker_kombu_timer_fix": {"instances": n, "delay_s": 5, **late_fix},
+        "beyond_horizon": {"instances": sz.horizon_n, "delay_s": 5, "broker_horizon_s": 2,
+                           "sweep_interval_s": interval, "sweeper_dispatched": swept,
+                           **late_h}}
+    ctx.row("3 delay", f"lateness p50/p99, 5 s delay x {n} (broker countdown)",
+            f"{ms(late['p50'])} / {ms(late['p99'])}", "resume_at", "p99 < 1 s",
+            verdict(late["p99"] < 1.0))
+    ctx.row("3 delay", "  same, kombu timer loop patched (bench-only)",
+            f"{ms(late_fix['p50'])} / {ms(late_fix['p99'])}", "resume_at", "p99 < 1 s",
+            verdict(late_fix["p99"] < 1.0))
+    ctx.row("3 delay", f"lateness p50/p99, beyond horizon x {sz.horizon_n} (sweeper)",
+            f"{ms(late_h['p50'])} / {ms(late_h['p99'])}", f"sweep every {interval:.0f} s",
+            f"p99 <= {interval + 1:.0f} s", verdict(late_h["p99"] <= interval + 1))
+
+
+# --- 4. cost at scale ------------------------------------------------------------------
+
+def _timed(fn: Callable[[], Any], n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _due_instances(wf: Workflow, n: int, prefix: str) -> list[uuid.UUID]:
+    version = wf.current_version
+    past = timezone.now() - timedelta(seconds=1)
+    rows = [TriggerInstance(id=uuid.uuid4(), workflow=wf, workflow_version=version,
+                            idempotency_key=f"{prefix}-{i}", payload=PAYLOAD, status=S.ENQUEUED,
+                            current_node_id=version.definition["entry_node_id"], vars={},
+                            attempts=0, available_at=past, dispatched_at=past)
+            for i in range(n)]
+    TriggerInstance.objects.bulk_create(rows, batch_size=1000)
+    return [r.id for r in rows]
+
+
+def _explain(sql: str, name: str, label: str, *, rollback: bool) -> str:
+    plans = OUT_DIR / "plans"
+    plans.mkdir(parents=True, exist_ok=True)
+    with transaction.atomic():
+        with connection.cursor() as cur:
+            cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
+            text = "\n".join(r[0] for r in cur.fetchall())
+        if rollback:
+            transaction.set_rollback(True)
+    (plans / f"{name}.{label}.txt").write_text(f"-- {label}\n{sql}\n\n{text}\n")
+    return text
+
+
+def _pick(captured: list[dict[str, str]], *needles: str) -> str:
+    for q in captured:
+        if all(n in q["sql"] for n in needles):
+            return q["sql"]
+    raise RuntimeError(f"no captured query with {needles}: {[q['sql'][:80] for q in captured]}")
+
+
+def _cost_pass(ctx: Ctx, label: str) -> dict[str, Any]:
+    sz = ctx.sizes
+    wf = ctx.workflows["bench-exec"]
+    tag = f"cost-{label}-{uuid.uuid4().hex[:6]}"
+    # Claim: k due instances, one claim each (what a worker's first statement does).
+    ids = iter(_due_instances(wf, sz.cost_k, f"{tag}-claim"))
+    claim_t = _timed(lambda: engine.claim(instance_id=next(ids), worker="bench"), sz.cost_k)
+    # The sweeper pass, nothing to do (the steady state).
+    sweep_t = _timed(lambda: engine.sweep(), sz.cost_sweeps)
+    # trigger_create: new keys, then the same keys again.
+    counter = iter(range(10 ** 9))
+    new_t = _timed(lambda: trigger_create(workflow="bench-exec",
+                                          idempotency_key=f"{tag}-new-{next(counter)}",
+                                          payload=PAYLOAD), sz.cost_k)
+    counter = iter(range(10 ** 9))
+    rep_t = _timed(lambda: trigger_create(workflow="bench-exec",
+                                          idempotency_key=f"{tag}-new-{next(counter)}",
+                                          payload=PAYLOAD), sz.cost_k)
+
+    # EXPLAIN (ANALYZE, BUFFERS) of the statements themselves, captured from the calls.
+    [due] = _due_instances(wf, 1, f"{tag}-plan")
+    with transaction.atomic(), CaptureQueriesContext(connection) as cq:
+        engine.claim(instance_id=due, worker="bench")
+        transaction.set_rollback(True)
+    _explain(_pick(cq.captured_queries, "UPDATE", "triggers_triggerinstance"),
+             "claim_update", label, rollback=True)
+    with CaptureQueriesContext(connection) as cq:
+        engine.sweep()
+    _explain(_pick(cq.captured_queries, "SELECT", "'processing'"), "sweep_expired_leases",
+             label, rollback=True)
+    _explain(_pick(cq.captured_queries, "SELECT", "'enqueued'"), "sweep_redispatch_due",
+             label, rollback=True)
+    with CaptureQueriesContext(connection) as cq:
+        trigger_create(workflow="bench-exec", idempotency_key=f"{tag}-new-0", payload=PAYLOAD)
+    _explain(_pick(cq.captured_queries, "SELECT", "triggers_triggerinstance",
+                   "idempotency_key"), "idempotency_lookup", label, rollback=True)
+
+    close_out(wf)
+    flush_broker()
+    return {"claim": stats_s(claim_t), "sweep": stats_s(sweep_t),
+            "trigger_create_new": stats_s(new_t), "trigger_create_repeat": stats_s(rep_t)}
+
+
+BULK_SQL = """
+INSERT INTO triggers_triggerinstance
+  (id, workflow_id, workflow_version_id, idempotency_key, payload, status, current_node_id,
+   vars, attempts, available_at, lease_token, locked_by, locked_until, dispatched_at,
+   last_error, created_at, updated_at, finished_at)
+SELECT gen_random_uuid(), %(wf)s, %(ver)s, 'bulk-' || g, %(payload)s::jsonb, 'completed', NULL,
+       '{}'::jsonb, 0, t, NULL, '', NULL, t, '', t, t + interval '2 seconds',
+       t + interval '2 seconds'
+FROM generate_series(1, %(n)s) AS g,
+     LATERAL (SELECT now() - interval '30 days' + g * interval '2 seconds' AS t) AS ts
+"""
+
+
+def scenario_cost(ctx: Ctx) -> None:
+    sz = ctx.sizes
+    wf = ctx.workflows["bench-exec"]
+    flush_broker()
+    with connection.cursor() as cur:
+        cur.execute("TRUNCATE triggers_triggerinstance, triggers_triggerstatuschange, "
+                    "executions_stepexecutionlog, executions_delivery")
+        cur.execute("VACUUM ANALYZE triggers_triggerinstance")
+    small = _cost_pass(ctx, "0")
+    t0 = time.monotonic()
+    with connection.cursor() as cur:
+        cur.execute(BULK_SQL, {"wf": wf.pk, "ver": wf.current_version_id,
+                               "payload": json.dumps(PAYLOAD), "n": sz.big_rows})
+        cur.execute("VACUUM ANALYZE triggers_triggerinstance")
+    load_s = time.monotonic() - t0
+    big_label = f"{sz.big_rows // 1000}k" if sz.big_rows < 1_000_000 else \
+        f"{sz.big_rows // 1_000_000}M"
+    big = _cost_pass(ctx, big_label)
+    ctx.results["cost"] = {"rows": sz.big_rows, "bulk_load_s": load_s, "0": small,
+                           big_label: big}
+    names = {"claim": "claim (engine.claim)", "sweep": "sweeper pass (engine.sweep)",
+             "trigger_create_new": "trigger_create, new key",
+             "trigger_create_repeat": "trigger_create, repeated key"}
+    for key, title in names.items():
+        a, b = small[key]["p50"], big[key]["p50"]
+        ratio = b / a if a else 0.0
+        ctx.row("4 cost", f"{title} p50, {big_label} finished rows", ms(b),
+                f"{ms(a)} with 0 rows", "<= 1.2x", verdict(ratio <= 1.2, f"{ratio:.2f}x"))
+
+
+def scenario_hold_and_rss(ctx: Ctx) -> None:
+    """hold_n instances sleep on a 1 h delay (beyond the broker horizon): the broker must
+    hold nothing for them. The same hold_n delay steps measure worker RSS growth."""
+    sz = ctx.sizes
+    wf = ctx.workflows["bench-long"]
+    flush_broker()
+    since = timezone.now()
+    steps_qs = StepExecutionLog.objects.filter(workflow=wf, started_at__gte=since)
+    workers = ctx.procs.celery_workers(2, tag="hold")
+    checkpoint = max(1, sz.hold_n // 10)
+    samples: dict[str, Any] = {"start": [rss_kib(w.pid) for w in workers]}
+
+    def steps_done() -> int:
+        return steps_qs.count()
+
+    def sample() -> None:
+        if "checkpoint" not in samples and steps_done() >= checkpoint:
+            samples["checkpoint"] = [rss_kib(w.pid) for w in workers]
+            samples["checkpoint_steps"] = steps_done()
+
+    try:
+        preload(wf, sz.hold_n, f"hold-{uuid.uuid4().hex[:6]}", chunk=1000, on_chunk=sample)
+        deadline = time.monotonic() + sz.drain_timeout_s
+        waiting_qs = TriggerInstance.objects.filter(workflow=wf, created_at__gte=since,
+                                                    status=S.ENQUEUED, current_node_id="e1")
+        while time.monotonic() < deadline:
+            sample()
+            if steps_done() >= sz.hold_n and waiting_qs.count() >= sz.hold_n:
+                break
+            for w in workers:
+                if not w.alive():
+                    raise RuntimeError(f"{w.name} died:\n{w.tail()}")
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"hold: {steps_done()}/{sz.hold_n} delay steps in time")
+        time.sleep(1.0)
+        samples["end"] = [rss_kib(w.pid) for w in workers]
+        samples["end_steps"] = steps_done()
+        backlog = broker_backlog()
+        waiting = waiting_qs.count()
+        undispatched = waiting_qs.filter(dispatched_at__isnull=True).count()
+    finally:
+        ctx.procs.stop_workers(workers)
+    close_out(wf)
+    rss_10 = sum(samples.get("checkpoint", samples["start"]))
+    rss_end = sum(samples["end"])
+    growth = rss_end / rss_10 - 1 if rss_10 else 0.0
+    ctx.results["hold_rss"] = {"instances": sz.hold_n, "waiting": waiting,
+                               "waiting_undispatched": undispatched, "broker": backlog,
+                               "rss_kib": samples, "growth": growth}
+    held = backlog["ready"] + backlog["unacked"]
+    ctx.row("4 cost", f"broker messages for {waiting} instances on a 1 h delay",
+            f"{backlog['ready']} ready + {backlog['unacked']} unacked", "", "0",
+            verdict(held == 0))
+    ctx.row("4 cost", f"worker RSS after {samples['end_steps']} steps (2 nodes)",
+            f"{rss_end / 1024:.1f} MiB",
+            f"{rss_10 / 1024:.1f} MiB after {samples.get('checkpoint_steps', 0)} steps",
+            "<= +10%", verdict(growth <= 0.10, f"{growth:+.1%}"))
+
+
+# --- 5. profiles -----------------------------------------------------------------------
+
+def _summarize_collapsed(raw: Path, out: Path, top: int = 40) -> dict[str, Any]:
+    """Top functions by self and inclusive samples from py-spy's collapsed stacks."""
+    self_s: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count_s = line.rpartition(" ")
+        if not stack or not count_s.isdigit():
+            continue
+        count = int(count_s)
+        total += count
+        frames = [f.split(" (")[0] + " (" + f.split(" (", 1)[1].split(":")[0].split(
+            "site-packages/")[-1].replace(str(ROOT) + "/", "") + ")" if " (" in f else f
+            for f in stack.split(";")]
+        self_s[frames[-1]] = self_s.get(frames[-1], 0) + count
+        for f in set(frames):
+            incl[f] = incl.get(f, 0) + count
+    lines = [f"{raw.name}: {total} samples", "", "== self =="]
+    def ranked(table: dict[str, int]) -> list[tuple[str, int]]:
+        return sorted(table.items(), key=lambda x: -x[1])[:top]
+
+    lines += [f"{c / total:6.1%}  {f}" for f, c in ranked(self_s)]
+    lines += ["", "== inclusive =="]
+    lines += [f"{c / total:6.1%}  {f}" for f, c in ranked(incl)]
+    out.write_text("\n".join(lines) + "\n")
+    return {"samples": total,
+            "inclusive_top": [(f, round(c / total, 3)) for f, c in
+                              sorted(incl.items(), key=lambda x: -x[1])[:top]] if total else []}
+
+
+def _py_spy(pid: int, duration: float, raw: Path, *, subprocesses: bool = False) -> bool:
+    from bench.infra import VENV_BIN
+
+    exe = VENV_BIN / "py-spy"
+    if not exe.exists():
+        print("    py-spy not installed (pip install -e '.[bench]'): skipping", flush=True)
+        return False
+    argv = [str(exe), "record", "--pid", str(pid), "--duration", str(max(1, int(duration))),
+            "--rate", "200", "--format", "raw", "--output", str(raw), "--nonblocking"]
+    if subprocesses:
+        argv.append("--subprocesses")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
+    if done.returncode != 0 or not raw.exists():
+        print(f"    py-spy failed: {done.stderr.strip()[-300:]}", flush=True)
+        return False
+    return True
+
+
+def _queries_per_step(ctx: Ctx, profiles: Path) -> dict[str, Any]:
+    from django.test import Client
+
+    wf = ctx.workflows["bench-exec"]
+    out: dict[str, Any] = {}
+    report = []
+    inst = trigger_create(workflow=wf, idempotency_key=f"q-{uuid.uuid4().hex}",
+                          payload=PAYLOAD).instance
+    for _ in range(3):
+        node = TriggerInstance.objects.get(pk=inst.pk).current_node_id
+        with CaptureQueriesContext(connection) as cq:
+            what = engine.step_execute(instance_id=inst.pk, worker="bench-inproc")
+        out[f"step_{node}"] = len(cq.captured_queries)
+        report.append(f"== step_execute node {node} ({what}): {len(cq.captured_queries)} queries")
+        report += [f"  {q['time']}s  {q['sql'][:300]}" for q in cq.captured_queries]
+    client = Client()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {ctx.token}"}
+    body = {"workflow": "bench-exec", "payload": PAYLOAD}
+    client.post("/api/v1/triggers/", {**body, "idempotency_key": "warm"},
+                content_type="application/json", **auth)
+    for mode, key in (("new", f"q-post-{uuid.uuid4().hex}"), ("repeat", "warm")):
+        with CaptureQueriesContext(connection) as cq:
+            resp = client.post("/api/v1/triggers/", {**body, "idempotency_key": key},
+                               content_type="application/json", **auth)
+        out[f"post_{mode}"] = len(cq.captured_queries)
+        report.append(f"== POST /api/v1/triggers/ {mode} key ({resp.status_code}): "
+                      f"{len(cq.captured_queries)} queries")
+        report += [f"  {q['time']}s  {q['sql'][:300]}" for q in cq.captured_queries]
+    (profiles / "queries.txt").write_text("\n".join(report) + "\n")
+    return out
+
+
+def _pyinstrument(ctx: Ctx, profiles: Path) -> None:
+    try:
+        from pyinstrument import Profiler
+    except ImportError:
+        print("    pyinstrument not installed: skipping in-process profiles", flush=True)
+        return
+    from django.test import Client
+
+    n = 40 if ctx.quick else 500
+    client = Client()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {ctx.token}"}
+    tag = uuid.uuid4().hex[:6]
+    prof = Profiler(interval=0.0005)
+    with prof:
+        for i in range(n):
+            client.post("/api/v1/triggers/", {"workflow": "bench-exec", "payload": PAYLOAD,
+                                              "idempotency_key": f"pi-{tag}-{i}"},
+                        content_type="application/json", **auth)
+    (profiles / "post_inprocess.txt").write_text(prof.output_text(unicode=True, color=False))
+    (profiles / "post_inprocess.html").write_text(prof.output_html())
+    ids = list(TriggerInstance.objects.filter(idempotency_key__startswith=f"pi-{tag}-")
+               .values_list("id", flat=True))
+    prof = Profiler(interval=0.0005)
+    with prof:
+        for _ in range(3):
+            for instance_id in ids:
+                engine.step_execute(instance_id=instance_id, worker="bench-inproc")
+    (profiles / "step_inprocess.txt").write_text(prof.output_text(unicode=True, color=False))
+    (profiles / "step_inprocess.html").write_text(prof.output_html())
+
+
+def scenario_profile(ctx: Ctx) -> None:
+    sz = ctx.sizes
+    profiles = OUT_DIR / "profiles"
+    profiles.mkdir(parents=True, exist_ok=True)
+    flush_broker()
+    queries = _queries_per_step(ctx, profiles)
+    _pyinstrument(ctx, profiles)
+    close_out(ctx.workflows["bench-exec"])
+    flush_broker()
+    spy: dict[str, Any] = {}
+    # py-spy on a real gunicorn (both workers) under the ingestion load.
+    port = free_port()
+    app = ctx.procs.gunicorn("gunicorn-profile", port, workers=2)
+    try:
+        result: dict[str, Any] = {}
+        load = threading.Thread(target=lambda: result.update(loadgen(
+            port, "/api/v1/triggers/", ctx.token, "bench-ingest", "new", sz.profile_s + 2, 0.5,
+            f"spy-{uuid.uuid4().hex[:6]}")))
+        load.start()
+        time.sleep(1.0)
+        raw = profiles / "post_gunicorn.collapsed.txt"
+        if _py_spy(app.pid, sz.profile_s, raw, subprocesses=True):
+            spy["post"] = _summarize_collapsed(raw, profiles / "post_gunicorn.top.txt")
+        load.join()
+    finally:
+        ctx.procs.stop(app)
+    close_out(ctx.workflows["bench-ingest"])
+    # py-spy on a celery worker node draining 3-node instances.
+    flush_broker()
+    wf = ctx.workflows["bench-exec"]
+    since = timezone.now()
+    preload(wf, sz.profile_exec_n, f"spy-{uuid.uuid4().hex[:6]}")
+    workers = ctx.procs.celery_workers(2, tag="profile")
+    try:
+        time.sleep(0.5)
+        raw = profiles / "worker.collapsed.txt"
+        if _py_spy(workers[0].pid, sz.profile_s, raw):
+            spy["worker"] = _summarize_collapsed(raw, profiles / "worker.top.txt")
+        wait_terminal(wf, sz.profile_exec_n, sz.drain_timeout_s, since=since, procs=workers)
+    finally:
+        ctx.procs.stop_workers(workers)
+    flush_broker()
+    ctx.results["profile"] = {"queries": queries, "py_spy": spy}
+    ctx.row("5 profile", "queries per step (email / sms / email)",
+            f"{queries.get('step_e1')} / {queries.get('step_s1')} / {queries.get('step_e2')}")
+    ctx.row("5 profile", "queries per POST (new / repeated key)",
+            f"{queries.get('post_new')} / {queries.get('post_repeat')}")
