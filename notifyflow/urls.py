@@ -5,6 +5,12 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from executions.views import StepLogListView, TriggerStepsView
+from triggers.event_views import (
+    EventReceiveView,
+    WorkflowTriggerDetailView,
+    WorkflowTriggerListCreateView,
+    WorkflowTriggerPreviewKeyView,
+)
 from triggers.views import TriggerDetailView, TriggerListCreateView
 from workflows.views import WorkflowDetailView, WorkflowListCreateView
 
@@ -38,6 +44,13 @@ api_v1 = [
     path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
+    path("events/", EventReceiveView.as_view(), name="event-receive"),
+    path("workflow-triggers/", WorkflowTriggerListCreateView.as_view(),
+         name="workflow-trigger-list"),
+    path("workflow-triggers/<int:id>/", WorkflowTriggerDetailView.as_view(),
+         name="workflow-trigger-detail"),
+    path("workflow-triggers/<int:id>/preview-key/", WorkflowTriggerPreviewKeyView.as_view(),
+         name="workflow-trigger-preview-key"),
 ]
 
 urlpatterns = [

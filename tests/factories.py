@@ -55,3 +55,16 @@ class TriggerInstanceFactory(factory.django.DjangoModelFactory):
     current_node_id = factory.LazyAttribute(
         lambda o: o.workflow_version.definition["entry_node_id"])
     available_at = factory.LazyFunction(timezone.now)
+
+
+class WorkflowTriggerFactory(factory.django.DjangoModelFactory):
+    """An event → workflow binding; ``idempotency_setting`` is stored as given (normalize
+    it with IdempotencySettings.parse(...).to_json() when a test needs the stored form)."""
+
+    class Meta:
+        model = "triggers.WorkflowTrigger"
+
+    event_name = factory.Sequence(lambda n: f"EVENT_{n}")
+    workflow = factory.SubFactory(WorkflowFactory)
+    is_active = True
+    idempotency_setting = factory.LazyFunction(lambda: {"strategy": "UUID"})

@@ -130,3 +130,7 @@ class ApiKey(models.Model):
     @staticmethod
     def hash_key(raw_key: str) -> str:
         return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+# Event bindings live in their own module; imported here so Django registers them.
+from .event_models import EventRecord, WorkflowTrigger  # noqa: E402, F401

@@ -1,0 +1,128 @@
+"""HTTP layer of events and workflow triggers; the logic is in ``triggers.events``."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from notifyflow.api import json_object_body
+
+from .event_models import WorkflowTrigger
+from .event_serializers import (
+    EventInputSerializer,
+    EventOutputSerializer,
+    EventRecordSerializer,
+    PreviewKeyInputSerializer,
+    PreviewKeyOutputSerializer,
+    WorkflowTriggerFilterSerializer,
+    WorkflowTriggerInputSerializer,
+    WorkflowTriggerOutputSerializer,
+)
+from .events import (
+    event_receive,
+    idempotency_key_preview,
+    workflow_trigger_delete,
+    workflow_trigger_save,
+)
+
+
+class EventReceiveView(GenericAPIView):
+    serializer_class = EventOutputSerializer
+
+    @extend_schema(request=EventInputSerializer, responses={202: EventOutputSerializer})
+    def post(self, request: Request) -> Response:
+        body = json_object_body(request)
+        result = event_receive(name=body.get("name"), event_id=body.get("event_id"),
+                               context=body.get("context", {}))
+        return Response(
+            {"event": EventRecordSerializer(result.record).data,
+             "outcomes": [o.as_json() for o in result.outcomes]},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class OldestFirst(CursorPagination):
+    ordering = ("id",)
+
+
+def _save_kwargs(body: dict) -> dict:
+    return {
+        "event_name": body.get("event_name"),
+        "workflow": body.get("workflow"),
+        "is_active": body.get("is_active", True),
+        "idempotency_setting": body.get("idempotency_setting"),
+    }
+
+
+class WorkflowTriggerListCreateView(GenericAPIView):
+    serializer_class = WorkflowTriggerOutputSerializer
+    pagination_class = OldestFirst
+
+    def get_queryset(self) -> QuerySet[WorkflowTrigger]:
+        return WorkflowTrigger.objects.select_related("workflow")
+
+    @extend_schema(parameters=[WorkflowTriggerFilterSerializer],
+                   responses=WorkflowTriggerOutputSerializer(many=True),
+                   operation_id="v1_workflow_triggers_list")
+    def get(self, request: Request) -> Response:
+        filters = WorkflowTriggerFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        queryset = self.get_queryset()
+        if "event_name" in filters.validated_data:
+            queryset = queryset.filter(event_name=filters.validated_data["event_name"])
+        if "workflow" in filters.validated_data:
+            queryset = queryset.filter(workflow__key=filters.validated_data["workflow"])
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(request=WorkflowTriggerInputSerializer,
+                   responses={201: WorkflowTriggerOutputSerializer})
+    def post(self, request: Request) -> Response:
+        binding = workflow_trigger_save(**_save_kwargs(json_object_body(request)))
+        return Response(self.get_serializer(binding).data, status=status.HTTP_201_CREATED)
+
+
+class WorkflowTriggerDetailView(GenericAPIView):
+    serializer_class = WorkflowTriggerOutputSerializer
+    lookup_field = "id"
+
+    def get_queryset(self) -> QuerySet[WorkflowTrigger]:
+        return WorkflowTrigger.objects.select_related("workflow")
+
+    def get(self, request: Request, id: int) -> Response:
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=WorkflowTriggerInputSerializer)
+    def put(self, request: Request, id: int) -> Response:
+        binding = self.get_object()
+        binding = workflow_trigger_save(binding=binding,
+                                        **_save_kwargs(json_object_body(request)))
+        return Response(self.get_serializer(binding).data)
+
+    def delete(self, request: Request, id: int) -> Response:
+        workflow_trigger_delete(binding=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WorkflowTriggerPreviewKeyView(GenericAPIView):
+    serializer_class = PreviewKeyOutputSerializer
+    lookup_field = "id"
+
+    def get_queryset(self) -> QuerySet[WorkflowTrigger]:
+        return WorkflowTrigger.objects.select_related("workflow")
+
+    @extend_schema(request=PreviewKeyInputSerializer,
+                   responses={200: PreviewKeyOutputSerializer})
+    def post(self, request: Request, id: int) -> Response:
+        binding = self.get_object()
+        body = json_object_body(request)
+        preview = idempotency_key_preview(binding=binding, context=body.get("context", {}),
+                                          event_id=body.get("event_id"), at=body.get("at"))
+        return Response({"idempotency_key": preview.idempotency_key,
+                         "strategy": preview.strategy, "random": preview.random,
+                         "note": preview.note})
