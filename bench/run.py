@@ -137,11 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     table = print_table(ctx.rows) if ctx else ""
     total = round(time.monotonic() - started, 1)
     print(f"total {total} s", flush=True)
+    for note in scenarios.DISTURBANCES:
+        print(f"disturbed: {note}", flush=True)
     report = {"mode": mode, "started": stamp, "total_s": total, "scenario_s": timings,
               "loadavg_1min_at_start": loadavg,
               "machine": info, "error": error,
               "rows": [r.__dict__ for r in ctx.rows] if ctx else [],
-              "results": ctx.results if ctx else {}, "table": table}
+              "results": ctx.results if ctx else {}, "table": table,
+              "disturbances": scenarios.DISTURBANCES}
     out = OUT_DIR / f"bench-{mode}-{stamp}.json"
     out.write_text(json.dumps(report, indent=2, default=str))
     (OUT_DIR / f"latest-{mode}.json").write_text(out.read_text())
