@@ -26,3 +26,4 @@ def json_object_body(request: Request) -> dict:
         raise ApiError(code="not_an_object", field="body",
                        message="body: must be a JSON object")
     return data
+

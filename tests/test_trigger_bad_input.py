@@ -103,3 +103,10 @@ def test_unknown_fields_in_payload_are_kept_but_bad_top_level_types_fail(api, wo
     response = raw_post(api, json.dumps({"workflow": ["x"], "idempotency_key": "k",
                                          "payload": {}}))
     assert response.status_code == 400 and response.json()["field"] == "workflow"
+
+
+def test_deeply_nested_json_is_a_400_not_a_500(api, workflow):
+    body = '{"workflow": "x", "idempotency_key": "k", "payload": ' + "[" * 5000 + "]" * 5000 + "}"
+    response = raw_post(api, body)
+    assert response.status_code == 400 and response.json()["code"] == "malformed_json"
+    assert TriggerInstance.objects.count() == 0

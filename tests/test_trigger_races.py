@@ -25,7 +25,9 @@ def test_fifty_concurrent_identical_posts_create_one_instance(live_server):
     lock = threading.Lock()
 
     def fire():
+        # Connect first (the test server's listen backlog is small), then race the POSTs.
         session = requests.Session()
+        session.get(f"{live_server.url}/healthz", timeout=30)
         barrier.wait()
         response = session.post(f"{live_server.url}/api/v1/triggers/", json=body,
                                 headers={"Authorization": f"Bearer {raw}"}, timeout=30)
