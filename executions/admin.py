@@ -1,0 +1,166 @@
+"""Operator console for execution history: step logs and deliveries.
+
+Both are history: read-only for everyone, superusers included.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from triggers.admin import instance_link, parse_uuid
+from workflows.admin_support import (
+    LargeTableAdminMixin,
+    LeanChangeListMixin,
+    NodeIdFilter,
+    ReadOnlyAdminMixin,
+    pretty_json,
+    status_badge,
+    timestamp_column,
+)
+from workflows.definition import NODE_TYPES
+
+from .models import Delivery, StepExecutionLog
+
+
+class NodeTypeFilter(admin.SimpleListFilter):
+    """Fixed choices: the stock filter would run a DISTINCT over the whole log table."""
+
+    title = "node type"
+    parameter_name = "node_type"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return [(kind, kind) for kind in (*NODE_TYPES, "unknown")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(node_type=self.value()) if self.value() else queryset
+
+
+class ErrorKindFilter(admin.SimpleListFilter):
+    title = "error kind"
+    parameter_name = "error_kind"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return [(kind, kind) for kind in ("transient", "permanent", "lease_expired",
+                                          "lease_lost")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(error_kind=self.value()) if self.value() else queryset
+
+
+class ChannelFilter(admin.SimpleListFilter):
+    title = "channel"
+    parameter_name = "channel"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return [("email", "email"), ("sms", "sms")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(channel=self.value()) if self.value() else queryset
+
+
+def _search_by_instance(queryset: QuerySet, search_term: str, field: str
+                        ) -> tuple[QuerySet, bool]:
+    """Search = the exact trigger instance id (an indexed lookup); anything else matches
+    nothing rather than scanning the table."""
+    term = search_term.strip()
+    if not term:
+        return queryset, False
+    as_uuid = parse_uuid(term)
+    if as_uuid is None:
+        return queryset.none(), False
+    return queryset.filter(**{field: as_uuid}), False
+
+
+@admin.register(StepExecutionLog)
+class StepExecutionLogAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
+                            admin.ModelAdmin):
+    list_display = ("started", "instance_display", "workflow", "node_id", "node_type",
+                    "attempt", "success", "duration", "error_short")
+    list_filter = (NodeIdFilter, "success", ("workflow", admin.RelatedFieldListFilter),
+                   NodeTypeFilter, ErrorKindFilter)
+    list_select_related = ("workflow",)
+    changelist_defer = ("input_context", "output")
+    # Newest first by primary key: rows are appended in time order, and the pk index
+    # serves it; no index has started_at alone.
+    ordering = ("-id",)
+    sortable_by = ()
+    search_fields = ("trigger__id",)
+    search_help_text = "Exact trigger instance id (UUID)."
+    fieldsets = (
+        (None, {"fields": ("instance_display", "workflow", "workflow_version", "node_id",
+                           "node_type", "attempt", "started", "finished", "duration",
+                           "success", "error_kind", "error", "task_id", "worker")}),
+        ("Output", {"fields": ("output_json",)}),
+        ("Input context", {"fields": ("input_context_json",)}),
+    )
+    readonly_fields = ("instance_display", "started", "finished", "duration", "output_json",
+                       "input_context_json")
+    started = timestamp_column("started_at", "started")
+    finished = timestamp_column("finished_at", "finished")
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
+                           ) -> tuple[QuerySet, bool]:
+        return _search_by_instance(queryset, search_term, "trigger_id")
+
+    @admin.display(description="instance")
+    def instance_display(self, obj: StepExecutionLog) -> SafeString:
+        return instance_link(obj.trigger_id)
+
+    @admin.display(description="duration")
+    def duration(self, obj: StepExecutionLog) -> str:
+        return f"{obj.duration_ms:.0f} ms"
+
+    @admin.display(description="error")
+    def error_short(self, obj: StepExecutionLog) -> str:
+        return obj.error if len(obj.error) <= 80 else obj.error[:79] + "…"
+
+    @admin.display(description="output")
+    def output_json(self, obj: StepExecutionLog) -> SafeString:
+        return pretty_json(obj.output)
+
+    @admin.display(description="input context")
+    def input_context_json(self, obj: StepExecutionLog) -> SafeString:
+        return pretty_json(obj.input_context)
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
+                    admin.ModelAdmin):
+    list_display = ("updated", "instance_display", "node_id", "channel", "status_display",
+                    "provider_message_id", "attempts", "created")
+    list_filter = ("status", NodeIdFilter, ChannelFilter,
+                   ("instance__workflow", admin.RelatedFieldListFilter))
+    # The instance column is its id, so no join; the workflow filter joins when used.
+    list_select_related = ()
+    changelist_defer = ("output",)
+    ordering = ("-id",)
+    sortable_by = ()
+    search_fields = ("instance__id",)
+    search_help_text = "Exact trigger instance id (UUID)."
+    fields = ("instance_display", "node_id", "channel", "status_display",
+              "provider_message_id", "attempts", "created", "updated", "output_json")
+    readonly_fields = ("instance_display", "status_display", "created", "updated",
+                       "output_json")
+    created = timestamp_column("created_at", "created")
+    updated = timestamp_column("updated_at", "updated")
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
+                           ) -> tuple[QuerySet, bool]:
+        # delivery_unique_instance_node leads with instance_id.
+        return _search_by_instance(queryset, search_term, "instance_id")
+
+    @admin.display(description="instance")
+    def instance_display(self, obj: Delivery) -> SafeString:
+        return instance_link(obj.instance_id)
+
+    @admin.display(description="status")
+    def status_display(self, obj: Delivery) -> SafeString:
+        return status_badge(obj.status, obj.get_status_display())
+
+    @admin.display(description="output")
+    def output_json(self, obj: Delivery) -> SafeString:
+        return format_html("{}", pretty_json(obj.output))

@@ -1,0 +1,113 @@
+"""Selector for the operator console's front page: how the queue is doing, right now."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Min
+from django.utils import timezone
+
+from triggers.models import TriggerInstance, TriggerStatus
+from workflows.admin_support import table_row_estimate
+
+FAILED_WINDOW = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class StatusCount:
+    status: str
+    label: str
+    count: int
+    approximate: bool = False
+
+
+@dataclass(frozen=True)
+class ConsoleOverview:
+    now: datetime
+    status_counts: list[StatusCount]
+    failed_last_hour: int
+    backlog: int
+    oldest_backlog_at: datetime | None
+
+    @property
+    def total(self) -> int:
+        return sum(row.count for row in self.status_counts)
+
+    @property
+    def failed_since(self) -> datetime:
+        return self.now - FAILED_WINDOW
+
+    @property
+    def oldest_backlog_age(self) -> timedelta | None:
+        if self.oldest_backlog_at is None:
+            return None
+        return max(timedelta(0), self.now - self.oldest_backlog_at)
+
+
+# Above this many rows (planner estimate) the completed count is estimated, not counted.
+EXACT_COMPLETED_BELOW = 100_000
+
+
+def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
+    """A few cheap queries over trigger instances.
+
+    - enqueued, processing and failed: one GROUP BY restricted to those statuses, index
+      ranges of trigger_status_created. These stay small in a healthy queue.
+    - completed: the bulk of a long-lived table. Counting it exactly reads every index
+      entry (~0.1-0.4 s at a million rows), so on PostgreSQL above
+      EXACT_COMPLETED_BELOW rows it is the table's planner estimate (pg_class.reltuples)
+      minus the other statuses, flagged ``approximate``; exact otherwise.
+    - failed in the last hour: failed instances whose ``finished_at`` is within the
+      hour (the failed range of trigger_status_created, then the rows' finished_at).
+    - backlog: enqueued instances already due (``available_at <= now``) and their oldest
+      due time, both from the partial index trigger_due_enqueued.
+    """
+    now = now or timezone.now()
+    S = TriggerStatus
+    active = [S.ENQUEUED, S.PROCESSING, S.FAILED]
+    counts = dict(
+        TriggerInstance.objects.filter(status__in=active).order_by()
+        .values_list("status").annotate(n=Count("*"))
+    )
+    estimate = table_row_estimate(TriggerInstance)
+    others = sum(counts.get(status, 0) for status in active)
+    approximate = estimate is not None and estimate >= EXACT_COMPLETED_BELOW
+    if approximate:
+        counts[S.COMPLETED] = max(0, estimate - others)
+    else:
+        counts[S.COMPLETED] = TriggerInstance.objects.filter(status=S.COMPLETED).count()
+    failed_last_hour = TriggerInstance.objects.filter(
+        status=S.FAILED, finished_at__gte=now - FAILED_WINDOW
+    ).count()
+    backlog = TriggerInstance.objects.filter(
+        status=S.ENQUEUED, available_at__lte=now
+    ).aggregate(n=Count("*"), oldest=Min("available_at"))
+    return ConsoleOverview(
+        now=now,
+        status_counts=[
+            StatusCount(value, str(label), counts.get(value, 0),
+                        approximate=approximate and value == S.COMPLETED)
+            for value, label in S.choices
+        ],
+        failed_last_hour=failed_last_hour,
+        backlog=backlog["n"],
+        oldest_backlog_at=backlog["oldest"],
+    )
+
+
+def format_age(age: timedelta | None) -> str:
+    """``2d 3h``, ``4m 05s``, ``12s``; empty for None."""
+    if age is None:
+        return ""
+    seconds = int(age.total_seconds())
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"

@@ -1,0 +1,34 @@
+"""Template tags of the operator console (admin index overview)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from executions.overview import ConsoleOverview, console_overview_get, format_age
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def console_overview(context: dict[str, Any]) -> ConsoleOverview | None:
+    """The queue overview, or None for a user who may not view trigger instances."""
+    request = context.get("request")
+    if request is None or not request.user.has_perm("triggers.view_triggerinstance"):
+        return None
+    return console_overview_get()
+
+
+@register.filter
+def age(value: Any) -> str:
+    return format_age(value)
+
+
+@register.filter
+def thousands(value: Any) -> str:
+    """1234567 -> 1,234,567 (without turning on USE_THOUSAND_SEPARATOR site-wide)."""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)

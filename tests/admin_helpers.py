@@ -1,0 +1,61 @@
+"""Users, groups and rows for the operator-console tests."""
+
+from __future__ import annotations
+
+import importlib
+from datetime import timedelta
+
+from django.apps import apps
+from django.contrib.auth.models import Group, User
+from django.utils import timezone
+
+from executions.models import StepExecutionLog
+from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+
+from .factories import TriggerInstanceFactory
+
+PASSWORD = "correct horse battery staple"
+_migration = importlib.import_module("workflows.migrations.0002_operators_group")
+
+
+def operators_group() -> Group:
+    """The group the migration made. A transactional test flushes every table (the
+    migration's rows included), so re-run the migration's idempotent function."""
+    _migration.create_operators_group(apps, None)
+    return Group.objects.get(name=_migration.GROUP)
+
+
+def make_operator(username: str = "olive") -> User:
+    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
+    user.groups.add(operators_group())
+    return user
+
+
+def make_superuser(username: str = "root") -> User:
+    return User.objects.create_superuser(username, password=PASSWORD)
+
+
+def failed_instance(**kwargs) -> TriggerInstance:
+    """An instance whose SMS node failed permanently, with the rows the engine writes."""
+    now = timezone.now()
+    instance = TriggerInstanceFactory(
+        status=TriggerStatus.FAILED, current_node_id="text", attempts=1, finished_at=now,
+        last_error="node text: to: rendered to an empty phone number", **kwargs,
+    )
+    StepExecutionLog.objects.create(
+        trigger=instance, workflow=instance.workflow, workflow_version=1, node_id="hello",
+        node_type="email", attempt=1, started_at=now - timedelta(seconds=2),
+        finished_at=now - timedelta(seconds=1), input_context={"payload": {}},
+        output={"message_id": "<m1@example.com>", "to": "ada@example.com"}, success=True,
+    )
+    StepExecutionLog.objects.create(
+        trigger=instance, workflow=instance.workflow, workflow_version=1, node_id="text",
+        node_type="sms", attempt=1, started_at=now - timedelta(milliseconds=500),
+        finished_at=now, input_context={"payload": {}}, output={}, success=False,
+        error="to: rendered to an empty phone number", error_kind="permanent",
+    )
+    TriggerStatusChange.objects.create(
+        instance=instance, from_status="processing", to_status="failed",
+        reason="permanent error: node text", actor="engine",
+    )
+    return instance

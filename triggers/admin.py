@@ -1,0 +1,418 @@
+"""Operator console for trigger instances, their status audit and API keys.
+
+Instances are read-only here; the only writes are "retry" and "run now", which call
+executions.engine (the one way in) with the operator as the audited actor.
+"""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from executions import engine
+from executions.models import StepExecutionLog
+from workflows.admin_support import (
+    LargeTableAdminMixin,
+    LeanChangeListMixin,
+    ReadOnlyAdminMixin,
+    can_operate,
+    pretty_json,
+    status_badge,
+    timestamp_column,
+)
+from workflows.drawing import draw_workflow_svg
+
+from .models import ApiKey, TriggerInstance, TriggerStatus, TriggerStatusChange
+from .services import api_key_create, api_key_revoke
+
+# An action over "all N matching" could name a million rows; each retry is a
+# transaction plus a broker message, so one click handles at most this many.
+ACTION_BATCH_LIMIT = 500
+
+
+def parse_uuid(term: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(term.strip())
+    except ValueError:
+        return None
+
+
+def instance_link(instance_id: uuid.UUID | str) -> SafeString:
+    url = reverse("admin:triggers_triggerinstance_change", args=[quote(instance_id)])
+    return format_html('<a href="{}"><code>{}</code></a>', url, str(instance_id)[:8])
+
+
+class StepLogInline(admin.TabularInline):
+    model = StepExecutionLog
+    fk_name = "trigger"
+    verbose_name = "step log"
+    verbose_name_plural = "step logs"
+    fields = ("node_id", "node_type", "attempt", "started", "duration", "success",
+              "error", "output_json")
+    readonly_fields = fields
+    ordering = ("started_at", "id")
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The input context is a copy of payload + vars per step: not shown here.
+        return super().get_queryset(request).defer("input_context")
+
+    started = timestamp_column("started_at", "started")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="duration")
+    def duration(self, obj: StepExecutionLog) -> str:
+        return f"{obj.duration_ms:.0f} ms"
+
+    @admin.display(description="output")
+    def output_json(self, obj: StepExecutionLog) -> SafeString | str:
+        if not obj.output:
+            return "-"
+        return format_html("<details><summary>{} keys</summary>{}</details>",
+                           len(obj.output), pretty_json(obj.output))
+
+
+class StatusChangeInline(admin.TabularInline):
+    model = TriggerStatusChange
+    fk_name = "instance"
+    verbose_name = "status change"
+    verbose_name_plural = "status history"
+    fields = ("from_status", "to_status", "reason", "actor", "when")
+    readonly_fields = fields
+    ordering = ("at", "id")
+    extra = 0
+    max_num = 0
+    can_delete = False
+    when = timestamp_column("at")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(TriggerInstance)
+class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
+                           admin.ModelAdmin):
+    list_display = ("short_id", "status_display", "workflow", "current_node_id", "attempts",
+                    "available", "created")
+    list_display_links = ("short_id",)
+    list_filter = ("status", "workflow", ("created_at", admin.DateFieldListFilter))
+    list_select_related = ("workflow",)
+    changelist_defer = ("payload", "vars", "last_error")
+    # Every index on the table leads with created_at after the filter columns; sorting
+    # by anything else would be a sort of the whole (filtered) table per page.
+    sortable_by = ("created",)
+    ordering = ("-created_at",)
+    search_fields = ("idempotency_key",)
+    search_help_text = "Exact instance id (UUID) or exact idempotency key."
+    actions = ("retry_failed", "run_now")
+    inlines = (StepLogInline, StatusChangeInline)
+    fieldsets = (
+        (None, {"fields": ("id", "workflow", "version_display", "idempotency_key",
+                           "status_display", "current_node_id", "attempts", "available",
+                           "last_error", "created", "updated", "finished")}),
+        ("Graph", {"fields": ("drawing",)}),
+        ("Payload", {"fields": ("payload_json",)}),
+        ("Vars (outputs of earlier nodes)", {"fields": ("vars_json",)}),
+        ("Lease", {"fields": ("locked_by", "locked_until", "lease_token", "dispatched_at"),
+                   "classes": ("collapse",)}),
+    )
+    readonly_fields = ("version_display", "status_display", "available", "created", "updated",
+                       "finished", "drawing", "payload_json", "vars_json")
+    available = timestamp_column("available_at", "available at")
+    created = timestamp_column("created_at", "created", sortable=True)
+    updated = timestamp_column("updated_at", "updated")
+    finished = timestamp_column("finished_at", "finished")
+
+    # --- list -------------------------------------------------------------------------
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
+                           ) -> tuple[QuerySet, bool]:
+        """Exact matches only, each served by an index (the primary key and
+        trigger_idempotency_key); a LIKE '%term%' over a million rows is a full scan."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        condition = Q(idempotency_key=term)
+        as_uuid = parse_uuid(term)
+        if as_uuid is not None:
+            condition |= Q(pk=as_uuid)
+        return queryset.filter(condition), False
+
+    @admin.display(description="id", ordering="created_at")
+    def short_id(self, obj: TriggerInstance) -> str:
+        return str(obj.pk)[:8]
+
+    @admin.display(description="status")
+    def status_display(self, obj: TriggerInstance) -> SafeString:
+        return status_badge(obj.status, obj.get_status_display())
+
+    # --- detail -----------------------------------------------------------------------
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None
+                   ) -> TriggerInstance | None:
+        queryset = self.get_queryset(request).select_related("workflow", "workflow_version")
+        field = self.opts.pk if from_field is None else self.opts.get_field(from_field)
+        try:
+            return queryset.get(**{field.name: field.to_python(object_id)})
+        except (TriggerInstance.DoesNotExist, ValueError, forms.ValidationError):
+            return None
+
+    @admin.display(description="workflow version")
+    def version_display(self, obj: TriggerInstance) -> str:
+        return f"v{obj.workflow_version.version}"
+
+    @admin.display(description="graph")
+    def drawing(self, obj: TriggerInstance) -> SafeString:
+        states: dict[str, str] = {}
+        # Oldest first, so each node ends with the outcome of its latest attempt.
+        for node_id, success in (StepExecutionLog.objects.filter(trigger=obj)
+                                 .order_by("started_at", "id")
+                                 .values_list("node_id", "success")):
+            states[node_id] = "succeeded" if success else "failed"
+        return draw_workflow_svg(obj.workflow_version.definition,
+                                 current_node=obj.current_node_id, node_states=states)
+
+    @admin.display(description="payload")
+    def payload_json(self, obj: TriggerInstance) -> SafeString:
+        return pretty_json(obj.payload)
+
+    @admin.display(description="vars")
+    def vars_json(self, obj: TriggerInstance) -> SafeString:
+        return pretty_json(obj.vars)
+
+    def render_change_form(self, request: HttpRequest, context: dict[str, Any],
+                           add: bool = False, change: bool = False, form_url: str = "",
+                           obj: TriggerInstance | None = None) -> HttpResponse:
+        if obj is not None and can_operate(request):
+            context["nf_can_retry"] = obj.status == TriggerStatus.FAILED
+            context["nf_can_run_now"] = (obj.status == TriggerStatus.ENQUEUED
+                                         and obj.available_at > timezone.now())
+        context["nf_step_logs_url"] = (
+            reverse("admin:executions_stepexecutionlog_changelist")
+            + f"?trigger__id__exact={obj.pk}" if obj is not None else ""
+        )
+        return super().render_change_form(request, context, add=add, change=change,
+                                          form_url=form_url, obj=obj)
+
+    # --- operator actions ---------------------------------------------------------------
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return can_operate(request)
+
+    def get_urls(self) -> list:
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        # Before the stock URLs: "<path:object_id>/" would swallow ".../retry/".
+        return [
+            path("<path:object_id>/retry/", self.admin_site.admin_view(self.retry_view),
+                 name=f"{prefix}_retry"),
+            path("<path:object_id>/run-now/", self.admin_site.admin_view(self.run_now_view),
+                 name=f"{prefix}_run_now"),
+        ] + super().get_urls()
+
+    @admin.action(description="Retry selected failed instances", permissions=["operate"])
+    def retry_failed(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._apply(request, queryset, engine.instance_retry, verb="Retried",
+                    skip_reason="not failed, skipped")
+
+    @admin.action(description="Run selected delayed instances now", permissions=["operate"])
+    def run_now(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._apply(request, queryset, engine.instance_run_now, verb="Made due now",
+                    skip_reason="not waiting for a later time, skipped")
+
+    def _apply(self, request: HttpRequest, queryset: QuerySet, operation: Any, *, verb: str,
+               skip_reason: str) -> None:
+        ids = list(queryset.order_by().values_list("pk", flat=True)[: ACTION_BATCH_LIMIT + 1])
+        if len(ids) > ACTION_BATCH_LIMIT:
+            ids = ids[:ACTION_BATCH_LIMIT]
+            self.message_user(request, f"Only the first {ACTION_BATCH_LIMIT} selected "
+                              "instances were handled; run the action again for the rest.",
+                              messages.WARNING)
+        actor = request.user.get_username()
+        done = sum(1 for pk in ids if operation(instance_id=pk, actor=actor))
+        if done:
+            self.message_user(request, f"{verb} {done} instance(s).", messages.SUCCESS)
+        if len(ids) - done:
+            self.message_user(request, f"{len(ids) - done} instance(s) {skip_reason}.",
+                              messages.WARNING)
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return self._button(request, object_id, engine.instance_retry,
+                            done="Retry scheduled: the instance is enqueued to run now.",
+                            skipped="Not retried: the instance is not failed, skipped.")
+
+    def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return self._button(request, object_id, engine.instance_run_now,
+                            done="The instance is due now and was handed to a worker.",
+                            skipped="Not run: the instance is not waiting for a later "
+                                    "time, skipped.")
+
+    def _button(self, request: HttpRequest, object_id: str, operation: Any, *, done: str,
+                skipped: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if operation(instance_id=obj.pk, actor=request.user.get_username()):
+            self.message_user(request, done, messages.SUCCESS)
+        else:
+            self.message_user(request, skipped, messages.WARNING)
+        return HttpResponseRedirect(
+            reverse("admin:triggers_triggerinstance_change", args=[quote(obj.pk)])
+        )
+
+
+@admin.register(TriggerStatusChange)
+class TriggerStatusChangeAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("when", "instance_display", "from_status", "to_status", "actor",
+                    "reason_short")
+    list_filter = ("to_status", "from_status", ("instance__workflow", admin.RelatedFieldListFilter))
+    # The instance column is its id (no join); the workflow filter joins only when used.
+    list_select_related = ()
+    ordering = ("-id",)
+    sortable_by = ()
+    search_fields = ("actor",)
+    search_help_text = "Exact instance id (UUID) or exact actor (operator username, worker)."
+    fields = ("instance_display", "from_status", "to_status", "reason", "actor", "when")
+    readonly_fields = ("instance_display", "when")
+    when = timestamp_column("at")
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
+                           ) -> tuple[QuerySet, bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        as_uuid = parse_uuid(term)
+        if as_uuid is not None:  # status_change_instance_at
+            return queryset.filter(instance_id=as_uuid), False
+        return queryset.filter(actor=term), False
+
+    @admin.display(description="instance")
+    def instance_display(self, obj: TriggerStatusChange) -> SafeString:
+        return instance_link(obj.instance_id)
+
+    @admin.display(description="reason")
+    def reason_short(self, obj: TriggerStatusChange) -> str:
+        return obj.reason if len(obj.reason) <= 90 else obj.reason[:89] + "…"
+
+
+class ApiKeyAddForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ("name",)
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys are created through api_key_create (the raw key is shown once, on the page
+    that answers the POST, and never stored) and revoked, never edited or deleted."""
+
+    list_display = ("name", "prefix_display", "active_display", "created_at", "last_used_at",
+                    "revoked_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    search_fields = ("name", "prefix")
+    actions = ("revoke",)
+    readonly_fields = ("name", "prefix_display", "active_display", "created_at",
+                       "last_used_at", "revoked_at")
+
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
+        if obj is None:
+            return ("name",)
+        return self.readonly_fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
+        return () if obj is None else self.readonly_fields
+
+    def get_form(self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False,
+                 **kwargs: Any) -> type[forms.ModelForm]:
+        if obj is None:
+            kwargs["form"] = ApiKeyAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def has_change_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
+        # Revoke instead: the row stays, with when it was last used.
+        return False
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("triggers.change_apikey")
+
+    @admin.display(description="prefix")
+    def prefix_display(self, obj: ApiKey) -> SafeString:
+        return format_html("<code>{}…</code>", obj.prefix)
+
+    @admin.display(description="active", boolean=True)
+    def active_display(self, obj: ApiKey) -> bool:
+        return obj.is_active
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm,
+                   change: bool) -> None:
+        created, raw = api_key_create(name=form.cleaned_data["name"])
+        obj.pk, obj.name, obj.prefix = created.pk, created.name, created.prefix
+        obj.key_hash, obj.created_at = created.key_hash, created.created_at
+        obj._state.adding = False
+        obj._state.db = created._state.db
+        obj.raw_key = raw  # for response_add only; never saved
+
+    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: Any = None
+                     ) -> HttpResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "API key created",
+            "api_key": obj,
+            "raw_key": obj.raw_key,
+            "changelist_url": reverse("admin:triggers_apikey_changelist"),
+        }
+        return TemplateResponse(request, "admin/triggers/apikey/created.html", context)
+
+    @admin.action(description="Revoke selected API keys", permissions=["revoke"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
+        keys = list(queryset.filter(revoked_at__isnull=True))
+        for key in keys:
+            api_key_revoke(api_key=key)
+        self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)
+
+
+# Workflow triggers (event bindings) register their admin in their own module, which
+# may not exist yet. Only its absence is tolerated: an ImportError raised from inside
+# it is a bug to see, not to hide.
+try:
+    importlib.import_module(f"{__package__}.admin_bindings")
+except ModuleNotFoundError as exc:
+    if exc.name != f"{__package__}.admin_bindings":
+        raise

@@ -1,0 +1,172 @@
+"""Operator console for workflows: a definition editor that saves through
+workflows.services.workflow_save, read-only version history and a drawing of the DAG."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.forms.fields import InvalidJSONInput
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from .admin_support import LeanChangeListMixin, pretty_json
+from .definition import NODE_TYPES, DefinitionError, DefinitionProblem, validate_definition
+from .drawing import draw_workflow_svg
+from .models import Workflow, WorkflowVersion
+from .services import workflow_save, workflow_set_active
+
+NEW_DEFINITION = {"entry_node_id": "", "nodes": [], "edges": []}
+
+
+def problem_message(problem: DefinitionProblem) -> str:
+    """One form error per problem, naming the node (when there is one) and the field."""
+    where = f"Node “{problem.node}”, field {problem.field}" if problem.node else (
+        f"Field {problem.field}")
+    return f"{where}: {problem.message}"
+
+
+class DefinitionJSONField(forms.JSONField):
+    """JSON in a textarea, indented for editing."""
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class WorkflowForm(forms.ModelForm):
+    definition = DefinitionJSONField(
+        widget=forms.Textarea(attrs={
+            "rows": 26, "class": "vLargeTextField nf-code", "spellcheck": "false",
+            "style": "font-family:ui-monospace,SFMono-Regular,Menlo,monospace;"
+                     "font-size:12px;width:100%;max-width:60em",
+        }),
+        help_text=(
+            "{entry_node_id, nodes: [{id, type, config}], edges: [{from, to, condition?}]}. "
+            f"Node types: {', '.join(NODE_TYPES)}. Saving a changed definition adds a new "
+            "version; running instances keep the version they started on."
+        ),
+    )
+
+    class Meta:
+        model = Workflow
+        fields = ("key", "name", "is_active")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "definition" not in self.initial:
+            current = self.instance.definition if self.instance.pk else None
+            self.initial["definition"] = current if current is not None else NEW_DEFINITION
+
+    def clean_definition(self) -> dict[str, Any]:
+        """The same validator workflow_save runs, so the errors land on the form (each
+        naming node and field) instead of a 500; nothing is saved when it fails."""
+        try:
+            return validate_definition(self.cleaned_data["definition"])
+        except DefinitionError as exc:
+            raise forms.ValidationError(
+                [forms.ValidationError(problem_message(p), code=p.code) for p in exc.errors]
+            ) from exc
+
+
+class WorkflowVersionInline(admin.TabularInline):
+    model = WorkflowVersion
+    fk_name = "workflow"
+    verbose_name = "version"
+    verbose_name_plural = "version history"
+    fields = ("version", "created_at", "created_by", "definition_json")
+    readonly_fields = fields
+    ordering = ("-version",)
+    extra = 0
+    max_num = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="definition")
+    def definition_json(self, obj: WorkflowVersion) -> SafeString:
+        nodes = obj.definition.get("nodes", [])
+        return format_html("<details><summary>{} node(s), {} edge(s)</summary>{}</details>",
+                           len(nodes), len(obj.definition.get("edges", [])),
+                           pretty_json(obj.definition))
+
+
+@admin.register(Workflow)
+class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
+    form = WorkflowForm
+    list_display = ("key", "name", "is_active", "version_display", "updated_at")
+    list_filter = ("is_active",)
+    list_select_related = ("current_version",)
+    changelist_defer = ("current_version__definition",)
+    search_fields = ("key", "name")
+    actions = ("activate", "deactivate")
+    inlines = (WorkflowVersionInline,)
+    readonly_fields = ("version_display", "drawing", "definition_json", "created_at",
+                       "updated_at")
+
+    def get_fieldsets(self, request: HttpRequest, obj: Workflow | None = None) -> list:
+        editing = (self.has_add_permission(request) if obj is None
+                   else self.has_change_permission(request, obj))
+        head = ("key", "name", "is_active")
+        if obj is not None:
+            head += ("version_display", "created_at", "updated_at")
+        fieldsets: list = [(None, {"fields": head})]
+        fieldsets.append(("Definition",
+                          {"fields": ("definition" if editing else "definition_json",)}))
+        if obj is not None:
+            fieldsets.append(("Graph (current version)", {"fields": ("drawing",)}))
+        return fieldsets
+
+    def save_model(self, request: HttpRequest, obj: Workflow, form: forms.ModelForm,
+                   change: bool) -> None:
+        saved = workflow_save(
+            key=form.cleaned_data["key"], name=form.cleaned_data["name"],
+            is_active=form.cleaned_data["is_active"],
+            definition=form.cleaned_data["definition"],
+            actor=request.user.get_username(), workflow=obj if change else None,
+        )
+        # The admin goes on with ``obj`` (change message, redirect): make it the saved row.
+        obj.pk, obj.current_version = saved.pk, saved.current_version
+        obj.created_at, obj.updated_at = saved.created_at, saved.updated_at
+        obj._state.adding = False
+        obj._state.db = saved._state.db
+
+    @admin.display(description="version")
+    def version_display(self, obj: Workflow) -> str:
+        return f"v{obj.current_version.version}" if obj.current_version_id else "-"
+
+    @admin.display(description="graph")
+    def drawing(self, obj: Workflow) -> SafeString:
+        return draw_workflow_svg(obj.definition)
+
+    @admin.display(description="definition")
+    def definition_json(self, obj: Workflow) -> SafeString:
+        return pretty_json(obj.definition)
+
+    @admin.action(description="Activate selected workflows", permissions=["change"])
+    def activate(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_active(request, queryset, True)
+
+    @admin.action(description="Deactivate selected workflows", permissions=["change"])
+    def deactivate(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_active(request, queryset, False)
+
+    def _set_active(self, request: HttpRequest, queryset: QuerySet, is_active: bool) -> None:
+        changed = 0
+        for workflow in queryset.exclude(is_active=is_active):
+            workflow_set_active(workflow=workflow, is_active=is_active)
+            changed += 1
+        state = "active" if is_active else "inactive"
+        self.message_user(request, f"{changed} workflow(s) set {state}.", messages.SUCCESS)

@@ -1,0 +1,218 @@
+"""Shared pieces of the operator console (the Django admin): cheap pagination for huge
+tables, a text-input list filter, JSON and status rendering, read-only admins.
+
+Nothing here changes state; admin classes call the services for that.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
+from django.core.paginator import Paginator
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connections
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.functional import cached_property
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+# The permission behind "retry" and "run now". It is not declared in any model's Meta:
+# workflows/migrations/0002_operators_group.py creates the row on TriggerInstance's
+# content type, so ModelBackend resolves it like any other "triggers.*" permission.
+OPERATE_PERMISSION = "triggers.operate_triggerinstance"
+
+STATUS_COLOURS = {
+    "enqueued": "#0b6bcb",
+    "processing": "#b35c00",
+    "completed": "#1a7f37",
+    "failed": "#c62828",
+    "sending": "#b35c00",
+    "sent": "#1a7f37",
+}
+
+
+def can_operate(request: HttpRequest) -> bool:
+    return request.user.has_perm(OPERATE_PERMISSION)
+
+
+def status_badge(status: str, label: str | None = None) -> SafeString:
+    colour = STATUS_COLOURS.get(status, "#555")
+    return format_html(
+        '<span class="nf-status nf-status-{}" style="display:inline-block;padding:1px 8px;'
+        'border-radius:9px;color:#fff;background:{};font-weight:600;font-size:11px">{}</span>',
+        status, colour, label or status,
+    )
+
+
+def pretty_json(value: Any) -> SafeString:
+    """Indented, key-sorted JSON inside <pre>, HTML-escaped."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
+    return format_html(
+        '<pre class="nf-json" style="white-space:pre-wrap;max-height:28em;overflow:auto;'
+        'margin:0;padding:6px 8px;font-size:12px;background:var(--darkened-bg,#f8f8f8)">'
+        "{}</pre>",
+        text,
+    )
+
+
+def table_row_estimate(model: type[Model], using: str = "default") -> int | None:
+    """PostgreSQL's planner estimate of a table's row count (ANALYZE/autovacuum keep it
+    current), or None when unknown: not PostgreSQL, or never analyzed (-1 on PG 14+)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
+            [connection.ops.quote_name(model._meta.db_table)],
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] is None or row[0] < 0:
+        return None
+    return int(row[0])
+
+
+class EstimatedCountPaginator(Paginator):
+    """A paginator that never runs an unbounded COUNT(*) on a big table.
+
+    An exact count of a million-row table is a full scan on every page load. Instead:
+    unfiltered on PostgreSQL, the planner's estimate from pg_class.reltuples (exact
+    COUNT only below ``exact_below`` rows, where it is cheap); filtered, a count that
+    stops at ``count_cap`` rows (``SELECT COUNT(*) FROM (... LIMIT cap+1)``), so a
+    filter that matches most of the table still costs at most cap index entries.
+    ``count_is_estimate`` / ``count_is_capped`` tell the template to say so.
+    """
+
+    exact_below = 10_000
+    # 20 pages of 50: past that, operators narrow the filter rather than page.
+    count_cap = 1_000
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.count_is_estimate = False
+        self.count_is_capped = False
+
+    @cached_property
+    def count(self) -> int:
+        queryset = self.object_list
+        if not isinstance(queryset, QuerySet):
+            return len(queryset)
+        if not queryset.query.where:
+            estimate = table_row_estimate(queryset.model, queryset.db)
+            if estimate is not None and estimate >= self.exact_below:
+                self.count_is_estimate = True
+                return estimate
+            return queryset.count()
+        bounded = queryset.order_by()[: self.count_cap + 1].count()
+        if bounded > self.count_cap:
+            self.count_is_capped = True
+            return self.count_cap
+        return bounded
+
+
+class LargeTableAdminMixin:
+    """For admins over tables that grow without bound (instances, logs, audit rows)."""
+
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    # Facet counts are one COUNT per filter choice on every page load.
+    show_facets = admin.ShowFacets.NEVER
+    list_per_page = 50
+
+
+class ReadOnlyAdminMixin:
+    """Append-only history: nobody edits or deletes it here, superusers included."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
+class InputListFilter(admin.SimpleListFilter):
+    """A list filter that is a text box: exact match on ``field_path``.
+
+    For columns with too many distinct values to list (node ids on a log table), where
+    listing the choices would itself be a DISTINCT over the whole table. Subclasses set
+    ``title``, ``parameter_name`` and ``field_path``.
+    """
+
+    template = "admin/notifyflow/input_filter.html"
+    field_path = ""
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        # Non-empty, or Django does not render the filter at all.
+        return [("", "")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = (self.value() or "").strip()
+        if value:
+            return queryset.filter(**{self.field_path: value})
+        return queryset
+
+    def choices(self, changelist: Any) -> Any:
+        yield {
+            "selected": bool(self.value()),
+            "value": self.value() or "",
+            "parameter_name": self.parameter_name,
+            "other_params": [
+                (key, value) for key, value in changelist.params.items()
+                if key != self.parameter_name
+            ],
+            "clear_query_string": changelist.get_query_string(remove=[self.parameter_name]),
+            "display": self.value() or "",
+        }
+
+
+class NodeIdFilter(InputListFilter):
+    title = "node id"
+    parameter_name = "node_id"
+    field_path = "node_id"
+
+
+class LeanChangeListMixin:
+    """Defers ``changelist_defer`` columns (big JSON) on the changelist only; the change
+    page still loads them."""
+
+    changelist_defer: tuple[str, ...] = ()
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        defer = self.changelist_defer
+
+        class LeanChangeList(ChangeList):
+            def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None
+                             ) -> QuerySet:
+                queryset = super().get_queryset(request, exclude_parameters)
+                return queryset.defer(*defer) if defer else queryset
+
+        return LeanChangeList
+
+
+def precise_time(value: datetime | None) -> str:
+    """Operators correlate steps seconds apart; the stock format stops at minutes."""
+    if value is None:
+        return "-"
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def timestamp_column(field_name: str, description: str | None = None, *,
+                     sortable: bool = False) -> Callable[[Any, Model], str]:
+    """A ModelAdmin display method showing ``field_name`` to the millisecond."""
+
+    @admin.display(description=description or field_name.replace("_", " "),
+                   ordering=field_name if sortable else None)
+    def column(model_admin: Any, obj: Model) -> str:
+        return precise_time(getattr(obj, field_name))
+
+    return column
