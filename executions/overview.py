@@ -59,7 +59,7 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
       EXACT_COMPLETED_BELOW rows it is the table's planner estimate (pg_class.reltuples)
       minus the other statuses, flagged ``approximate``; exact otherwise.
     - failed in the last hour: failed instances whose ``finished_at`` is within the
-      hour (the failed range of trigger_status_created, then the rows' finished_at).
+      hour (served by the partial index trigger_failed_finished).
     - backlog: enqueued instances already due (``available_at <= now``) and their oldest
       due time, both from the partial index trigger_due_enqueued.
     """

@@ -74,10 +74,13 @@ class TriggerInstance(models.Model):
                          name="trigger_workflow_status"),
             models.Index(fields=["status", "-created_at"], name="trigger_status_created"),
             models.Index(fields=["idempotency_key"], name="trigger_idempotency_key"),
+            # Admin overview: "failures in the last hour".
+            models.Index(fields=["finished_at"], name="trigger_failed_finished",
+                         condition=models.Q(status="failed")),
         ]
 
     def __str__(self) -> str:
-        return f"{self.workflow_id}:{self.idempotency_key}"
+        return f"{self.idempotency_key} ({str(self.pk)[:8]})"
 
     @property
     def is_terminal(self) -> bool:
