@@ -55,7 +55,7 @@ def instance_link(instance_id: uuid.UUID | str) -> SafeString:
     return format_html('<a href="{}"><code>{}</code></a>', url, str(instance_id)[:8])
 
 
-class StepLogInline(admin.TabularInline):
+class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = StepExecutionLog
     fk_name = "trigger"
     verbose_name = "step log"
@@ -75,15 +75,6 @@ class StepLogInline(admin.TabularInline):
 
     started = timestamp_column("started_at", "started")
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
     @admin.display(description="duration")
     def duration(self, obj: StepExecutionLog) -> str:
         return f"{obj.duration_ms:.0f} ms"
@@ -96,7 +87,7 @@ class StepLogInline(admin.TabularInline):
                            len(obj.output), pretty_json(obj.output))
 
 
-class StatusChangeInline(admin.TabularInline):
+class StatusChangeInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = TriggerStatusChange
     fk_name = "instance"
     verbose_name = "status change"
@@ -108,15 +99,6 @@ class StatusChangeInline(admin.TabularInline):
     max_num = 0
     can_delete = False
     when = timestamp_column("at")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(TriggerInstance)

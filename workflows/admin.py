@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .admin_support import LeanChangeListMixin, pretty_json
+from .admin_support import LeanChangeListMixin, ReadOnlyAdminMixin, pretty_json
 from .definition import NODE_TYPES, DefinitionError, DefinitionProblem, validate_definition
 from .drawing import draw_workflow_svg
 from .models import Workflow, WorkflowVersion
@@ -74,7 +74,7 @@ class WorkflowForm(forms.ModelForm):
             ) from exc
 
 
-class WorkflowVersionInline(admin.TabularInline):
+class WorkflowVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = WorkflowVersion
     fk_name = "workflow"
     verbose_name = "version"
@@ -85,15 +85,6 @@ class WorkflowVersionInline(admin.TabularInline):
     extra = 0
     max_num = 0
     can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="definition")
     def definition_json(self, obj: WorkflowVersion) -> SafeString:
