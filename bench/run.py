@@ -20,8 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.infra import DB_NAME, OUT_DIR, REDIS_DB, Procs, bench_env, manage, recreate_database
-
 SCENARIOS = ["ingestion", "execution", "delay", "profile", "cost", "hold"]
 
 
@@ -73,6 +71,27 @@ def print_table(rows: list[Any]) -> str:
     return text
 
 
+def _take_lock(name: str, timeout_s: float) -> Any:
+    """An exclusive lock per bench database, held for the life of the process."""
+    import fcntl
+
+    handle = open(f"/tmp/{name}.bench.lock", "w")  # noqa: SIM115 - held until exit
+    deadline = time.monotonic() + timeout_s
+    announced = False
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"another bench run holds {name} for over {timeout_s:.0f} s") from None
+            if not announced:
+                print(f"waiting for another bench run using {name} ...", flush=True)
+                announced = True
+            time.sleep(2)
+
+
 def _raise_on_term(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -84,6 +103,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     selected = args.only or SCENARIOS
     mode = "quick" if args.quick else "full"
+    # Quick and full runs use different databases and Redis dbs, so a CI smoke run on
+    # the same machine never drops a full run's database; runs of one kind take turns.
+    os.environ.setdefault("BENCH_DB_NAME",
+                          "notifyflow_bench_quick" if args.quick else "notifyflow_bench")
+    os.environ.setdefault("BENCH_REDIS_DB", "10" if args.quick else "9")
+    from bench.infra import (
+        DB_NAME,
+        OUT_DIR,
+        REDIS_DB,
+        Procs,
+        bench_env,
+        manage,
+        recreate_database,
+    )
+
+    lock = _take_lock(DB_NAME, timeout_s=45 * 60)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     run_dir = OUT_DIR / "runs" / f"{mode}-{stamp}"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -149,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(report, indent=2, default=str))
     (OUT_DIR / f"latest-{mode}.json").write_text(out.read_text())
     print(f"wrote {out}", flush=True)
+    lock.close()
     if error:
         print(f"bench FAILED: {error}", file=sys.stderr)
         return 1
