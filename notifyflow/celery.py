@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_init
 from django.db import transaction
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
@@ -28,6 +30,18 @@ def enqueue_on_commit(task: Any, *args: Any, countdown: float | None = None) -> 
     """
     send: Callable[[], Any] = lambda: task.apply_async(args=args, countdown=countdown)  # noqa: E731
     transaction.on_commit(send)
+
+
+@worker_init.connect
+def _fix_kombu_timers(**kwargs: Any) -> None:
+    from django.conf import settings
+
+    if settings.NOTIFYFLOW_KOMBU_TIMER_FIX:
+        from executions.kombu_timers import apply_kombu_timer_fix
+
+        if apply_kombu_timer_fix():
+            logging.getLogger("notifyflow.celery").warning(
+                "kombu timer fix applied (NOTIFYFLOW_KOMBU_TIMER_FIX)")
 
 
 @app.on_after_finalize.connect

@@ -187,6 +187,10 @@ NOTIFYFLOW_BROKER_HORIZON_S = env_int("NOTIFYFLOW_BROKER_HORIZON_S", 600)
 # hand the broker and every task's runtime (kombu#337, celery#2599).
 NOTIFYFLOW_VISIBILITY_TIMEOUT_S = env_int("NOTIFYFLOW_VISIBILITY_TIMEOUT_S", 3600)
 
+# Worker event loop: fire all due ETA timers without a 1 s poll between batches of 10
+# (executions/kombu_timers.py). Off only to measure stock kombu.
+NOTIFYFLOW_KOMBU_TIMER_FIX = env_bool("NOTIFYFLOW_KOMBU_TIMER_FIX", True)
+
 # --- Celery ---------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_FILESYSTEM_DIR = VAR_DIR / "broker"

@@ -28,6 +28,7 @@ def test_email_delay_sms_completes_with_three_step_logs(tmp_path):
         instance = trigger_create(workflow=wf.key, idempotency_key="happy",
                                   payload=PAYLOAD).instance
         wait_until(lambda: _finished(instance.pk), timeout=30, what="instance to finish")
+    assert "kombu timer fix applied" in (tmp_path / "worker-w1.log").read_text()
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.COMPLETED
     assert instance.current_node_id is None
