@@ -111,12 +111,16 @@ def trigger_create(
 
 
 def _existing(workflow: Workflow | str | None, idempotency_key: str) -> TriggerInstance | None:
-    queryset = TriggerInstance.objects.select_related("workflow", "workflow_version")
+    """The instance for (workflow, key) via the unique index; no ORDER BY (the model's
+    default ordering would let the planner walk the created_at index instead)."""
+    queryset = TriggerInstance.objects.select_related("workflow", "workflow_version").order_by()
     if isinstance(workflow, Workflow):
-        return queryset.filter(workflow=workflow, idempotency_key=idempotency_key).first()
-    if not isinstance(workflow, str) or not workflow:
+        queryset = queryset.filter(workflow=workflow, idempotency_key=idempotency_key)
+    elif isinstance(workflow, str) and workflow:
+        queryset = queryset.filter(workflow__key=workflow, idempotency_key=idempotency_key)
+    else:
         return None
-    return queryset.filter(workflow__key=workflow, idempotency_key=idempotency_key).first()
+    return next(iter(queryset[:1]), None)
 
 
 def api_key_create(*, name: str) -> tuple[ApiKey, str]:
