@@ -530,8 +530,14 @@ def _due_instances(wf: Workflow, n: int, prefix: str) -> list[uuid.UUID]:
     return [r.id for r in rows]
 
 
-def _explain(sql: str, name: str, label: str, *, rollback: bool) -> str:
-    plans = OUT_DIR / "plans"
+def out_dir(ctx_or_quick: Ctx | bool, kind: str) -> Path:
+    """var/bench/{plans,profiles}/ for full runs, .../quick/ for quick ones."""
+    quick = ctx_or_quick.quick if isinstance(ctx_or_quick, Ctx) else ctx_or_quick
+    return OUT_DIR / kind / "quick" if quick else OUT_DIR / kind
+
+
+def _explain(sql: str, name: str, label: str, *, rollback: bool, quick: bool) -> str:
+    plans = out_dir(quick, "plans")
     plans.mkdir(parents=True, exist_ok=True)
     with transaction.atomic():
         with connection.cursor() as cur:
@@ -575,17 +581,17 @@ def _cost_pass(ctx: Ctx, label: str) -> dict[str, Any]:
         engine.claim(instance_id=due, worker="bench")
         transaction.set_rollback(True)
     _explain(_pick(cq.captured_queries, "UPDATE", "triggers_triggerinstance"),
-             "claim_update", label, rollback=True)
+             "claim_update", label, rollback=True, quick=ctx.quick)
     with CaptureQueriesContext(connection) as cq:
         engine.sweep()
     _explain(_pick(cq.captured_queries, "SELECT", "'processing'"), "sweep_expired_leases",
-             label, rollback=True)
+             label, rollback=True, quick=ctx.quick)
     _explain(_pick(cq.captured_queries, "SELECT", "'enqueued'"), "sweep_redispatch_due",
-             label, rollback=True)
+             label, rollback=True, quick=ctx.quick)
     with CaptureQueriesContext(connection) as cq:
         trigger_create(workflow="bench-exec", idempotency_key=f"{tag}-new-0", payload=PAYLOAD)
     _explain(_pick(cq.captured_queries, "SELECT", "triggers_triggerinstance",
-                   "idempotency_key"), "idempotency_lookup", label, rollback=True)
+                   "idempotency_key"), "idempotency_lookup", label, rollback=True, quick=ctx.quick)
 
     close_out(wf)
     flush_broker()
@@ -814,7 +820,7 @@ def _pyinstrument(ctx: Ctx, profiles: Path) -> None:
 
 def scenario_profile(ctx: Ctx) -> None:
     sz = ctx.sizes
-    profiles = OUT_DIR / "profiles"
+    profiles = out_dir(ctx, "profiles")
     profiles.mkdir(parents=True, exist_ok=True)
     flush_broker()
     queries = _queries_per_step(ctx, profiles)
