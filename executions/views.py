@@ -6,6 +6,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from notifyflow.api import paginated_list
 from triggers.models import TriggerInstance
 
 from .models import StepExecutionLog
@@ -38,12 +39,5 @@ class StepLogListView(GenericAPIView):
 
     @extend_schema(parameters=[StepLogFilterSerializer])
     def get(self, request: Request) -> Response:
-        filters = StepLogFilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        queryset = StepExecutionLog.objects.select_related("workflow")
-        if "trigger" in filters.validated_data:
-            queryset = queryset.filter(trigger_id=filters.validated_data["trigger"])
-        if "node" in filters.validated_data:
-            queryset = queryset.filter(node_id=filters.validated_data["node"])
-        page = self.paginate_queryset(queryset)
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+        return paginated_list(self, request, StepExecutionLog.objects.select_related("workflow"),
+                              StepLogFilterSerializer, {"trigger": "trigger_id", "node": "node_id"})

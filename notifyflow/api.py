@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.db.models import QuerySet
+from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 from .api_errors import ApiError
 
@@ -27,3 +31,15 @@ def json_object_body(request: Request) -> dict:
                        message="body: must be a JSON object")
     return data
 
+
+
+def paginated_list(view: GenericAPIView, request: Request, queryset: QuerySet,
+                   filter_serializer: type[Serializer], lookups: dict[str, str]) -> Response:
+    """Validate the query-string filters (400 naming a bad one), apply each given filter
+    as ``queryset.filter(lookups[name]=value)``, and answer one page."""
+    filters = filter_serializer(data=request.query_params)
+    filters.is_valid(raise_exception=True)
+    for name, value in filters.validated_data.items():
+        queryset = queryset.filter(**{lookups[name]: value})
+    page = view.paginate_queryset(queryset)
+    return view.get_paginated_response(view.get_serializer(page, many=True).data)

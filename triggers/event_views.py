@@ -10,7 +10,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import json_object_body
+from notifyflow.api import json_object_body, paginated_list
 
 from .event_models import WorkflowTrigger
 from .event_serializers import (
@@ -70,15 +70,9 @@ class WorkflowTriggerListCreateView(GenericAPIView):
                    responses=WorkflowTriggerOutputSerializer(many=True),
                    operation_id="v1_workflow_triggers_list")
     def get(self, request: Request) -> Response:
-        filters = WorkflowTriggerFilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        queryset = self.get_queryset()
-        if "event_name" in filters.validated_data:
-            queryset = queryset.filter(event_name=filters.validated_data["event_name"])
-        if "workflow" in filters.validated_data:
-            queryset = queryset.filter(workflow__key=filters.validated_data["workflow"])
-        page = self.paginate_queryset(queryset)
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+        return paginated_list(self, request, self.get_queryset(),
+                              WorkflowTriggerFilterSerializer,
+                              {"event_name": "event_name", "workflow": "workflow__key"})
 
     @extend_schema(request=WorkflowTriggerInputSerializer,
                    responses={201: WorkflowTriggerOutputSerializer})

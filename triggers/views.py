@@ -7,7 +7,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import json_object_body
+from notifyflow.api import json_object_body, paginated_list
 
 from .models import TriggerInstance
 from .serializers import (
@@ -51,18 +51,9 @@ class TriggerListCreateView(GenericAPIView):
 
     @extend_schema(parameters=[TriggerListFilterSerializer])
     def get(self, request: Request) -> Response:
-        filters = TriggerListFilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        queryset = self.get_queryset()
-        values = filters.validated_data
-        if "workflow" in values:
-            queryset = queryset.filter(workflow__key=values["workflow"])
-        if "status" in values:
-            queryset = queryset.filter(status=values["status"])
-        if "idempotency_key" in values:
-            queryset = queryset.filter(idempotency_key=values["idempotency_key"])
-        page = self.paginate_queryset(queryset)
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+        return paginated_list(self, request, self.get_queryset(), TriggerListFilterSerializer,
+                              {"workflow": "workflow__key", "status": "status",
+                               "idempotency_key": "idempotency_key"})
 
 
 class TriggerDetailView(GenericAPIView):
