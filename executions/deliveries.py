@@ -75,3 +75,15 @@ def record_delivery(step: StepContext) -> None:
     Delivery.objects.filter(
         instance_id=step.instance_id, node_id=step.node_id, status=DeliveryStatus.SENDING
     ).update(updated_at=timezone.now(), **step.pending_delivery)
+
+
+def delivery_outcome_update(step: StepContext) -> tuple[str, list[Any]]:
+    """``record_delivery`` as SQL, to run inside the step's single outcome statement."""
+    fields = Delivery._meta
+    values = {**step.pending_delivery, "updated_at": timezone.now()}
+    sets = ", ".join(f'"{fields.get_field(name).column}" = %s' for name in values)
+    params = [fields.get_field(name).get_db_prep_save(value, connection)
+              for name, value in values.items()]
+    return (f'UPDATE "{fields.db_table}" SET {sets}'
+            " WHERE instance_id = %s AND node_id = %s AND status = 'sending'",
+            [*params, step.instance_id, step.node_id])

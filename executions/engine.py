@@ -23,7 +23,7 @@ from triggers.state import transition, transition_returning
 from workflows.definition import node_by_id, outgoing_edges
 from workflows.templating import TemplateError, condition_holds
 
-from .deliveries import record_delivery
+from .deliveries import delivery_outcome_update, record_delivery
 from .dispatch import dispatch_on_commit
 from .models import Delivery, StepExecutionLog
 from .nodes import EXECUTORS, NodeResult, StepContext
@@ -167,33 +167,67 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
         outcome = _Outcome(False, {}, f"{exc.__class__.__name__}: {exc}", "transient")
     finished = timezone.now()
 
-    with transaction.atomic():
-        if step is not None:
-            record_delivery(step)
-        if outcome.success:
-            assert result is not None
-            recorded = _record_success(instance, lease, result, next_node, finished)
-        else:
-            recorded = _record_failure(instance, lease, outcome, finished)
-        StepExecutionLog.objects.create(
-            trigger_id=instance.pk, workflow_id=instance.workflow_id,
-            workflow_version=version.number, node_id=node_id or "",
-            node_type=node.get("type", "unknown"), attempt=instance.attempts + 1,
-            started_at=started, finished_at=finished, input_context=context,
-            output=outcome.output, success=outcome.success,
-            error=outcome.error if recorded else (
-                (outcome.error + "; " if outcome.error else "")
-                + "lease lost before the outcome was recorded; result discarded"),
-            error_kind=outcome.error_kind if recorded else "lease_lost",
-            task_id=task_id[:64], worker=worker[:200],
-        )
+    log = dict(
+        trigger_id=instance.pk, workflow_id=instance.workflow_id,
+        workflow_version=version.number, node_id=node_id or "",
+        node_type=node.get("type", "unknown"), attempt=instance.attempts + 1,
+        started_at=started, finished_at=finished, input_context=context,
+        output=outcome.output, success=outcome.success, error=outcome.error,
+        error_kind=outcome.error_kind, task_id=task_id[:64], worker=worker[:200],
+    )
+    lost = {"error": (outcome.error + "; " if outcome.error else "")
+            + "lease lost before the outcome was recorded; result discarded",
+            "error_kind": "lease_lost"}
+    if connection.vendor == "postgresql":
+        # The delivery's outcome, the step log, the instance's transition and its audit
+        # row: one statement, one round trip, one commit.
+        also = [_step_log_insert(log, lost)]
+        if step is not None and step.pending_delivery:
+            also.append(delivery_outcome_update(step))
+        _record(instance, lease, outcome, result, next_node, finished, also=also)
+    else:
+        with transaction.atomic():
+            if step is not None:
+                record_delivery(step)
+            if not _record(instance, lease, outcome, result, next_node, finished):
+                log.update(lost)
+            StepExecutionLog.objects.create(**log)
     if not outcome.success:
         return f"failed:{outcome.error_kind}"
     return "advanced" if next_node else "completed"
 
 
+_LOG_FIELDS = {f.attname: f for f in StepExecutionLog._meta.concrete_fields if not f.primary_key}
+
+
+def _step_log_insert(log: dict[str, Any], lost: dict[str, str]) -> tuple[str, list[Any]]:
+    """INSERT of the step's log row for the transition statement; its error columns
+    depend on whether the fenced transition applied (``moved`` is empty if not)."""
+    columns, selects, params = [], [], []
+    for name, field in _LOG_FIELDS.items():
+        columns.append(f'"{field.column}"')
+        if name in lost:
+            selects.append("CASE WHEN EXISTS (SELECT 1 FROM moved) THEN %s ELSE %s END")
+            params += [log[name], lost[name]]
+        else:
+            selects.append("%s")
+            params.append(field.get_db_prep_save(log[name], connection))
+    return (f'INSERT INTO "{StepExecutionLog._meta.db_table}" ({", ".join(columns)})'
+            f' SELECT {", ".join(selects)}', params)
+
+
+def _record(instance: TriggerInstance, lease: uuid.UUID, outcome: _Outcome,
+            result: NodeResult | None, next_node: str | None, now: datetime,
+            also: list[tuple[str, list[Any]]] | None = None) -> bool:
+    if outcome.success:
+        assert result is not None
+        return _record_success(instance, lease, result, next_node, now, also=also)
+    return _record_failure(instance, lease, outcome, now, also=also)
+
+
 def _record_success(instance: TriggerInstance, lease: uuid.UUID, result: NodeResult,
-                    next_node: str | None, now: datetime) -> bool:
+                    next_node: str | None, now: datetime,
+                    also: list[tuple[str, list[Any]]] | None = None) -> bool:
     new_vars = dict(instance.vars)
     if result.vars_key:
         new_vars[result.vars_key] = result.output
@@ -201,7 +235,7 @@ def _record_success(instance: TriggerInstance, lease: uuid.UUID, result: NodeRes
         return transition(
             instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.COMPLETED,
             reason=f"node {instance.current_node_id} done; end of workflow",
-            actor=ENGINE_ACTOR, lease_token=lease,
+            actor=ENGINE_ACTOR, lease_token=lease, also=also,
             updates={"vars": new_vars, "current_node_id": None, "attempts": 0,
                      "last_error": ""},
         )
@@ -209,11 +243,11 @@ def _record_success(instance: TriggerInstance, lease: uuid.UUID, result: NodeRes
     return _requeue(instance, lease, due, now,
                     reason=f"node {instance.current_node_id} done; next {next_node}",
                     updates={"vars": new_vars, "current_node_id": next_node, "attempts": 0,
-                             "last_error": ""})
+                             "last_error": ""}, also=also)
 
 
 def _record_failure(instance: TriggerInstance, lease: uuid.UUID, outcome: _Outcome,
-                    now: datetime) -> bool:
+                    now: datetime, also: list[tuple[str, list[Any]]] | None = None) -> bool:
     decision = decide_retry(attempts_so_far=instance.attempts, permanent=outcome.permanent,
                             now=now)
     error = f"node {instance.current_node_id}: {outcome.error}"
@@ -221,23 +255,24 @@ def _record_failure(instance: TriggerInstance, lease: uuid.UUID, outcome: _Outco
         why = "permanent error" if outcome.permanent else "retries exhausted"
         return transition(
             instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.FAILED,
-            reason=f"{why}: {error}", actor=ENGINE_ACTOR, lease_token=lease,
+            reason=f"{why}: {error}", actor=ENGINE_ACTOR, lease_token=lease, also=also,
             updates={"attempts": decision.attempts, "last_error": error},
         )
     return _requeue(instance, lease, decision.retry_at, now,
                     reason=f"retry {decision.attempts} scheduled: {error}",
-                    updates={"attempts": decision.attempts, "last_error": error})
+                    updates={"attempts": decision.attempts, "last_error": error}, also=also)
 
 
 def _requeue(instance: TriggerInstance, lease: uuid.UUID | None, due: datetime,
-             now: datetime, *, reason: str, updates: dict[str, Any]) -> bool:
+             now: datetime, *, reason: str, updates: dict[str, Any],
+             also: list[tuple[str, list[Any]]] | None = None) -> bool:
     """processing -> enqueued at ``due``; the message goes to the broker after commit
     unless ``due`` is beyond the broker horizon, in which case the sweeper sends it."""
     countdown = (due - now).total_seconds()
     in_broker = countdown <= settings.NOTIFYFLOW_BROKER_HORIZON_S
     ok = transition(
         instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.ENQUEUED,
-        reason=reason, actor=ENGINE_ACTOR, lease_token=lease,
+        reason=reason, actor=ENGINE_ACTOR, lease_token=lease, also=also,
         updates={**updates, "available_at": due, "dispatched_at": now if in_broker else None},
     )
     if ok and in_broker:
