@@ -43,6 +43,9 @@ def _isolate(settings, tmp_path):
     from executions import versions
 
     versions.clear_cache()
+    from triggers.services import clear_workflow_cache
+
+    clear_workflow_cache()
     from executions.providers import sms
 
     sms.outbox.clear()

@@ -114,3 +114,26 @@ def test_create_api_key_command_prints_key_last(db):
     call_command("create_api_key", "ci", stdout=out, stderr=StringIO())
     raw = out.getvalue().strip().splitlines()[-1]
     assert ApiKey.objects.get(key_hash=ApiKey.hash_key(raw)).name == "ci"
+
+
+def test_deactivating_a_workflow_takes_effect_at_once_in_this_process(api, workflow):
+    from workflows.services import workflow_set_active
+
+    assert post(api, workflow=workflow.key, idempotency_key="a", payload={}).status_code == 201
+    workflow_set_active(workflow=workflow, is_active=False)
+    refused = post(api, workflow=workflow.key, idempotency_key="b", payload={})
+    assert refused.status_code == 400 and refused.json()["code"] == "inactive_workflow"
+    # A replay of an existing key still answers with the instance.
+    assert post(api, workflow=workflow.key, idempotency_key="a", payload={}).status_code == 200
+
+
+def test_a_new_version_is_used_at_once_in_this_process(api, workflow):
+    from workflows.services import workflow_save
+
+    from .factories import email_sms_definition
+
+    post(api, workflow=workflow.key, idempotency_key="a", payload={})
+    workflow_save(key=workflow.key, name=workflow.name,
+                  definition=email_sms_definition(delay="1m"))
+    second = post(api, workflow=workflow.key, idempotency_key="b", payload={}).json()
+    assert second["workflow_version"] == 2

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models.signals import post_save
+from django.dispatch import receiver
 from django.utils import timezone
 
 from notifyflow.api_errors import InputError
@@ -26,15 +29,42 @@ class TriggerCreateResult:
     created: bool
 
 
+# Per-process cache of workflow key -> workflow (with its current version), so a POST
+# costs no workflow query. Saves in this process drop it at once (signal below); other
+# processes see an activation change or a new version within this many seconds.
+WORKFLOW_CACHE_TTL_S = 2.0
+_workflow_cache: dict[str, tuple[float, Workflow]] = {}
+
+
+def _workflow_by_key(key: str) -> Workflow | None:
+    now = time.monotonic()
+    hit = _workflow_cache.get(key)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    found = Workflow.objects.select_related("current_version").filter(key=key).first()
+    if found is not None:
+        if len(_workflow_cache) > 1000:
+            _workflow_cache.clear()
+        _workflow_cache[key] = (now + WORKFLOW_CACHE_TTL_S, found)
+    return found
+
+
+@receiver(post_save, sender=Workflow)
+def _forget_workflow(**kwargs: Any) -> None:
+    _workflow_cache.clear()
+
+
+def clear_workflow_cache() -> None:
+    _workflow_cache.clear()
+
+
 def _resolve_workflow(workflow: Workflow | str | None) -> Workflow:
     if isinstance(workflow, Workflow):
         return workflow
     if not isinstance(workflow, str) or not workflow:
         raise InputError(field="workflow", code="required",
                          message="workflow: a workflow key is required")
-    found = (
-        Workflow.objects.select_related("current_version").filter(key=workflow).first()
-    )
+    found = _workflow_by_key(workflow)
     if found is None:
         raise InputError(field="workflow", code="unknown_workflow",
                          message=f"workflow: no workflow with key {workflow!r}")
@@ -72,10 +102,10 @@ def trigger_create(
     # A repeat is answered from the existing row (one indexed query) before anything is
     # checked about the workflow's current state: a replay returns what the first call
     # returned, even if the workflow was deactivated since.
-    existing = _existing(workflow, idempotency_key)
+    wf = _resolve_workflow(workflow)
+    existing = _existing(wf, idempotency_key)
     if existing is not None:
         return TriggerCreateResult(existing, False)
-    wf = _resolve_workflow(workflow)
     if not wf.is_active:
         raise InputError(field="workflow", code="inactive_workflow",
                          message=f"workflow: workflow {wf.key!r} is not active")

@@ -44,6 +44,6 @@ def workflow_save(
 
 
 def workflow_set_active(*, workflow: Workflow, is_active: bool) -> Workflow:
-    Workflow.objects.filter(pk=workflow.pk).update(is_active=is_active)
     workflow.is_active = is_active
+    workflow.save(update_fields=["is_active", "updated_at"])  # post_save drops caches
     return workflow
