@@ -74,6 +74,9 @@ class TriggerInstance(models.Model):
                          name="trigger_workflow_status"),
             models.Index(fields=["status", "-created_at"], name="trigger_status_created"),
             models.Index(fields=["idempotency_key"], name="trigger_idempotency_key"),
+            # Sweeper: due instances that were never handed to the broker (long delays).
+            models.Index(fields=["available_at"], name="trigger_enqueued_undispatched",
+                         condition=models.Q(status="enqueued", dispatched_at__isnull=True)),
             # Admin overview: "failures in the last hour".
             models.Index(fields=["finished_at"], name="trigger_failed_finished",
                          condition=models.Q(status="failed")),
