@@ -183,7 +183,12 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
         also = [_step_log_insert(log, lost)]
         if step is not None and step.pending_delivery:
             also.append(delivery_outcome_update(step))
-        _record(instance, lease, outcome, result, next_node, finished, also=also)
+        with transaction.atomic():
+            # Durable whatever the session's setting (workers default to asynchronous
+            # commit): a lost 'sent' record or advance would mean a duplicate send.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO on")
+            _record(instance, lease, outcome, result, next_node, finished, also=also)
     else:
         with transaction.atomic():
             if step is not None:

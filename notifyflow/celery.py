@@ -33,6 +33,26 @@ def enqueue_on_commit(task: Any, *args: Any, countdown: float | None = None) -> 
 
 
 @worker_init.connect
+def _worker_async_commit(**kwargs: Any) -> None:
+    """Workers commit asynchronously by default; the engine turns synchronous commit
+    back on for the one statement that must survive a PostgreSQL crash (a step's
+    outcome). What may be lost in such a crash is only ever safe to lose: a claim (the
+    sweeper recovers the lease), a delivery's 'sending' marker (the documented
+    at-least-once window), a sweeper pass (it runs again)."""
+    from django.conf import settings
+    from django.db.backends.signals import connection_created
+
+    if settings.IS_POSTGRES and settings.NOTIFYFLOW_WORKER_ASYNC_COMMIT:
+        connection_created.connect(_set_async_commit, weak=False)
+
+
+def _set_async_commit(sender: Any, connection: Any, **kwargs: Any) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO off")
+
+
+@worker_init.connect
 def _fix_kombu_timers(**kwargs: Any) -> None:
     from django.conf import settings
 
