@@ -28,8 +28,11 @@ def test_kill_9_mid_run_every_instance_completes_without_double_sends(tmp_path, 
     with celery_worker(tmp_path, name="doomed", pool="prefork", concurrency=2, **slow) as w:
         for n in range(N):
             trigger_create(workflow=wf.key, idempotency_key=f"kill-{n}", payload=PAYLOAD)
-        wait_until(lambda: StepExecutionLog.objects.count() >= N // 2, timeout=60,
-                   what="some progress before the kill")
+        # Kill while a step is mid-flight (inside the slow provider call), so the lease
+        # recovery path is what brings it back.
+        wait_until(lambda: StepExecutionLog.objects.count() >= N // 2
+                   and TriggerInstance.objects.filter(status=TriggerStatus.PROCESSING).exists(),
+                   timeout=60, interval=0.02, what="progress and a step in flight")
         kill9(w)
     in_flight = TriggerInstance.objects.filter(status=TriggerStatus.PROCESSING).count()
     done_at_kill = completed()
@@ -39,6 +42,7 @@ def test_kill_9_mid_run_every_instance_completes_without_double_sends(tmp_path, 
     recovery_s = time.monotonic() - started
 
     recovered = StepExecutionLog.objects.filter(error_kind="lease_expired").count()
+    assert in_flight >= 1 and recovered == in_flight
     emails, sms = sent_email(tmp_path), sent_sms(tmp_path)
     sent_rows = Delivery.objects.filter(status=DeliveryStatus.SENT)
     assert sent_rows.count() == 2 * N
