@@ -198,7 +198,7 @@ class Procs:
     def celery_workers(self, count: int, *, tag: str, extra_env: dict[str, str] | None = None
                        ) -> list[Proc]:
         """``count`` worker nodes, ``-P solo`` each (one process per node: a node's
-        consumer loop is the ceiling, so scale by nodes; shared/PERF-NOTES.md)."""
+        consumer loop is the ceiling, so scale by nodes)."""
         marker_dir = self.run_dir / f"markers-{tag}"
         marker_dir.mkdir(parents=True, exist_ok=True)
         for old in marker_dir.iterdir():

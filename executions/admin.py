@@ -1,6 +1,7 @@
 """Operator console for execution history: step logs and deliveries.
 
-Both are history: read-only for everyone, superusers included.
+Both are history: read-only for everyone, superusers included. The trigger-instance
+page (``triggers.admin``) gets its step-log inline and the drawing's node outcomes here.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from triggers.admin import instance_link, parse_uuid
+from triggers.admin import StatusChangeInline, TriggerInstanceAdmin
+from triggers.admin_support import instance_link
+from triggers.models import TriggerInstance
 from workflows.admin_support import (
     LargeTableAdminMixin,
     LeanChangeListMixin,
     NodeIdFilter,
     ReadOnlyAdminMixin,
+    parse_uuid,
     pretty_json,
     status_badge,
     timestamp_column,
@@ -24,6 +28,55 @@ from workflows.admin_support import (
 from workflows.definition import NODE_TYPES
 
 from .models import Delivery, StepExecutionLog
+
+
+class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = StepExecutionLog
+    fk_name = "trigger"
+    verbose_name = "step log"
+    verbose_name_plural = "step logs"
+    fields = ("node_id", "node_type", "attempt", "started", "duration", "success",
+              "error", "output_json")
+    readonly_fields = fields
+    ordering = ("started_at", "id")
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The input context is a copy of payload + vars per step: not shown here.
+        return super().get_queryset(request).defer("input_context")
+
+    started = timestamp_column("started_at", "started")
+
+    @admin.display(description="duration")
+    def duration(self, obj: StepExecutionLog) -> str:
+        return f"{obj.duration_ms:.0f} ms"
+
+    @admin.display(description="output")
+    def output_json(self, obj: StepExecutionLog) -> SafeString | str:
+        if not obj.output:
+            return "-"
+        return format_html("<details><summary>{} keys</summary>{}</details>",
+                           len(obj.output), pretty_json(obj.output))
+
+
+class InstanceWithStepsAdmin(TriggerInstanceAdmin):
+    inlines = (StepLogInline, StatusChangeInline)
+
+    def node_states(self, obj: TriggerInstance) -> dict[str, str]:
+        states: dict[str, str] = {}
+        # Oldest first, so each node ends with the outcome of its latest attempt.
+        for node_id, success in (StepExecutionLog.objects.filter(trigger=obj)
+                                 .order_by("started_at", "id")
+                                 .values_list("node_id", "success")):
+            states[node_id] = "succeeded" if success else "failed"
+        return states
+
+
+admin.site.unregister(TriggerInstance)
+admin.site.register(TriggerInstance, InstanceWithStepsAdmin)
 
 
 class NodeTypeFilter(admin.SimpleListFilter):

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import connection
 from django.utils import timezone
 
+from triggers.state import Statement
+
 from .models import Delivery, DeliveryStatus
 from .providers.base import ProviderError
 
@@ -77,13 +79,14 @@ def record_delivery(step: StepContext) -> None:
     ).update(updated_at=timezone.now(), **step.pending_delivery)
 
 
-def delivery_outcome_update(step: StepContext) -> tuple[str, list[Any]]:
+def delivery_outcome_update(step: StepContext) -> Statement:
     """``record_delivery`` as SQL, to run inside the step's single outcome statement."""
     fields = Delivery._meta
     values = {**step.pending_delivery, "updated_at": timezone.now()}
     sets = ", ".join(f'"{fields.get_field(name).column}" = %s' for name in values)
     params = [fields.get_field(name).get_db_prep_save(value, connection)
               for name, value in values.items()]
-    return (f'UPDATE "{fields.db_table}" SET {sets}'
-            " WHERE instance_id = %s AND node_id = %s AND status = 'sending'",
-            [*params, step.instance_id, step.node_id])
+    instance_column = fields.get_field("instance").column
+    return Statement(f'UPDATE "{fields.db_table}" SET {sets}'
+                     f' WHERE "{instance_column}" = %s AND node_id = %s AND status = %s',
+                     [*params, step.instance_id, step.node_id, DeliveryStatus.SENDING])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,13 +18,14 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from triggers import state
+from triggers.dispatch import dispatch_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
-from triggers.state import transition, transition_returning
+from triggers.state import Join, Statement
 from workflows.definition import node_by_id, outgoing_edges
 from workflows.templating import TemplateError, condition_holds
 
 from .deliveries import delivery_outcome_update, record_delivery
-from .dispatch import dispatch_on_commit
 from .models import Delivery, StepExecutionLog
 from .nodes import EXECUTORS, NodeResult, StepContext
 from .providers.base import ProviderError
@@ -43,46 +45,37 @@ class Claimed:
     delivery_output: dict[str, Any] | None
 
 
-_INSTANCE_FIELDS = TriggerInstance._meta.concrete_fields
-_CLAIM_SELECT = (
-    "SELECT " + ", ".join(f"moved.{f.column}" for f in _INSTANCE_FIELDS)
-    + ", d.status, d.output FROM moved LEFT JOIN executions_delivery d"
-    " ON d.instance_id = moved.id AND d.node_id = moved.current_node_id"
+_DELIVERY = Delivery._meta
+_DELIVERY_OUTPUT = _DELIVERY.get_field("output")
+# The claim's statement also reads this node's delivery record (PostgreSQL).
+_INSTANCE = TriggerInstance._meta
+_DELIVERY_JOIN = Join(
+    clause=(f'LEFT JOIN "{_DELIVERY.db_table}" d'
+            f' ON d."{_DELIVERY.get_field("instance").column}" = moved."{_INSTANCE.pk.column}"'
+            f' AND d."{_DELIVERY.get_field("node_id").column}"'
+            f' = moved."{_INSTANCE.get_field("current_node_id").column}"'),
+    columns=(f'd."{_DELIVERY.get_field("status").column}" AS delivery_status',
+             f'd."{_DELIVERY_OUTPUT.column}" AS delivery_output'),
 )
 
 
 def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime | None = None
-          ) -> Claimed | None:
-    """Atomically take an enqueued, due instance; None if it is not claimable.
-
-    The conditional UPDATE re-checks status and due time, so any number of workers
-    racing on one instance get exactly one winner; the row lock makes the losers wait
-    and then see 0 rows. On PostgreSQL the claim, its audit row and the read of the
-    row and of this node's delivery are one statement.
-    """
+               ) -> Claimed | None:
+    """Claim an enqueued, due instance (``triggers.state.claim``) with what the step needs
+    to run: its pinned version and this node's delivery record. None if not claimable."""
     now = now or timezone.now()
-    kwargs = dict(
-        instance_id=instance_id, from_status=S.ENQUEUED, to_status=S.PROCESSING,
-        reason="claimed", actor=worker or ENGINE_ACTOR, where={"available_at__lte": now},
-        updates={"lease_token": uuid.uuid4(), "locked_by": worker[:200],
-                 "locked_until": now + timedelta(seconds=settings.NOTIFYFLOW_LEASE_S)},
-    )
     if connection.vendor == "postgresql":
-        row = transition_returning(select=_CLAIM_SELECT, **kwargs)
-        if row is None:
+        instance = state.claim(instance_id=instance_id, worker=worker, now=now,
+                               join=_DELIVERY_JOIN)
+        if instance is None:
             return None
-        values = [
-            f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
-            for f, v in zip(_INSTANCE_FIELDS, row, strict=False)
-        ]
-        instance = TriggerInstance.from_db("default", [f.attname for f in _INSTANCE_FIELDS],
-                                           values)
-        status, output = row[len(_INSTANCE_FIELDS):]
-        output = Delivery._meta.get_field("output").from_db_value(output, None, connection)
+        status = instance.delivery_status  # type: ignore[attr-defined]
+        output = _DELIVERY_OUTPUT.from_db_value(
+            instance.delivery_output, None, connection)  # type: ignore[attr-defined]
     else:
-        if not transition(**kwargs):
+        instance = state.claim(instance_id=instance_id, worker=worker, now=now)
+        if instance is None:
             return None
-        instance = TriggerInstance.objects.get(pk=instance_id)
         delivery = (Delivery.objects.filter(instance_id=instance_id,
                                             node_id=instance.current_node_id)
                     .values_list("status", "output").first())
@@ -133,43 +126,31 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
         return _not_claimed(instance_id)
     instance, version = claimed.instance, claimed.version
     lease = instance.lease_token
-    definition = version.definition
-    node_id = instance.current_node_id
+    assert lease is not None  # a claimed row always has a lease (database CHECK)
+    node_id = instance.current_node_id or ""
     started = timezone.now()
     context = build_context(instance, version, started)
-    node: dict[str, Any] = {"id": node_id, "type": "unknown", "config": {}}
+    step: StepContext | None = None
     result: NodeResult | None = None
     next_node: str | None = None
-    step: StepContext | None = None
     try:
-        node = node_by_id(definition, node_id)
+        node = node_by_id(version.definition, node_id)
+    except KeyError:
+        node = {"id": node_id, "type": "unknown", "config": {}}
+        outcome = _Outcome(False, {}, f"node {node_id!r} is not in version {version.number}",
+                           "permanent", True)
+    else:
         step = StepContext(instance_id=instance.pk, node_id=node_id, node_type=node["type"],
                            config=node["config"], context=context, now=started,
                            lease_token=lease, delivery_status=claimed.delivery_status,
                            delivery_output=claimed.delivery_output)
-        result = EXECUTORS[node["type"]](step)
-        new_vars = dict(instance.vars)
-        if result.vars_key:
-            new_vars[result.vars_key] = result.output
-        next_node = choose_next_node(definition, node_id, {**context, "vars": new_vars})
-        outcome = _Outcome(True, result.output)
-    except ProviderError as exc:
-        outcome = _Outcome(False, {}, str(exc), "permanent" if exc.permanent else "transient",
-                           exc.permanent)
-    except TemplateError as exc:
-        outcome = _Outcome(False, {}, f"edge condition: {exc}", "permanent", True)
-    except KeyError:
-        outcome = _Outcome(False, {}, f"node {node_id!r} is not in version "
-                           f"{version.number}", "permanent", True)
-    except Exception as exc:  # an unexpected bug: retry, bounded by attempts
-        logger.exception("step %s:%s crashed", instance_id, node_id)
-        outcome = _Outcome(False, {}, f"{exc.__class__.__name__}: {exc}", "transient")
+        outcome, result, next_node = _run_node(step, version.definition, instance.vars)
     finished = timezone.now()
 
     log = dict(
         trigger_id=instance.pk, workflow_id=instance.workflow_id,
-        workflow_version=version.number, node_id=node_id or "",
-        node_type=node.get("type", "unknown"), attempt=instance.attempts + 1,
+        workflow_version=version.number, node_id=node_id,
+        node_type=node["type"], attempt=instance.attempts + 1,
         started_at=started, finished_at=finished, input_context=context,
         output=outcome.output, success=outcome.success, error=outcome.error,
         error_kind=outcome.error_kind, task_id=task_id[:64], worker=worker[:200],
@@ -201,10 +182,32 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
     return "advanced" if next_node else "completed"
 
 
+def _run_node(step: StepContext, definition: dict[str, Any], current_vars: dict[str, Any]
+              ) -> tuple[_Outcome, NodeResult | None, str | None]:
+    """Run the node's executor and choose the next node; classify any failure."""
+    try:
+        result = EXECUTORS[step.node_type](step)
+        new_vars = dict(current_vars)
+        if result.vars_key:
+            new_vars[result.vars_key] = result.output
+        next_node = choose_next_node(definition, step.node_id,
+                                     {**step.context, "vars": new_vars})
+    except ProviderError as exc:
+        return (_Outcome(False, {}, str(exc), "permanent" if exc.permanent else "transient",
+                         exc.permanent), None, None)
+    except TemplateError as exc:
+        return _Outcome(False, {}, f"edge condition: {exc}", "permanent", True), None, None
+    except Exception as exc:  # an unexpected bug: retry, bounded by attempts
+        logger.exception("step %s:%s crashed", step.instance_id, step.node_id)
+        return (_Outcome(False, {}, f"{exc.__class__.__name__}: {exc}", "transient"),
+                None, None)
+    return _Outcome(True, result.output), result, next_node
+
+
 _LOG_FIELDS = {f.attname: f for f in StepExecutionLog._meta.concrete_fields if not f.primary_key}
 
 
-def _step_log_insert(log: dict[str, Any], lost: dict[str, str]) -> tuple[str, list[Any]]:
+def _step_log_insert(log: dict[str, Any], lost: dict[str, str]) -> Statement:
     """INSERT of the step's log row for the transition statement; its error columns
     depend on whether the fenced transition applied (``moved`` is empty if not)."""
     columns, selects, params = [], [], []
@@ -216,13 +219,13 @@ def _step_log_insert(log: dict[str, Any], lost: dict[str, str]) -> tuple[str, li
         else:
             selects.append("%s")
             params.append(field.get_db_prep_save(log[name], connection))
-    return (f'INSERT INTO "{StepExecutionLog._meta.db_table}" ({", ".join(columns)})'
-            f' SELECT {", ".join(selects)}', params)
+    return Statement(f'INSERT INTO "{StepExecutionLog._meta.db_table}" ({", ".join(columns)})'
+                     f' SELECT {", ".join(selects)}', params)
 
 
 def _record(instance: TriggerInstance, lease: uuid.UUID, outcome: _Outcome,
             result: NodeResult | None, next_node: str | None, now: datetime,
-            also: list[tuple[str, list[Any]]] | None = None) -> bool:
+            also: Sequence[Statement] = ()) -> bool:
     if outcome.success:
         assert result is not None
         return _record_success(instance, lease, result, next_node, now, also=also)
@@ -230,58 +233,41 @@ def _record(instance: TriggerInstance, lease: uuid.UUID, outcome: _Outcome,
 
 
 def _record_success(instance: TriggerInstance, lease: uuid.UUID, result: NodeResult,
-                    next_node: str | None, now: datetime,
-                    also: list[tuple[str, list[Any]]] | None = None) -> bool:
+                    next_node: str | None, now: datetime, also: Sequence[Statement] = ()
+                    ) -> bool:
     new_vars = dict(instance.vars)
     if result.vars_key:
         new_vars[result.vars_key] = result.output
+    updates = {"vars": new_vars, "current_node_id": next_node, "attempts": 0, "last_error": ""}
     if next_node is None:
-        return transition(
+        return state.transition(
             instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.COMPLETED,
             reason=f"node {instance.current_node_id} done; end of workflow",
-            actor=ENGINE_ACTOR, lease_token=lease, also=also,
-            updates={"vars": new_vars, "current_node_id": None, "attempts": 0,
-                     "last_error": ""},
+            actor=ENGINE_ACTOR, lease_token=lease, also=also, updates=updates,
         )
-    due = result.resume_at or now
-    return _requeue(instance, lease, due, now,
-                    reason=f"node {instance.current_node_id} done; next {next_node}",
-                    updates={"vars": new_vars, "current_node_id": next_node, "attempts": 0,
-                             "last_error": ""}, also=also)
+    return state.requeue(instance_id=instance.pk, lease_token=lease,
+                         due=result.resume_at or now, now=now, actor=ENGINE_ACTOR,
+                         reason=f"node {instance.current_node_id} done; next {next_node}",
+                         updates=updates, also=also)
 
 
 def _record_failure(instance: TriggerInstance, lease: uuid.UUID, outcome: _Outcome,
-                    now: datetime, also: list[tuple[str, list[Any]]] | None = None) -> bool:
+                    now: datetime, also: Sequence[Statement] = ()) -> bool:
     decision = decide_retry(attempts_so_far=instance.attempts, permanent=outcome.permanent,
                             now=now)
     error = f"node {instance.current_node_id}: {outcome.error}"
+    updates = {"attempts": decision.attempts, "last_error": error}
     if decision.give_up:
         why = "permanent error" if outcome.permanent else "retries exhausted"
-        return transition(
+        return state.transition(
             instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.FAILED,
             reason=f"{why}: {error}", actor=ENGINE_ACTOR, lease_token=lease, also=also,
-            updates={"attempts": decision.attempts, "last_error": error},
+            updates=updates,
         )
-    return _requeue(instance, lease, decision.retry_at, now,
-                    reason=f"retry {decision.attempts} scheduled: {error}",
-                    updates={"attempts": decision.attempts, "last_error": error}, also=also)
-
-
-def _requeue(instance: TriggerInstance, lease: uuid.UUID | None, due: datetime,
-             now: datetime, *, reason: str, updates: dict[str, Any],
-             also: list[tuple[str, list[Any]]] | None = None) -> bool:
-    """processing -> enqueued at ``due``; the message goes to the broker after commit
-    unless ``due`` is beyond the broker horizon, in which case the sweeper sends it."""
-    countdown = (due - now).total_seconds()
-    in_broker = countdown <= settings.NOTIFYFLOW_BROKER_HORIZON_S
-    ok = transition(
-        instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.ENQUEUED,
-        reason=reason, actor=ENGINE_ACTOR, lease_token=lease, also=also,
-        updates={**updates, "available_at": due, "dispatched_at": now if in_broker else None},
-    )
-    if ok and in_broker:
-        dispatch_on_commit(instance.pk, countdown=countdown)
-    return ok
+    assert decision.retry_at is not None
+    return state.requeue(instance_id=instance.pk, lease_token=lease, due=decision.retry_at,
+                         now=now, actor=ENGINE_ACTOR, updates=updates, also=also,
+                         reason=f"retry {decision.attempts} scheduled: {error}")
 
 
 def _not_claimed(instance_id: uuid.UUID | str) -> str:
@@ -297,41 +283,6 @@ def _not_claimed(instance_id: uuid.UUID | str) -> str:
             dispatch_on_commit(instance_id, countdown=wait)
             return "early"
     return f"skipped:{status}"
-
-
-# --- operator actions (admin, API) -----------------------------------------------------
-
-def instance_retry(*, instance_id: uuid.UUID | str, actor: str) -> bool:
-    """failed -> enqueued now, attempts reset. The only way out of failed."""
-    now = timezone.now()
-    ok = transition(
-        instance_id=instance_id, from_status=S.FAILED, to_status=S.ENQUEUED,
-        reason="retried by operator", actor=actor,
-        updates={"attempts": 0, "available_at": now, "dispatched_at": now,
-                 "finished_at": None, "last_error": ""},
-    )
-    if ok:
-        dispatch_on_commit(instance_id)
-    return ok
-
-
-def instance_run_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
-    """Make a waiting (delayed or backing-off) enqueued instance due now."""
-    now = timezone.now()
-    with transaction.atomic():
-        updated = TriggerInstance.objects.filter(
-            pk=instance_id, status=S.ENQUEUED, available_at__gt=now
-        ).update(available_at=now, dispatched_at=now, updated_at=now)
-        if updated:
-            from triggers.models import TriggerStatusChange
-
-            # Not a status change, but an operator intervention worth the audit trail.
-            TriggerStatusChange.objects.create(
-                instance_id=instance_id, from_status=S.ENQUEUED, to_status=S.ENQUEUED,
-                reason="run now (delay skipped) by operator", actor=actor,
-            )
-            dispatch_on_commit(instance_id)
-    return bool(updated)
 
 
 # --- the sweeper -----------------------------------------------------------------------
@@ -364,16 +315,17 @@ def recover_expired_leases(*, now: datetime, batch: int) -> int:
                  f"{instance.locked_until.isoformat()} (worker {instance.locked_by} lost)")
         with transaction.atomic():
             if decision.give_up:
-                ok = transition(
+                ok = state.transition(
                     instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.FAILED,
                     reason=f"retries exhausted: {error}", actor="sweeper",
                     lease_token=instance.lease_token,
                     updates={"attempts": decision.attempts, "last_error": error},
                 )
             else:
-                ok = _requeue(instance, instance.lease_token, now, now,
-                              reason=f"lease recovered: {error}",
-                              updates={"attempts": decision.attempts, "last_error": error})
+                ok = state.requeue(instance_id=instance.pk, lease_token=instance.lease_token,
+                                   due=now, now=now, actor="sweeper",
+                                   reason=f"lease recovered: {error}",
+                                   updates={"attempts": decision.attempts, "last_error": error})
             if ok:
                 recovered += 1
                 StepExecutionLog.objects.create(

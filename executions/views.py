@@ -2,29 +2,22 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework.generics import GenericAPIView, get_object_or_404
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from notifyflow.api import paginated_list
+from notifyflow.pagination import StepLogsOldestFirst
 from triggers.models import TriggerInstance
 
 from .models import StepExecutionLog
 from .serializers import StepLogFilterSerializer, StepLogOutputSerializer
 
 
-class OldestFirst(CursorPagination):
-    ordering = ("started_at", "id")
-    page_size = 100
-    page_size_query_param = "page_size"
-    max_page_size = 500
-
-
 class TriggerStepsView(GenericAPIView):
     """Step logs of one trigger instance, oldest first."""
 
     serializer_class = StepLogOutputSerializer
-    pagination_class = OldestFirst
+    pagination_class = StepLogsOldestFirst
 
     def get(self, request: Request, id: str) -> Response:
         get_object_or_404(TriggerInstance.objects.only("id"), pk=id)
@@ -35,7 +28,7 @@ class TriggerStepsView(GenericAPIView):
 
 class StepLogListView(GenericAPIView):
     serializer_class = StepLogOutputSerializer
-    pagination_class = OldestFirst
+    pagination_class = StepLogsOldestFirst
 
     @extend_schema(parameters=[StepLogFilterSerializer])
     def get(self, request: Request) -> Response:

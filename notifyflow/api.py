@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db.models import QuerySet
 from rest_framework.generics import GenericAPIView
@@ -9,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 
-from .api_errors import ApiError
+from .errors import ApplicationError
 
 
 def json_object_body(request: Request) -> dict:
@@ -23,14 +25,21 @@ def json_object_body(request: Request) -> dict:
         length = 0
     limit = settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES + 16 * 1024
     if length > limit:
-        raise ApiError(code="payload_too_large", field="body", status_code=413,
-                       message=f"body: {length} bytes is over the limit of {limit} bytes")
+        raise ApplicationError(code="payload_too_large", field="body", status=413,
+                               message=f"body: {length} bytes is over the limit of "
+                                       f"{limit} bytes")
     data = request.data
     if not isinstance(data, dict):
-        raise ApiError(code="not_an_object", field="body",
-                       message="body: must be a JSON object")
+        raise ApplicationError(code="not_an_object", field="body",
+                               message="body: must be a JSON object")
     return data
 
+
+def validated_body(request: Request, serializer_class: type[Serializer]) -> dict[str, Any]:
+    """The body checked by ``serializer_class`` (400 naming the first bad field)."""
+    serializer = serializer_class(data=json_object_body(request))
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
 
 
 def paginated_list(view: GenericAPIView, request: Request, queryset: QuerySet,

@@ -1,4 +1,4 @@
-"""One error shape for every 4xx/5xx answer of the API.
+"""One error shape for every 4xx/5xx answer of the API, made here and nowhere else.
 
     {"code": "<stable code>", "field": "<first offending field or null>",
      "message": "<human text naming the field>", "errors": [{"field", "code", "message"}]}
@@ -14,23 +14,12 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-
-class ApiError(exceptions.APIException):
-    """Raised by services/views for a 4xx with a stable code and a field."""
-
-    def __init__(
-        self, *, code: str, message: str, field: str | None = None, status_code: int = 400
-    ) -> None:
-        super().__init__(detail=message, code=code)
-        self.status_code = status_code
-        self.error_code = code
-        self.field = field
-        self.message = message
+from .errors import ApplicationError
 
 
-def _flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
+def _flatten(detail: Any, prefix: str = "") -> list[dict[str, Any]]:
     """Turn DRF's nested ValidationError detail into a flat list of field errors."""
-    out: list[dict[str, str]] = []
+    out: list[dict[str, Any]] = []
     if isinstance(detail, dict):
         for key, value in detail.items():
             name = key if not prefix else f"{prefix}.{key}"
@@ -67,13 +56,9 @@ def error_response(
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
-    if isinstance(exc, InputError):
-        exc = exc.to_api_error()
-    if isinstance(exc, ApiError):
-        return error_response(
-            code=exc.error_code, message=exc.message, field=exc.field,
-            status_code=exc.status_code,
-        )
+    if isinstance(exc, ApplicationError):
+        return error_response(code=exc.code, message=exc.message, field=exc.field,
+                              status_code=exc.status, errors=exc.details)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
@@ -112,15 +97,3 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     return error_response(
         code=str(code), message=str(detail), field=None, status_code=response.status_code
     )
-
-
-class InputError(Exception):
-    """A domain-level input rejection; the API turns it into the one error shape."""
-
-    def __init__(self, *, field: str | None, code: str, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.field, self.code, self.message, self.status = field, code, message, status
-
-    def to_api_error(self) -> ApiError:
-        return ApiError(code=self.code, message=self.message, field=self.field,
-                        status_code=self.status)

@@ -1,14 +1,13 @@
-"""The Celery app, and the one way the project enqueues work: after commit, ids only."""
+"""The Celery app, and the one way the project enqueues work: after commit, by task name,
+ids only. Worker and beat start-up hooks belong to the apps that need them
+(``executions.apps``), so nothing here imports a layer above ``notifyflow``."""
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init
 from django.db import transaction
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
@@ -16,61 +15,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
 app = Celery("notifyflow")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # Celery's Django fixup closes every DB connection after every task unless this is
-# set (costs ~4x in steps/s, shared/PERF-NOTES.md). It is read as a raw key.
+# set (costs ~4x in steps/s). It is read as a raw key.
 app.conf.CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000000"))
 app.conf.worker_disable_rate_limits = True
 app.autodiscover_tasks()
 
 
-def enqueue_on_commit(task: Any, *args: Any, countdown: float | None = None) -> None:
-    """Send ``task`` with ``args`` (ids only) once the surrounding transaction commits.
+def send_task_on_commit(name: str, *args: Any, countdown: float | None = None) -> None:
+    """Send task ``name`` with ``args`` (ids only) once the surrounding transaction commits.
 
     Outside a transaction Django runs the callback at once. A message sent before commit
-    could be consumed by a worker that cannot see the row yet.
+    could be consumed by a worker that cannot see the row yet. By name, so a lower layer
+    can start work that a higher one defines.
     """
-    send: Callable[[], Any] = lambda: task.apply_async(args=args, countdown=countdown)  # noqa: E731
-    transaction.on_commit(send)
-
-
-@worker_init.connect
-def _worker_async_commit(**kwargs: Any) -> None:
-    """Workers commit asynchronously by default; the engine turns synchronous commit
-    back on for the one statement that must survive a PostgreSQL crash (a step's
-    outcome). What may be lost in such a crash is only ever safe to lose: a claim (the
-    sweeper recovers the lease), a delivery's 'sending' marker (the documented
-    at-least-once window), a sweeper pass (it runs again)."""
-    from django.conf import settings
-    from django.db.backends.signals import connection_created
-
-    if settings.IS_POSTGRES and settings.NOTIFYFLOW_WORKER_ASYNC_COMMIT:
-        connection_created.connect(_set_async_commit, weak=False)
-
-
-def _set_async_commit(sender: Any, connection: Any, **kwargs: Any) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET synchronous_commit TO off")
-
-
-@worker_init.connect
-def _fix_kombu_timers(**kwargs: Any) -> None:
-    from django.conf import settings
-
-    if settings.NOTIFYFLOW_KOMBU_TIMER_FIX:
-        from executions.kombu_timers import apply_kombu_timer_fix
-
-        if apply_kombu_timer_fix():
-            logging.getLogger("notifyflow.celery").warning(
-                "kombu timer fix applied (NOTIFYFLOW_KOMBU_TIMER_FIX)")
-
-
-@app.on_after_finalize.connect
-def _connect_beat_init(sender: Celery, **kwargs: Any) -> None:
-    from celery.signals import beat_init
-
-    def ensure_schedule(**_: Any) -> None:
-        from executions.schedule import ensure_sweeper_schedule
-
-        ensure_sweeper_schedule()
-
-    beat_init.connect(ensure_schedule, weak=False)
+    transaction.on_commit(lambda: app.send_task(name, args=args, countdown=countdown))

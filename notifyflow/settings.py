@@ -11,27 +11,46 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("NOTIFYFLOW_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
 
 def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
+    """A boolean variable; anything but the usual spellings is an error (a typo must not
+    silently switch a feature off)."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={os.environ[name]!r}: expected one of "
+                               f"{sorted(_TRUE | _FALSE)}")
+
+
+def _env_number(name: str, default: float, kind: type) -> float:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected {kind.__name__}") from None
 
 
 def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    return default if value in (None, "") else int(value)
+    return int(_env_number(name, default, int))
 
 
 def env_float(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    return default if value in (None, "") else float(value)
+    return float(_env_number(name, default, float))
 
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "notifyflow-insecure-development-key")
@@ -82,7 +101,7 @@ TEMPLATES = [
 ]
 
 # Persistent connections: with CONN_MAX_AGE=0 every API request and every Celery task
-# reconnects, which costs 4-5x in throughput (shared/PERF-NOTES.md).
+# reconnects, which costs 4-5x in throughput (bench/RESULTS.md).
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'notifyflow.sqlite3'}"),
@@ -130,7 +149,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["notifyflow.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
+    "DEFAULT_PAGINATION_CLASS": "notifyflow.pagination.ByIdOldestFirst",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "notifyflow.api_errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -191,7 +210,7 @@ NOTIFYFLOW_VISIBILITY_TIMEOUT_S = env_int("NOTIFYFLOW_VISIBILITY_TIMEOUT_S", 360
 # (executions/kombu_timers.py). Off only to measure stock kombu.
 NOTIFYFLOW_KOMBU_TIMER_FIX = env_bool("NOTIFYFLOW_KOMBU_TIMER_FIX", True)
 
-# Workers commit asynchronously except for a step's outcome (notifyflow/celery.py):
+# Workers commit asynchronously except for a step's outcome (executions/worker_hooks.py):
 # one fsync per step instead of three.
 NOTIFYFLOW_WORKER_ASYNC_COMMIT = env_bool("NOTIFYFLOW_WORKER_ASYNC_COMMIT", True)
 
@@ -228,12 +247,12 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TASK_ALWAYS_EAGER = False
 
-assert (
-    NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S
-    < NOTIFYFLOW_STEP_TIME_LIMIT_S
-    < NOTIFYFLOW_LEASE_S
-    < NOTIFYFLOW_VISIBILITY_TIMEOUT_S
-), "need soft time limit < hard time limit < lease < broker visibility timeout"
-assert NOTIFYFLOW_BROKER_HORIZON_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S / 2, (
-    "countdowns near the visibility timeout get redelivered (kombu#337)"
-)
+if not (NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S < NOTIFYFLOW_STEP_TIME_LIMIT_S
+        < NOTIFYFLOW_LEASE_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S):
+    raise ImproperlyConfigured(
+        "need NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S < NOTIFYFLOW_STEP_TIME_LIMIT_S < "
+        "NOTIFYFLOW_LEASE_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S")
+if not NOTIFYFLOW_BROKER_HORIZON_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S / 2:
+    # Countdowns near the visibility timeout get redelivered (kombu#337).
+    raise ImproperlyConfigured(
+        "need NOTIFYFLOW_BROKER_HORIZON_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S / 2")

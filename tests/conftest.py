@@ -6,7 +6,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from triggers import auth
+from notifyflow import caching
 
 from .factories import WorkflowFactory
 
@@ -38,14 +38,8 @@ def _isolate(settings, tmp_path):
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     settings.SMS_FILE_PATH = str(tmp_path / "sms")
     settings.NOTIFYFLOW_RETRY_BASE_DELAY_S = 60
-    auth.clear_cache()
-    # Test databases roll back, so ids (and cached versions keyed by them) get reused.
-    from executions import versions
-
-    versions.clear_cache()
-    from triggers.services import clear_workflow_cache
-
-    clear_workflow_cache()
+    # Test databases roll back, so ids (and cached rows keyed by them) get reused.
+    caching.clear_all()
     from executions.providers import sms
 
     sms.outbox.clear()
@@ -76,8 +70,8 @@ def dispatched(monkeypatch):
     """Record what the engine hands the broker, instead of sending it."""
     sent: list[tuple[str, float | None]] = []
 
-    def record(task, instance_id, countdown=None):
+    def record(name, instance_id, countdown=None):
         sent.append((instance_id, countdown))
 
-    monkeypatch.setattr("executions.dispatch.enqueue_on_commit", record)
+    monkeypatch.setattr("triggers.dispatch.send_task_on_commit", record)
     return sent

@@ -9,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from triggers.models import TriggerInstance, TriggerStatus
-from triggers.state import update_sql
+from triggers.state import _update_sql as update_sql
 
 from .factories import TriggerInstanceFactory, WorkflowFactory
 

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from executions import engine
 from executions.models import StepExecutionLog
+from triggers import services
 from triggers.models import TriggerInstance, TriggerStatus
 
 from .factories import TriggerInstanceFactory, WorkflowFactory
@@ -112,19 +113,19 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
 def test_operator_retry_is_the_way_out_of_failed(dispatched):
     instance = TriggerInstanceFactory(status=TriggerStatus.FAILED, attempts=4,
                                       last_error="boom")
-    assert engine.instance_retry(instance_id=instance.pk, actor="alice")
+    assert services.instance_retry(instance_id=instance.pk, actor="alice")
     instance.refresh_from_db()
     assert (instance.status, instance.attempts, instance.last_error) == (
         TriggerStatus.ENQUEUED, 0, "")
     change = instance.status_changes.last()
     assert (change.from_status, change.to_status, change.actor) == ("failed", "enqueued",
                                                                    "alice")
-    assert not engine.instance_retry(instance_id=instance.pk, actor="alice")
+    assert not services.instance_retry(instance_id=instance.pk, actor="alice")
 
 
 def test_run_now_makes_a_waiting_instance_due(dispatched):
     instance = TriggerInstanceFactory(available_at=timezone.now() + timedelta(hours=3))
-    assert engine.instance_run_now(instance_id=instance.pk, actor="bob")
+    assert services.instance_run_now(instance_id=instance.pk, actor="bob")
     instance.refresh_from_db()
     assert instance.available_at <= timezone.now()
     assert dispatched == [(str(instance.pk), None)]

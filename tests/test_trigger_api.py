@@ -98,7 +98,7 @@ def test_revoked_key_is_refused(workflow):
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert client.get("/api/v1/triggers/").status_code == 200
     api_key_revoke(api_key=key)
-    auth.clear_cache()
+    auth.api_keys_by_hash.clear()
     assert client.get("/api/v1/triggers/").status_code == 401
     assert ApiKey.objects.get().key_hash != raw and raw not in ApiKey.objects.get().key_hash
 

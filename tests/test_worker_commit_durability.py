@@ -21,7 +21,7 @@ def _show() -> str:
 
 
 def test_worker_sessions_default_to_async_commit():
-    from notifyflow.celery import _set_async_commit, _worker_async_commit
+    from executions.worker_hooks import _worker_async_commit
 
     _worker_async_commit()
     try:
@@ -29,14 +29,14 @@ def test_worker_sessions_default_to_async_commit():
         connection.ensure_connection()
         assert _show() == "off"
     finally:
-        connection_created.disconnect(_set_async_commit)
+        connection_created.disconnect(dispatch_uid="nf_set_async_commit")
         connection.close()
     connection.ensure_connection()
     assert _show() == "on"
 
 
 def test_the_step_outcome_commits_synchronously(monkeypatch):
-    monkeypatch.setattr("executions.dispatch.enqueue_on_commit", lambda *a, **k: None)
+    monkeypatch.setattr("triggers.dispatch.send_task_on_commit", lambda *a, **k: None)
     with connection.cursor() as cursor:
         cursor.execute("SET synchronous_commit TO off")
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())

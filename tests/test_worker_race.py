@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from executions.dispatch import dispatch_on_commit
 from executions.models import Delivery, DeliveryStatus, StepExecutionLog
+from triggers.dispatch import dispatch_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.services import trigger_create
 

@@ -1,13 +1,12 @@
 """Operator console for trigger instances, their status audit and API keys.
 
 Instances are read-only here; the only writes are "retry" and "run now", which call
-executions.engine (the one way in) with the operator as the audited actor.
+``triggers.services`` (the one way in) with the operator as the audited actor. What
+happens inside steps (step logs, deliveries) is added by ``executions.admin``.
 """
 
 from __future__ import annotations
 
-import importlib
-import uuid
 from typing import Any
 
 from django import forms
@@ -22,69 +21,26 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from executions import engine
-from executions.models import StepExecutionLog
 from workflows.admin_support import (
     LargeTableAdminMixin,
     LeanChangeListMixin,
     ReadOnlyAdminMixin,
     can_operate,
+    parse_uuid,
     pretty_json,
     status_badge,
     timestamp_column,
 )
 from workflows.drawing import draw_workflow_svg
 
+from . import admin_bindings  # noqa: F401 - registers the event-binding admin
+from .admin_support import instance_link
 from .models import ApiKey, TriggerInstance, TriggerStatus, TriggerStatusChange
-from .services import api_key_create, api_key_revoke
+from .services import api_key_create, api_key_revoke, instance_retry, instance_run_now
 
 # An action over "all N matching" could name a million rows; each retry is a
 # transaction plus a broker message, so one click handles at most this many.
 ACTION_BATCH_LIMIT = 500
-
-
-def parse_uuid(term: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(term.strip())
-    except ValueError:
-        return None
-
-
-def instance_link(instance_id: uuid.UUID | str) -> SafeString:
-    url = reverse("admin:triggers_triggerinstance_change", args=[quote(instance_id)])
-    return format_html('<a href="{}"><code>{}</code></a>', url, str(instance_id)[:8])
-
-
-class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
-    model = StepExecutionLog
-    fk_name = "trigger"
-    verbose_name = "step log"
-    verbose_name_plural = "step logs"
-    fields = ("node_id", "node_type", "attempt", "started", "duration", "success",
-              "error", "output_json")
-    readonly_fields = fields
-    ordering = ("started_at", "id")
-    extra = 0
-    max_num = 0
-    can_delete = False
-    show_change_link = True
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        # The input context is a copy of payload + vars per step: not shown here.
-        return super().get_queryset(request).defer("input_context")
-
-    started = timestamp_column("started_at", "started")
-
-    @admin.display(description="duration")
-    def duration(self, obj: StepExecutionLog) -> str:
-        return f"{obj.duration_ms:.0f} ms"
-
-    @admin.display(description="output")
-    def output_json(self, obj: StepExecutionLog) -> SafeString | str:
-        if not obj.output:
-            return "-"
-        return format_html("<details><summary>{} keys</summary>{}</details>",
-                           len(obj.output), pretty_json(obj.output))
 
 
 class StatusChangeInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -117,7 +73,7 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
     search_fields = ("idempotency_key",)
     search_help_text = "Exact instance id (UUID) or exact idempotency key."
     actions = ("retry_failed", "run_now")
-    inlines = (StepLogInline, StatusChangeInline)
+    inlines: tuple[type[admin.options.InlineModelAdmin], ...] = (StatusChangeInline,)
     fieldsets = (
         (None, {"fields": ("id", "workflow", "version_display", "idempotency_key",
                            "status_display", "current_node_id", "attempts", "available",
@@ -173,16 +129,15 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
     def version_display(self, obj: TriggerInstance) -> str:
         return f"v{obj.workflow_version.version}"
 
+    def node_states(self, obj: TriggerInstance) -> dict[str, str]:
+        """node id -> "succeeded" / "failed", for the drawing (steps are executions')."""
+        return {}
+
     @admin.display(description="graph")
     def drawing(self, obj: TriggerInstance) -> SafeString:
-        states: dict[str, str] = {}
-        # Oldest first, so each node ends with the outcome of its latest attempt.
-        for node_id, success in (StepExecutionLog.objects.filter(trigger=obj)
-                                 .order_by("started_at", "id")
-                                 .values_list("node_id", "success")):
-            states[node_id] = "succeeded" if success else "failed"
         return draw_workflow_svg(obj.workflow_version.definition,
-                                 current_node=obj.current_node_id, node_states=states)
+                                 current_node=obj.current_node_id,
+                                 node_states=self.node_states(obj))
 
     @admin.display(description="payload")
     def payload_json(self, obj: TriggerInstance) -> SafeString:
@@ -223,12 +178,12 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
 
     @admin.action(description="Retry selected failed instances", permissions=["operate"])
     def retry_failed(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self._apply(request, queryset, engine.instance_retry, verb="Retried",
+        self._apply(request, queryset, instance_retry, verb="Retried",
                     skip_reason="not failed, skipped")
 
     @admin.action(description="Run selected delayed instances now", permissions=["operate"])
     def run_now(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self._apply(request, queryset, engine.instance_run_now, verb="Made due now",
+        self._apply(request, queryset, instance_run_now, verb="Made due now",
                     skip_reason="not waiting for a later time, skipped")
 
     def _apply(self, request: HttpRequest, queryset: QuerySet, operation: Any, *, verb: str,
@@ -248,12 +203,12 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
                               messages.WARNING)
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        return self._button(request, object_id, engine.instance_retry,
+        return self._button(request, object_id, instance_retry,
                             done="Retry scheduled: the instance is enqueued to run now.",
                             skipped="Not retried: the instance is not failed, skipped.")
 
     def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        return self._button(request, object_id, engine.instance_run_now,
+        return self._button(request, object_id, instance_run_now,
                             done="The instance is due now and was handed to a worker.",
                             skipped="Not run: the instance is not waiting for a later "
                                     "time, skipped.")
@@ -388,13 +343,3 @@ class ApiKeyAdmin(admin.ModelAdmin):
         for key in keys:
             api_key_revoke(api_key=key)
         self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)
-
-
-# Workflow triggers (event bindings) register their admin in their own module, which
-# may not exist yet. Only its absence is tolerated: an ImportError raised from inside
-# it is a bug to see, not to hide.
-try:
-    importlib.import_module(f"{__package__}.admin_bindings")
-except ModuleNotFoundError as exc:
-    if exc.name != f"{__package__}.admin_bindings":
-        raise

@@ -16,7 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
-from notifyflow.api_errors import InputError
+from notifyflow.errors import ApplicationError
 
 from .event_models import EventRecord, WorkflowTrigger
 from .events import idempotency_key_preview, idempotency_setting_validate, workflow_trigger_save
@@ -41,7 +41,7 @@ class WorkflowTriggerForm(forms.ModelForm):
     def clean_idempotency_setting(self) -> dict[str, Any]:
         try:
             return idempotency_setting_validate(self.cleaned_data.get("idempotency_setting"))
-        except InputError as exc:
+        except ApplicationError as exc:
             raise forms.ValidationError(exc.message, code=exc.code) from exc
 
 
@@ -55,6 +55,12 @@ class PreviewKeyForm(forms.Form):
     at = forms.DateTimeField(required=False,
                              help_text="ISO-8601 instant (UTC unless an offset is given); "
                                        "empty = now")
+
+    def clean_context(self) -> dict[str, Any]:
+        context = self.cleaned_data.get("context") or {}
+        if not isinstance(context, dict):
+            raise forms.ValidationError("must be a JSON object", code="not_an_object")
+        return context
 
 
 @admin.register(WorkflowTrigger)
@@ -101,7 +107,7 @@ class WorkflowTriggerAdmin(admin.ModelAdmin):
                     event_id=form.cleaned_data["event_id"] or None,
                     at=form.cleaned_data["at"],
                 )
-            except InputError as exc:
+            except ApplicationError as exc:
                 target = exc.field if exc.field in form.fields else None
                 form.add_error(target, exc.message)
         context = {

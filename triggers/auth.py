@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-import time
+from datetime import timedelta
 
+from django.utils import timezone
 from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from notifyflow.caching import ProcessCache
 
 from .models import ApiKey
 
 # Positive lookups are cached briefly per process, so the hot path costs no query.
-# A revoked key stops working within this many seconds.
-_CACHE_TTL_S = 10.0
-_cache: dict[str, tuple[float, ApiKey]] = {}
+# A revoked key stops working within the TTL.
+api_keys_by_hash: ProcessCache[ApiKey] = ProcessCache(name="API keys", maxsize=1000,
+                                                      ttl_s=10.0)
+# last_used_at is for operators ("is this key still used?"): a minute's precision is
+# plenty, and it keeps the write off the hot path.
+LAST_USED_PRECISION = timedelta(minutes=1)
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[ApiKey, ApiKey] | None:
         header = authentication.get_authorization_header(request).decode("latin-1")
         if not header:
             return None
@@ -26,22 +33,22 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if scheme.lower() != "bearer" or not token:
             raise exceptions.AuthenticationFailed("expected 'Bearer <api key>'")
         digest = ApiKey.hash_key(token)
-        now = time.monotonic()
-        hit = _cache.get(digest)
-        if hit and hit[0] > now:
-            return (hit[1], hit[1])
-        key = ApiKey.objects.filter(key_hash=digest, revoked_at__isnull=True).first()
+        key = api_keys_by_hash.get_or_load(
+            digest,
+            lambda: ApiKey.objects.filter(key_hash=digest, revoked_at__isnull=True).first(),
+        )
         if key is None:
-            _cache.pop(digest, None)
             raise exceptions.AuthenticationFailed("invalid or revoked API key")
-        if len(_cache) > 1000:
-            _cache.clear()
-        _cache[digest] = (now + _CACHE_TTL_S, key)
+        _touch(key)
         return (key, key)
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
 
 
-def clear_cache() -> None:
-    _cache.clear()
+def _touch(key: ApiKey) -> None:
+    """Write last_used_at at most once a minute per key and process."""
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_PRECISION:
+        key.last_used_at = now
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)

@@ -1,18 +1,21 @@
-"""Schemas of the events and workflow-trigger API. Input is validated by the services in
-``triggers.events`` (shared with the admin); these classes render output and document
-the bodies for OpenAPI."""
+"""Input and output of the events and workflow-trigger API: the input serializers are
+the validation (and the OpenAPI schema); ``triggers.events`` takes typed arguments."""
 
 from __future__ import annotations
 
 from rest_framework import serializers
 
+from notifyflow.fields import JsonObjectField, StrictBooleanField, StrictCharField
+
 from .event_models import EventRecord, WorkflowTrigger
+from .events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
 
 
 class EventInputSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    event_id = serializers.CharField(max_length=255, required=False, allow_null=True)
-    context = serializers.DictField(required=False, help_text="Becomes the instances' payload")
+    name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
+    event_id = StrictCharField(max_length=MAX_EVENT_ID_LENGTH, required=False,
+                               allow_null=True, default=None)
+    context = JsonObjectField(help_text="Becomes the instances' payload")
 
 
 class EventRecordSerializer(serializers.ModelSerializer):
@@ -37,9 +40,9 @@ class EventOutputSerializer(serializers.Serializer):
 
 
 class WorkflowTriggerInputSerializer(serializers.Serializer):
-    event_name = serializers.CharField(max_length=200)
-    workflow = serializers.SlugField(help_text="Workflow key")
-    is_active = serializers.BooleanField(default=True)
+    event_name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
+    workflow = StrictCharField(max_length=100, help_text="Workflow key")
+    is_active = StrictBooleanField(default=True)
     idempotency_setting = serializers.JSONField(
         required=False, help_text="strategy, ttlMinutes, contextFields, includeTriggerId, "
         "includeEventType, includeEventId, customExpression, failOnMissingContext",
@@ -61,9 +64,12 @@ class WorkflowTriggerFilterSerializer(serializers.Serializer):
 
 
 class PreviewKeyInputSerializer(serializers.Serializer):
-    context = serializers.DictField(required=False)
-    event_id = serializers.CharField(required=False, allow_null=True)
-    at = serializers.DateTimeField(required=False, help_text="ISO-8601 instant; default now")
+    context = JsonObjectField()
+    event_id = StrictCharField(max_length=MAX_EVENT_ID_LENGTH, required=False,
+                               allow_null=True, default=None)
+    at = serializers.DateTimeField(required=False, default=None, allow_null=True,
+                                   help_text="ISO-8601 instant (UTC unless an offset is "
+                                             "given); default now")
 
 
 class PreviewKeyOutputSerializer(serializers.Serializer):

@@ -6,11 +6,11 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import json_object_body, paginated_list
+from notifyflow.api import paginated_list, validated_body
+from notifyflow.pagination import ByIdOldestFirst
 
 from .event_models import WorkflowTrigger
 from .event_serializers import (
@@ -36,9 +36,9 @@ class EventReceiveView(GenericAPIView):
 
     @extend_schema(request=EventInputSerializer, responses={202: EventOutputSerializer})
     def post(self, request: Request) -> Response:
-        body = json_object_body(request)
-        result = event_receive(name=body.get("name"), event_id=body.get("event_id"),
-                               context=body.get("context", {}))
+        body = validated_body(request, EventInputSerializer)
+        result = event_receive(name=body["name"], event_id=body["event_id"],
+                               context=body["context"])
         return Response(
             {"event": EventRecordSerializer(result.record).data,
              "outcomes": [o.as_json() for o in result.outcomes]},
@@ -46,22 +46,16 @@ class EventReceiveView(GenericAPIView):
         )
 
 
-class OldestFirst(CursorPagination):
-    ordering = ("id",)
-
-
-def _save_kwargs(body: dict) -> dict:
-    return {
-        "event_name": body.get("event_name"),
-        "workflow": body.get("workflow"),
-        "is_active": body.get("is_active", True),
-        "idempotency_setting": body.get("idempotency_setting"),
-    }
+def _save_kwargs(request: Request) -> dict:
+    body = validated_body(request, WorkflowTriggerInputSerializer)
+    return {"event_name": body["event_name"], "workflow": body["workflow"],
+            "is_active": body["is_active"],
+            "idempotency_setting": body.get("idempotency_setting")}
 
 
 class WorkflowTriggerListCreateView(GenericAPIView):
     serializer_class = WorkflowTriggerOutputSerializer
-    pagination_class = OldestFirst
+    pagination_class = ByIdOldestFirst
 
     def get_queryset(self) -> QuerySet[WorkflowTrigger]:
         return WorkflowTrigger.objects.select_related("workflow")
@@ -77,7 +71,7 @@ class WorkflowTriggerListCreateView(GenericAPIView):
     @extend_schema(request=WorkflowTriggerInputSerializer,
                    responses={201: WorkflowTriggerOutputSerializer})
     def post(self, request: Request) -> Response:
-        binding = workflow_trigger_save(**_save_kwargs(json_object_body(request)))
+        binding = workflow_trigger_save(**_save_kwargs(request))
         return Response(self.get_serializer(binding).data, status=status.HTTP_201_CREATED)
 
 
@@ -94,8 +88,7 @@ class WorkflowTriggerDetailView(GenericAPIView):
     @extend_schema(request=WorkflowTriggerInputSerializer)
     def put(self, request: Request, id: int) -> Response:
         binding = self.get_object()
-        binding = workflow_trigger_save(binding=binding,
-                                        **_save_kwargs(json_object_body(request)))
+        binding = workflow_trigger_save(binding=binding, **_save_kwargs(request))
         return Response(self.get_serializer(binding).data)
 
     def delete(self, request: Request, id: int) -> Response:
@@ -114,9 +107,9 @@ class WorkflowTriggerPreviewKeyView(GenericAPIView):
                    responses={200: PreviewKeyOutputSerializer})
     def post(self, request: Request, id: int) -> Response:
         binding = self.get_object()
-        body = json_object_body(request)
-        preview = idempotency_key_preview(binding=binding, context=body.get("context", {}),
-                                          event_id=body.get("event_id"), at=body.get("at"))
+        body = validated_body(request, PreviewKeyInputSerializer)
+        preview = idempotency_key_preview(binding=binding, context=body["context"],
+                                          event_id=body["event_id"], at=body["at"])
         return Response({"idempotency_key": preview.idempotency_key,
                          "strategy": preview.strategy, "random": preview.random,
                          "note": preview.note})

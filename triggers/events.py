@@ -9,15 +9,13 @@ import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-from notifyflow.api_errors import InputError
+from notifyflow.errors import ApplicationError
 from workflows.models import Workflow
 
 from .event_models import EventRecord, WorkflowTrigger
@@ -81,65 +79,9 @@ class KeyPreview:
     note: str | None
 
 
-# --- validation shared by events and previews -----------------------------------------
-
-def _validate_event_name(name: Any, field: str = "name") -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise InputError(field=field, code="required",
-                         message=f"{field}: must be a non-empty string")
-    if len(name) > MAX_EVENT_NAME_LENGTH:
-        raise InputError(field=field, code="too_long",
-                         message=f"{field}: at most {MAX_EVENT_NAME_LENGTH} characters")
-    return name
-
-
-def _validate_event_id(event_id: Any) -> str | None:
-    if event_id is None:
-        return None
-    if not isinstance(event_id, str) or not event_id.strip():
-        raise InputError(field="event_id", code="invalid",
-                         message="event_id: must be a non-empty string (or left out)")
-    if len(event_id) > MAX_EVENT_ID_LENGTH:
-        raise InputError(field="event_id", code="too_long",
-                         message=f"event_id: at most {MAX_EVENT_ID_LENGTH} characters")
-    return event_id
-
-
 def _canonical_json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=str).encode()
-
-
-def _validate_context(context: Any) -> dict[str, Any]:
-    if not isinstance(context, dict):
-        raise InputError(field="context", code="not_an_object",
-                         message="context: must be a JSON object")
-    size = len(_canonical_json(context))
-    if size > settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES:
-        raise InputError(field="context", code="payload_too_large", status=413,
-                         message=f"context: {size} bytes is over the limit of "
-                                 f"{settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES} bytes")
-    return context
-
-
-def _validate_at(at: Any) -> datetime:
-    if at is None:
-        return timezone.now()
-    if isinstance(at, datetime):
-        parsed: datetime | None = at
-    elif isinstance(at, str):
-        try:
-            parsed = parse_datetime(at.strip())
-        except ValueError:
-            parsed = None
-    else:
-        parsed = None
-    if parsed is None:
-        raise InputError(field="at", code="invalid",
-                         message="at: must be an ISO-8601 date-time, e.g. "
-                                 "2024-05-01T09:23:00Z")
-    # An instant without an offset is taken as UTC (windows are UTC-aligned anyway).
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 # --- key generation -------------------------------------------------------------------
@@ -159,21 +101,20 @@ def binding_key_generate(
 
 
 def idempotency_key_preview(
-    *, binding: WorkflowTrigger, context: Any = None, event_id: Any = None, at: Any = None
+    *, binding: WorkflowTrigger, context: dict[str, Any], event_id: str | None = None,
+    at: datetime | None = None
 ) -> KeyPreview:
     """The key ``binding`` would generate for this event (nothing is written).
 
-    Raises InputError naming the field: bad input, or the reason the binding would be
-    skipped (``context.userId`` missing, expression error, missing event_id)."""
-    context = _validate_context({} if context is None else context)
-    event_id = _validate_event_id(event_id)
-    instant = _validate_at(at)
+    Raises ApplicationError naming the reason the binding would be skipped
+    (``context.userId`` missing, expression error, missing event_id)."""
+    instant = at or timezone.now()
     try:
         generated = binding_key_generate(binding=binding, event_id=event_id, context=context,
                                          at=instant)
     except KeyGenerationError as exc:
-        raise InputError(field=exc.field or "context", code=exc.code,
-                         message=exc.message) from exc
+        raise ApplicationError(field=exc.field or "context", code=exc.code,
+                               message=exc.message) from exc
     notes = []
     if generated.fallback_reason:
         notes.append(generated.fallback_reason)
@@ -209,7 +150,7 @@ def _binding_run(
         with transaction.atomic():
             result = trigger_create(workflow=binding.workflow, idempotency_key=generated.key,
                                     payload=context)
-    except InputError as exc:
+    except ApplicationError as exc:
         logger.warning("event %s: workflow trigger %s skipped: %s", binding.event_name,
                        binding.pk, exc.message)
         return skipped(exc.code, exc.message, generated.key)
@@ -231,18 +172,16 @@ def _binding_run(
 
 
 def event_receive(
-    *, name: Any, context: Any, event_id: Any = None, at: datetime | None = None
+    *, name: str, context: dict[str, Any], event_id: str | None = None,
+    at: datetime | None = None
 ) -> EventResult:
     """Fan an event out to every active workflow trigger bound to ``name``.
 
     For each binding: generate its idempotency key and call ``trigger_create`` with the
     context as payload. The outcome says created, duplicate or skipped (with a reason);
     a skipped binding never stops the others. The event and all outcomes are recorded
-    in EventRecord. Raises InputError for invalid input (nothing is recorded then).
+    in EventRecord.
     """
-    name = _validate_event_name(name)
-    event_id = _validate_event_id(event_id)
-    context = _validate_context(context)
     at = at or timezone.now()
     bindings = (
         WorkflowTrigger.objects.filter(event_name=name, is_active=True)
@@ -260,47 +199,40 @@ def event_receive(
 
 # --- bindings -------------------------------------------------------------------------
 
-def _workflow_lookup(workflow: Any) -> Workflow:
+def _workflow_lookup(workflow: Workflow | str) -> Workflow:
     if isinstance(workflow, Workflow):
         return workflow
-    if not isinstance(workflow, str) or not workflow:
-        raise InputError(field="workflow", code="required",
-                         message="workflow: a workflow key is required")
     found = Workflow.objects.filter(key=workflow).first()
     if found is None:
-        raise InputError(field="workflow", code="unknown_workflow",
-                         message=f"workflow: no workflow with key {workflow!r}")
+        raise ApplicationError(field="workflow", code="unknown_workflow",
+                               message=f"workflow: no workflow with key {workflow!r}")
     return found
 
 
 def idempotency_setting_validate(raw: Any) -> dict[str, Any]:
-    """The normalized setting to store, or InputError naming the option
+    """The normalized setting to store, or ApplicationError naming the option
     (``idempotency_setting.ttlMinutes``)."""
     try:
         return IdempotencySettings.parse(raw).to_json()
     except SettingsError as exc:
         field = f"idempotency_setting.{exc.field}" if exc.field else "idempotency_setting"
-        raise InputError(field=field, code=exc.code,
-                         message=f"{field}: {exc.message}") from exc
+        raise ApplicationError(field=field, code=exc.code,
+                               message=f"{field}: {exc.message}") from exc
 
 
 def workflow_trigger_save(
     *,
-    event_name: Any,
-    workflow: Any,
-    is_active: Any = True,
+    event_name: str,
+    workflow: Workflow | str,
+    is_active: bool = True,
     idempotency_setting: Any = None,
     binding: WorkflowTrigger | None = None,
 ) -> WorkflowTrigger:
     """Create (``binding`` None) or fully replace a workflow trigger.
 
     ``workflow`` is a Workflow or its key; ``idempotency_setting`` None means UUID.
-    Raises InputError naming the field (``event_name``, ``workflow``, ``is_active``,
+    Raises ApplicationError naming the field (``workflow``,
     ``idempotency_setting.<option>``)."""
-    event_name = _validate_event_name(event_name, "event_name")
-    if not isinstance(is_active, bool):
-        raise InputError(field="is_active", code="invalid",
-                         message="is_active: must be true or false")
     setting = idempotency_setting_validate(idempotency_setting)
     wf = _workflow_lookup(workflow)
     if binding is None:

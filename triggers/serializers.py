@@ -5,15 +5,18 @@ from datetime import UTC, datetime
 from django.utils import timezone
 from rest_framework import serializers
 
+from notifyflow.fields import JsonObjectField, StrictCharField
+
 from .models import TriggerInstance, TriggerStatus
+from .services import MAX_IDEMPOTENCY_KEY_LENGTH
 
 
 class TriggerCreateInputSerializer(serializers.Serializer):
-    """Documents the body of POST /api/v1/triggers/ (validated by the service)."""
+    """The body of POST /api/v1/triggers/."""
 
-    workflow = serializers.CharField(help_text="Workflow key")
-    idempotency_key = serializers.CharField(max_length=255)
-    payload = serializers.DictField(required=False)
+    workflow = StrictCharField(max_length=100, help_text="Workflow key")
+    idempotency_key = StrictCharField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
+    payload = JsonObjectField(help_text="Any JSON object; templates see it as `payload`")
 
 
 class CursorSerializer(serializers.Serializer):

@@ -1,13 +1,31 @@
-"""The trigger-instance state machine: one table, one function that applies it."""
+"""Every write of a trigger instance's state, in one place.
+
+One table of allowed transitions; ``transition()`` is the only writer of ``status`` and
+of the audit rows (``TriggerStatusChange``), and the claim, the requeue after a step and
+the operator actions are built on it. Updates are fenced: they re-check the status (and
+the lease token of the worker that holds the instance), so a stale writer changes
+nothing and learns so from the return value.
+
+On PostgreSQL a transition is one statement: the conditional UPDATE, its audit INSERT
+and any ``also`` statements of the caller (the step's log row, its delivery record) as
+data-modifying CTEs - one round trip and atomic without an explicit transaction
+(bench/RESULTS.md: 7 -> 3 statements per step). Elsewhere (SQLite, ``make run``) the
+same writes go through the ORM in one transaction; both paths run in CI.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from .dispatch import dispatch_on_commit
 from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
 
 S = TriggerStatus
@@ -21,16 +39,36 @@ ALLOWED_TRANSITIONS: dict[tuple[str, str], str] = {
     (S.PROCESSING, S.FAILED): "retries exhausted or permanent error",
     # The only way out of failed: an operator's retry (audited with the operator).
     (S.FAILED, S.ENQUEUED): "retried by an operator",
+    # Not a change of status, but an operator's intervention worth the audit trail.
+    (S.ENQUEUED, S.ENQUEUED): "made due now by an operator",
 }
 
 
 class IllegalTransition(Exception):
-    pass
+    """A (from, to) pair outside the table: a programming error, never user input."""
 
 
 def check_transition(from_status: str, to_status: str) -> None:
     if (from_status, to_status) not in ALLOWED_TRANSITIONS:
         raise IllegalTransition(f"{from_status} -> {to_status} is not an allowed transition")
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A data-modifying SQL statement run inside a transition's statement (PostgreSQL).
+    It may refer to ``moved``: the updated row, empty when the transition did not apply."""
+
+    sql: str
+    params: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Join:
+    """Columns of another table read in the claim's statement (PostgreSQL): ``columns``
+    are select expressions with aliases, which become attributes of the claimed row."""
+
+    clause: str
+    columns: Sequence[str]
 
 
 def transition(
@@ -43,19 +81,113 @@ def transition(
     lease_token: uuid.UUID | None = None,
     where: dict[str, Any] | None = None,
     updates: dict[str, Any] | None = None,
-    also: list[tuple[str, list[Any]]] | None = None,
+    also: Sequence[Statement] = (),
 ) -> bool:
     """Move an instance from ``from_status`` to ``to_status`` and write the audit row.
 
     The UPDATE re-checks ``from_status`` (and ``lease_token`` when given, which fences
-    out a worker whose lease was recovered) and any extra ``where`` conditions, in the
-    same transaction as the audit row. Returns False, writing nothing, when the row no
-    longer matches. Raises IllegalTransition for a pair not in ALLOWED_TRANSITIONS.
+    out a worker whose lease was recovered) and any extra ``where`` lookups, atomically
+    with the audit row. Returns False, writing nothing, when the row no longer matches.
+    Raises IllegalTransition for a pair not in ALLOWED_TRANSITIONS.
 
-    ``also`` (PostgreSQL only): further data-modifying statements, as (sql, params),
-    executed in the same statement whatever the outcome; they may refer to ``moved``
-    (the updated row, empty when the transition did not apply).
+    ``also`` (PostgreSQL only): further statements executed in the same statement
+    whatever the outcome (callers on other databases write those rows themselves).
     """
+    conditions, values, audit = _prepare(instance_id, from_status, to_status, reason, actor,
+                                         lease_token, where, updates)
+    if connection.vendor == "postgresql":
+        sql, params = _statement(conditions, values, audit, also, "SELECT 1 FROM moved")
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone() is not None
+    if also:
+        raise ValueError("extra statements run only inside PostgreSQL's single statement")
+    # savepoint=False: inside the engine's step transaction this is all-or-nothing with
+    # it anyway, and a savepoint costs two round trips.
+    with transaction.atomic(savepoint=False):
+        if TriggerInstance.objects.filter(**conditions).update(**values) != 1:
+            return False
+        TriggerStatusChange.objects.create(**audit)
+    return True
+
+
+def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime,
+          join: Join | None = None) -> TriggerInstance | None:
+    """enqueued -> processing for a due instance, under a new lease; None if it is not
+    claimable (already claimed, finished, or not due yet).
+
+    The conditional UPDATE re-checks status and due time, so any number of workers
+    racing on one instance get exactly one winner. On PostgreSQL the claim, its audit
+    row and the read of the row (plus ``join``'s columns) are one statement.
+    """
+    conditions, values, audit = _prepare(
+        instance_id, S.ENQUEUED, S.PROCESSING, "claimed", worker or "engine", None,
+        {"available_at__lte": now},
+        {"lease_token": uuid.uuid4(), "locked_by": worker[:200],
+         "locked_until": now + timedelta(seconds=settings.NOTIFYFLOW_LEASE_S)},
+    )
+    if connection.vendor == "postgresql":
+        columns = ", ".join(["moved.*", *(join.columns if join else ())])
+        select = f"SELECT {columns} FROM moved {join.clause if join else ''}"
+        sql, params = _statement(conditions, values, audit, (), select, returning="*")
+        return next(iter(TriggerInstance.objects.raw(sql, params)), None)
+    with transaction.atomic(savepoint=False):
+        if TriggerInstance.objects.filter(**conditions).update(**values) != 1:
+            return None
+        TriggerStatusChange.objects.create(**audit)
+    return TriggerInstance.objects.get(pk=instance_id)
+
+
+def requeue(*, instance_id: uuid.UUID | str, lease_token: uuid.UUID | None, due: datetime,
+            now: datetime, reason: str, actor: str, updates: dict[str, Any],
+            also: Sequence[Statement] = ()) -> bool:
+    """processing -> enqueued, due at ``due``. The message goes to the broker after
+    commit, unless ``due`` is beyond the broker horizon: then the sweeper sends it."""
+    countdown = (due - now).total_seconds()
+    in_broker = countdown <= settings.NOTIFYFLOW_BROKER_HORIZON_S
+    moved = transition(
+        instance_id=instance_id, from_status=S.PROCESSING, to_status=S.ENQUEUED,
+        reason=reason, actor=actor, lease_token=lease_token, also=also,
+        updates={**updates, "available_at": due, "dispatched_at": now if in_broker else None},
+    )
+    if moved and in_broker:
+        dispatch_on_commit(instance_id, countdown=countdown)
+    return moved
+
+
+def retry_failed(*, instance_id: uuid.UUID | str, actor: str) -> bool:
+    """failed -> enqueued now, attempts reset: the only way out of failed."""
+    now = timezone.now()
+    moved = transition(
+        instance_id=instance_id, from_status=S.FAILED, to_status=S.ENQUEUED,
+        reason="retried by operator", actor=actor,
+        updates={"attempts": 0, "available_at": now, "dispatched_at": now,
+                 "finished_at": None, "last_error": ""},
+    )
+    if moved:
+        dispatch_on_commit(instance_id)
+    return moved
+
+
+def make_due_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
+    """A waiting (delayed or backing-off) enqueued instance becomes due now."""
+    now = timezone.now()
+    moved = transition(
+        instance_id=instance_id, from_status=S.ENQUEUED, to_status=S.ENQUEUED,
+        reason="run now (delay skipped) by operator", actor=actor,
+        where={"available_at__gt": now}, updates={"available_at": now, "dispatched_at": now},
+    )
+    if moved:
+        dispatch_on_commit(instance_id)
+    return moved
+
+
+# --- building the statements -----------------------------------------------------------
+
+def _prepare(instance_id: uuid.UUID | str, from_status: str, to_status: str, reason: str,
+             actor: str, lease_token: uuid.UUID | None, where: dict[str, Any] | None,
+             updates: dict[str, Any] | None
+             ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     check_transition(from_status, to_status)
     now = timezone.now()
     conditions = {"pk": instance_id, "status": from_status, **(where or {})}
@@ -66,36 +198,31 @@ def transition(
         values.setdefault("finished_at", now)
     if from_status == S.PROCESSING and to_status != S.PROCESSING:
         values.update(lease_token=None, locked_by="", locked_until=None)
-    if connection.vendor == "postgresql":
-        return _transition_one_statement(conditions, values, instance_id=instance_id,
-                                         from_status=from_status, to_status=to_status,
-                                         reason=reason, actor=actor, now=now,
-                                         also=also) is not None
-    assert not also, "extra statements are for the PostgreSQL path"
-    # savepoint=False: inside the engine's step transaction this is all-or-nothing with
-    # it anyway, and a savepoint costs two round trips.
-    with transaction.atomic(savepoint=False):
-        if TriggerInstance.objects.filter(**conditions).update(**values) != 1:
-            return False
-        TriggerStatusChange.objects.create(
-            instance_id=instance_id, from_status=from_status, to_status=to_status,
-            reason=reason[:2000], actor=actor[:200],
-        )
-    return True
+    audit = {"instance_id": instance_id, "from_status": from_status, "to_status": to_status,
+             "reason": reason[:2000], "actor": actor[:200], "at": now}
+    return conditions, values, audit
 
 
 _FIELDS = {f.name: f for f in TriggerInstance._meta.concrete_fields}
 _FIELDS["pk"] = TriggerInstance._meta.pk
 _OPERATORS = {"": "=", "lte": "<=", "lt": "<", "gte": ">=", "gt": ">"}
 _update_sql_cache: dict[tuple, str] = {}
+_AUDIT_FIELDS = [TriggerStatusChange._meta.get_field(name)
+                 for name in ("instance", "from_status", "to_status", "reason", "actor", "at")]
+_AUDIT_INSERT = (
+    f'INSERT INTO "{TriggerStatusChange._meta.db_table}"'
+    f' ({", ".join(chr(34) + f.column + chr(34) for f in _AUDIT_FIELDS)})'
+    f' SELECT "{TriggerInstance._meta.pk.column}", %s, %s, %s, %s, %s FROM moved'
+)
 
 
-def update_sql(conditions: dict[str, Any], values: dict[str, Any]) -> tuple[str, list[Any]]:
+def _update_sql(conditions: dict[str, Any], values: dict[str, Any]) -> tuple[str, list[Any]]:
     """``UPDATE triggerinstance SET values WHERE conditions`` as SQL and parameters.
 
-    Built by hand and cached by shape (the ORM's compiler was ~14% of a step); values go
-    through each field's own ``get_db_prep_*`` so JSON, UUID and datetimes adapt as the
-    ORM would. Conditions are ``field`` or ``field__lte``-style lookups.
+    Built from the model's fields and cached by shape (the ORM's compiler was ~14% of a
+    step, bench/RESULTS.md); values go through each field's ``get_db_prep_*`` so JSON,
+    UUID and datetimes adapt as the ORM would. Conditions are ``field`` or
+    ``field__lte``-style lookups.
     """
     shape = (tuple(conditions), tuple(values))
     sql = _update_sql_cache.get(shape)
@@ -105,7 +232,7 @@ def update_sql(conditions: dict[str, Any], values: dict[str, Any]) -> tuple[str,
         for lookup in conditions:
             name, _, op = lookup.partition("__")
             column = f'"{_FIELDS[name].column}"'
-            if name == "status" and "pk" in conditions:
+            if name == "status":
                 # Every transition is by primary key. Written plainly, the status test
                 # lets the planner pick a partial index (status = 'enqueued' /
                 # 'processing') whenever statistics call it empty, and then walk every
@@ -122,45 +249,16 @@ def update_sql(conditions: dict[str, Any], values: dict[str, Any]) -> tuple[str,
     return sql, params
 
 
-_AUDIT_INSERT = (
-    "INSERT INTO triggers_triggerstatuschange"
-    " (instance_id, from_status, to_status, reason, actor, at)"
-    " SELECT id, %s, %s, %s, %s, %s FROM moved"
-)
-
-
-def _transition_one_statement(
-    conditions: dict[str, Any], values: dict[str, Any], *, instance_id: Any,
-    from_status: str, to_status: str, reason: str, actor: str, now: Any,
-    returning: str = "id", select: str = "SELECT id FROM moved",
-    also: list[tuple[str, list[Any]]] | None = None,
-) -> tuple | None:
-    """PostgreSQL: the conditional UPDATE and its audit row in one statement (a
-    data-modifying CTE): one round trip and atomic without an explicit transaction."""
-    update, params = update_sql(conditions, values)
+def _statement(conditions: dict[str, Any], values: dict[str, Any], audit: dict[str, Any],
+               also: Sequence[Statement], select: str, returning: str | None = None
+               ) -> tuple[str, list[Any]]:
+    """PostgreSQL: the conditional UPDATE, its audit row and ``also`` as one statement."""
+    update, params = _update_sql(conditions, values)
+    returning = returning or f'"{TriggerInstance._meta.pk.column}"'
     ctes = [f"moved AS ({update} RETURNING {returning})", f"audit AS ({_AUDIT_INSERT})"]
-    params += [from_status, to_status, reason[:2000], actor[:200], now]
-    for index, (statement, extra) in enumerate(also or ()):
-        ctes.append(f"also_{index} AS ({statement})")
-        params += extra
-    with connection.cursor() as cursor:
-        cursor.execute(f"WITH {', '.join(ctes)} {select}", params)
-        return cursor.fetchone()
-
-
-def transition_returning(
-    *, instance_id: uuid.UUID | str, from_status: str, to_status: str, reason: str,
-    actor: str, where: dict[str, Any] | None = None, updates: dict[str, Any] | None = None,
-    select: str,
-) -> tuple | None:
-    """PostgreSQL only: like ``transition`` but returns the row of ``select`` (a query over
-    the CTE ``moved``, which holds the updated row's columns), or None if nothing moved.
-    Used by the claim, which needs the row it just took."""
-    check_transition(from_status, to_status)
-    now = timezone.now()
-    conditions = {"pk": instance_id, "status": from_status, **(where or {})}
-    values = {"status": to_status, "updated_at": now, **(updates or {})}
-    return _transition_one_statement(conditions, values, instance_id=instance_id,
-                                     from_status=from_status, to_status=to_status,
-                                     reason=reason, actor=actor, now=now, returning="*",
-                                     select=select)
+    params += [audit["from_status"], audit["to_status"], audit["reason"], audit["actor"],
+               audit["at"]]
+    for index, statement in enumerate(also):
+        ctes.append(f"also_{index} AS ({statement.sql})")
+        params += statement.params
+    return f"WITH {', '.join(ctes)} {select}", params

@@ -3,11 +3,11 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import json_object_body, paginated_list
+from notifyflow.api import paginated_list, validated_body
+from notifyflow.pagination import NewestFirst
 
 from .models import TriggerInstance
 from .serializers import (
@@ -16,15 +16,6 @@ from .serializers import (
     TriggerOutputSerializer,
 )
 from .services import trigger_create
-
-
-class NewestFirst(CursorPagination):
-    # Cursor pagination: no COUNT(*), stable under inserts; served by the
-    # (status, -created_at) / (workflow, status, -created_at) indexes.
-    ordering = ("-created_at", "-id")
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 class TriggerListCreateView(GenericAPIView):
@@ -37,12 +28,10 @@ class TriggerListCreateView(GenericAPIView):
     @extend_schema(request=TriggerCreateInputSerializer,
                    responses={201: TriggerOutputSerializer, 200: TriggerOutputSerializer})
     def post(self, request: Request) -> Response:
-        body = json_object_body(request)
-        result = trigger_create(
-            workflow=body.get("workflow"),
-            idempotency_key=body.get("idempotency_key"),
-            payload=body.get("payload", {}),
-        )
+        body = validated_body(request, TriggerCreateInputSerializer)
+        result = trigger_create(workflow=body["workflow"],
+                                idempotency_key=body["idempotency_key"],
+                                payload=body["payload"])
         data = TriggerOutputSerializer(result.instance).data
         if result.created:
             return Response(data, status=status.HTTP_201_CREATED)

@@ -7,6 +7,7 @@ Nothing here changes state; admin classes call the services for that.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -216,3 +217,11 @@ def timestamp_column(field_name: str, description: str | None = None, *,
         return precise_time(getattr(obj, field_name))
 
     return column
+
+
+def parse_uuid(term: str) -> uuid.UUID | None:
+    """``term`` as a UUID, or None: admin searches match ids exactly (an index lookup)."""
+    try:
+        return uuid.UUID(term.strip())
+    except ValueError:
+        return None

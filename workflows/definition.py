@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from notifyflow.errors import ApplicationError
+
 from .durations import parse_duration
 from .templating import TemplateError, check_condition, check_template
 
@@ -60,10 +62,23 @@ class DefinitionProblem:
         return f"{where}{self.field}: {self.message}"
 
 
-class DefinitionError(ValueError):
+class DefinitionError(ApplicationError):
+    """An invalid definition: ``errors`` lists every problem, each naming node and field
+    (the API reports them as ``definition.<field>``)."""
+
     def __init__(self, errors: list[DefinitionProblem]) -> None:
         self.errors = errors
-        super().__init__("; ".join(str(e) for e in errors))
+        details: list[dict[str, str | None]] = [
+            {"field": _api_field(p), "code": p.code, "message": f"{_api_field(p)}: {p}"}
+            for p in errors
+        ]
+        first = details[0]
+        super().__init__(code=str(first["code"]), field=first["field"],
+                         message=str(first["message"]), details=details)
+
+
+def _api_field(problem: DefinitionProblem) -> str:
+    return "definition" if problem.field == "definition" else f"definition.{problem.field}"
 
 
 def validate_definition(definition: Any) -> dict[str, Any]:

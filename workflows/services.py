@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
+
+from notifyflow.errors import ApplicationError
 
 from .definition import validate_definition
 from .models import Workflow, WorkflowVersion
 
 
-@transaction.atomic
 def workflow_save(
     *,
     key: str,
@@ -19,14 +20,37 @@ def workflow_save(
     is_active: bool = True,
     actor: str = "",
     workflow: Workflow | None = None,
+    create_only: bool = False,
 ) -> Workflow:
     """Create or update a workflow. A changed definition adds an immutable version.
 
-    Raises ``DefinitionError`` (nothing written) when the definition is invalid.
+    ``workflow`` None saves by ``key`` (creating it if new); ``create_only`` refuses an
+    existing key. Raises ``DefinitionError`` (nothing written) for an invalid
+    definition and ``ApplicationError`` ``duplicate_key`` for a taken key, also when
+    two requests race for it (the unique constraint decides).
     """
+    try:
+        with transaction.atomic():
+            return _save(key=key, name=name, definition=definition, is_active=is_active,
+                         actor=actor, workflow=workflow, create_only=create_only)
+    except IntegrityError as exc:
+        if not Workflow.objects.filter(key=key).exists():
+            raise
+        raise _duplicate(key) from exc
+
+
+def _duplicate(key: str) -> ApplicationError:
+    return ApplicationError(code="duplicate_key", field="key",
+                            message=f"key: a workflow with key {key!r} exists; use PUT")
+
+
+def _save(*, key: str, name: str, definition: Any, is_active: bool, actor: str,
+          workflow: Workflow | None, create_only: bool) -> Workflow:
     clean = validate_definition(definition)
     if workflow is None:
         workflow = Workflow.objects.select_for_update().filter(key=key).first()
+        if workflow is not None and create_only:
+            raise _duplicate(key)
     else:
         workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
     if workflow is None:

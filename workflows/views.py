@@ -1,50 +1,33 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers as drf_serializers
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import json_object_body
-from notifyflow.api_errors import ApiError
+from notifyflow.api import validated_body
+from notifyflow.errors import ApplicationError
+from notifyflow.pagination import WorkflowPages
 
-from .definition import DefinitionError
 from .models import Workflow
 from .serializers import WorkflowInputSerializer, WorkflowOutputSerializer
 from .services import workflow_save
 
 
-def _definition_error(exc: DefinitionError) -> drf_serializers.ValidationError:
-    return drf_serializers.ValidationError(
-        {f"definition.{p.field}" if p.field != "definition" else "definition":
-         [drf_serializers.ErrorDetail(str(p), code=p.code)] for p in exc.errors}
-    )
-
-
 def _save(request: Request, workflow: Workflow | None) -> Workflow:
-    serializer = WorkflowInputSerializer(data=json_object_body(request))
-    serializer.is_valid(raise_exception=True)
-    data = serializer.validated_data
+    data = validated_body(request, WorkflowInputSerializer)
     if workflow is not None and data["key"] != workflow.key:
-        raise ApiError(code="key_mismatch", field="key",
-                       message="key: must match the workflow key in the URL")
-    if workflow is None and Workflow.objects.filter(key=data["key"]).exists():
-        raise ApiError(code="duplicate_key", field="key",
-                       message=f"key: a workflow with key {data['key']!r} exists; use PUT")
-    try:
-        return workflow_save(key=data["key"], name=data["name"], is_active=data["is_active"],
-                             definition=data["definition"], workflow=workflow,
-                             actor=str(request.user))
-    except DefinitionError as exc:
-        raise _definition_error(exc) from exc
+        raise ApplicationError(code="key_mismatch", field="key",
+                               message="key: must match the workflow key in the URL")
+    return workflow_save(key=data["key"], name=data["name"], is_active=data["is_active"],
+                         definition=data["definition"], workflow=workflow,
+                         create_only=workflow is None, actor=str(request.user))
 
 
 class WorkflowListCreateView(GenericAPIView):
     serializer_class = WorkflowOutputSerializer
-    pagination_class = LimitOffsetPagination
+    pagination_class = WorkflowPages
     queryset = Workflow.objects.select_related("current_version").order_by("key")
 
     def get(self, request: Request) -> Response:

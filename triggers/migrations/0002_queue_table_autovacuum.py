@@ -1,7 +1,7 @@
 """Keep the queue table from rotting: every claim changes ``status`` (no HOT update), so
 dead index entries pile up at the head of the ready index. Default autovacuum waits for
 20% of the table to be dead; on a large table claims slowed 3.4x within a minute
-(shared/PERF-NOTES.md). Vacuum on a fixed threshold, with no cost delay."""
+(queue-table rot, measured in bench/RESULTS.md). Vacuum on a fixed threshold, with no cost delay."""
 
 from django.db import migrations
 

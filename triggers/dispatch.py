@@ -6,7 +6,11 @@ import uuid
 
 from django.conf import settings
 
-from notifyflow.celery import enqueue_on_commit
+from notifyflow.celery import send_task_on_commit
+
+# The task that runs one step (executions.tasks); sent by name so nothing below the
+# executions layer imports it.
+EXECUTE_NODE_TASK = "notifyflow.execute_node"
 
 
 def dispatch_on_commit(instance_id: uuid.UUID | str, *, countdown: float | None = None) -> None:
@@ -15,9 +19,8 @@ def dispatch_on_commit(instance_id: uuid.UUID | str, *, countdown: float | None 
     Callers never pass a countdown beyond NOTIFYFLOW_BROKER_HORIZON_S: longer waits stay
     in the database and the sweeper dispatches them when due.
     """
-    from .tasks import execute_node
-
     if countdown is not None and countdown <= 0:
         countdown = None
-    assert countdown is None or countdown <= settings.NOTIFYFLOW_BROKER_HORIZON_S
-    enqueue_on_commit(execute_node, str(instance_id), countdown=countdown)
+    if countdown is not None and countdown > settings.NOTIFYFLOW_BROKER_HORIZON_S:
+        raise ValueError(f"countdown {countdown}s is beyond the broker horizon")
+    send_task_on_commit(EXECUTE_NODE_TASK, str(instance_id), countdown=countdown)

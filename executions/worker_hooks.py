@@ -1,0 +1,49 @@
+"""Worker and beat start-up hooks, connected by ``ExecutionsConfig.ready()``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery.signals import beat_init, worker_init
+from django.conf import settings
+from django.db.backends.signals import connection_created
+
+logger = logging.getLogger("notifyflow.celery")
+
+
+def install() -> None:
+    worker_init.connect(_worker_async_commit, weak=False, dispatch_uid="nf_async_commit")
+    worker_init.connect(_fix_kombu_timers, weak=False, dispatch_uid="nf_kombu_timers")
+    beat_init.connect(_ensure_schedule, weak=False, dispatch_uid="nf_sweeper_schedule")
+
+
+def _worker_async_commit(**kwargs: Any) -> None:
+    """Workers commit asynchronously by default; the engine turns synchronous commit
+    back on for the one statement that must survive a PostgreSQL crash (a step's
+    outcome). What may be lost in such a crash is only ever safe to lose: a claim (the
+    sweeper recovers the lease), a delivery's 'sending' marker (the documented
+    at-least-once window), a sweeper pass (it runs again)."""
+    if settings.IS_POSTGRES and settings.NOTIFYFLOW_WORKER_ASYNC_COMMIT:
+        connection_created.connect(_set_async_commit, weak=False,
+                                   dispatch_uid="nf_set_async_commit")
+
+
+def _set_async_commit(sender: Any, connection: Any, **kwargs: Any) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO off")
+
+
+def _fix_kombu_timers(**kwargs: Any) -> None:
+    if settings.NOTIFYFLOW_KOMBU_TIMER_FIX:
+        from .kombu_timers import apply_kombu_timer_fix
+
+        if apply_kombu_timer_fix():
+            logger.warning("kombu timer fix applied (NOTIFYFLOW_KOMBU_TIMER_FIX)")
+
+
+def _ensure_schedule(**kwargs: Any) -> None:
+    from .schedule import ensure_sweeper_schedule
+
+    ensure_sweeper_schedule()
