@@ -22,8 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DATABASE_URL = os.environ.get("BENCH_ADMIN_DATABASE_URL",
-                              "postgres://postgres@127.0.0.1:5432/nf_admin_bench")
+DATABASE_URL = os.environ.get(
+    "BENCH_ADMIN_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/nf_admin_bench"
+)
 os.environ["DATABASE_URL"] = DATABASE_URL
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
 
@@ -100,8 +101,11 @@ def load(rows: int) -> None:
     started = time.monotonic()
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE triggers_triggerinstance CASCADE")
-        cursor.execute(LOAD_SQL.replace("%(rows)s", str(int(rows)))
-                       .replace("%(workflows)s", str(WORKFLOWS)).replace("%%", "%"))
+        cursor.execute(
+            LOAD_SQL.replace("%(rows)s", str(int(rows)))
+            .replace("%(workflows)s", str(WORKFLOWS))
+            .replace("%%", "%")
+        )
         cursor.execute("ANALYZE triggers_triggerinstance")
     print(f"loaded {rows:,} instances in {time.monotonic() - started:.1f}s")
 
@@ -129,10 +133,13 @@ def measure(client, url: str, params: dict, repeat: int) -> dict:
     text = re.sub(r"<[^>]+>|\s+", " ", found.group(1)) if found else ""
     said = re.search(r"((?:about|more than)\s+)?[\d,]+\s+trigger instances?", text)
     return {
-        "median_ms": statistics.median(times), "max_ms": max(times),
-        "queries": len(queries), "slowest_ms": float(slowest["time"]) * 1000,
+        "median_ms": statistics.median(times),
+        "max_ms": max(times),
+        "queries": len(queries),
+        "slowest_ms": float(slowest["time"]) * 1000,
         "db_ms": sum(float(q["time"]) for q in queries.captured_queries) * 1000,
-        "slowest_sql": slowest["sql"], "rows": shown if found else None,
+        "slowest_sql": slowest["sql"],
+        "rows": shown if found else None,
         "count": re.sub(r"\s+", " ", said.group(0)) if said else None,
     }
 
@@ -141,8 +148,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--explain", action="store_true",
-                        help="print EXPLAIN ANALYZE of each page's slowest query")
+    parser.add_argument(
+        "--explain", action="store_true", help="print EXPLAIN ANALYZE of each page's slowest query"
+    )
     args = parser.parse_args()
 
     ensure_database()
@@ -162,7 +170,8 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     load(args.rows)
     user = User.objects.filter(username="bench-admin").first() or User.objects.create_superuser(
-        "bench-admin", password="bench-admin-password")
+        "bench-admin", password="bench-admin-password"
+    )
     client = Client()
     client.force_login(user)
 
@@ -177,26 +186,38 @@ def main() -> None:
         ("status=failed", changelist, {"status__exact": "failed"}),
         ("status=completed", changelist, {"status__exact": "completed"}),
         ("workflow=bench-1", changelist, {"workflow__id__exact": str(workflow.pk)}),
-        ("workflow+status=failed", changelist,
-         {"workflow__id__exact": str(workflow.pk), "status__exact": "failed"}),
+        (
+            "workflow+status=failed",
+            changelist,
+            {"workflow__id__exact": str(workflow.pk), "status__exact": "failed"},
+        ),
         ("created: past 7 days", changelist, {"created_at__gte": week_ago}),
         ("search: idempotency key", changelist, {"q": some.idempotency_key}),
         ("search: instance id", changelist, {"q": str(some.pk)}),
-        ("instance detail page", reverse("admin:triggers_triggerinstance_change",
-                                         args=[some.pk]), {}),
+        (
+            "instance detail page",
+            reverse("admin:triggers_triggerinstance_change", args=[some.pk]),
+            {},
+        ),
         ("admin index (overview)", reverse("admin:index"), {}),
     ]
     estimate = TriggerInstance.objects.count()
-    print(f"\ntrigger instances: {estimate:,} rows on {connection.vendor} "
-          f"({connection.settings_dict['NAME']}); {args.repeat} timed GETs per page\n")
-    print(f"{'page':26} {'median ms':>9} {'max ms':>7} {'queries':>7} {'db ms':>6} "
-          f"{'slowest q':>9} {'rows':>5}  count shown")
+    print(
+        f"\ntrigger instances: {estimate:,} rows on {connection.vendor} "
+        f"({connection.settings_dict['NAME']}); {args.repeat} timed GETs per page\n"
+    )
+    print(
+        f"{'page':26} {'median ms':>9} {'max ms':>7} {'queries':>7} {'db ms':>6} "
+        f"{'slowest q':>9} {'rows':>5}  count shown"
+    )
     for label, url, params in pages:
         result = measure(client, url, params, args.repeat)
         rows = "" if result["rows"] is None else str(result["rows"])
-        print(f"{label:26} {result['median_ms']:9.1f} {result['max_ms']:7.1f} "
-              f"{result['queries']:7d} {result['db_ms']:6.1f} {result['slowest_ms']:9.1f} "
-              f"{rows:>5}  {result['count'] or ''}")
+        print(
+            f"{label:26} {result['median_ms']:9.1f} {result['max_ms']:7.1f} "
+            f"{result['queries']:7d} {result['db_ms']:6.1f} {result['slowest_ms']:9.1f} "
+            f"{rows:>5}  {result['count'] or ''}"
+        )
         if args.explain:
             with connection.cursor() as cursor:
                 cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + result["slowest_sql"])

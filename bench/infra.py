@@ -29,17 +29,19 @@ def bench_env(**extra: str) -> dict[str, str]:
     """The environment of every process of the run: its own DB and Redis db, null
     providers, quiet logs. CI's DATABASE_URL / CELERY_BROKER_URL are overridden."""
     env = dict(os.environ)
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "bench.settings",
-        "DATABASE_URL": DATABASE_URL,
-        "CELERY_BROKER_URL": BROKER_URL,
-        "EMAIL_BACKEND": "bench.backends.NullEmailBackend",
-        "SMS_BACKEND": "bench.backends.NullSmsBackend",
-        "LOG_LEVEL": "WARNING",
-        "NOTIFYFLOW_SWEEP_INTERVAL_S": "1",
-        "PYTHONPATH": str(ROOT),
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "bench.settings",
+            "DATABASE_URL": DATABASE_URL,
+            "CELERY_BROKER_URL": BROKER_URL,
+            "EMAIL_BACKEND": "bench.backends.NullEmailBackend",
+            "SMS_BACKEND": "bench.backends.NullSmsBackend",
+            "LOG_LEVEL": "WARNING",
+            "NOTIFYFLOW_SWEEP_INTERVAL_S": "1",
+            "PYTHONPATH": str(ROOT),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra)
     return env
 
@@ -47,8 +49,9 @@ def bench_env(**extra: str) -> dict[str, str]:
 def recreate_database() -> None:
     import psycopg
 
-    with psycopg.connect(host=PG_HOST, port=PG_PORT, user="postgres", dbname="postgres",
-                         autocommit=True) as conn:
+    with psycopg.connect(
+        host=PG_HOST, port=PG_PORT, user="postgres", dbname="postgres", autocommit=True
+    ) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{DB_NAME}"')
 
@@ -66,8 +69,14 @@ def broker_backlog() -> dict[str, int]:
 
 
 def manage(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env or bench_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env or bench_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
     return done.stdout
@@ -149,8 +158,15 @@ class Procs:
     def start(self, name: str, argv: list[str], env: dict[str, str]) -> Proc:
         log = self.run_dir / f"{name}.log"
         handle = log.open("ab")
-        popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        popen = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         handle.close()
         proc = Proc(name, popen, log)
         self.procs.append(proc)
@@ -180,9 +196,20 @@ class Procs:
     # --- servers ----------------------------------------------------------------------
 
     def gunicorn(self, name: str, port: int, workers: int = 2) -> Proc:
-        argv = [str(VENV_BIN / "gunicorn"), "notifyflow.wsgi:application", "-k", "sync",
-                "-w", str(workers), "-b", f"127.0.0.1:{port}", "--backlog", "2048",
-                "--log-level", "warning"]
+        argv = [
+            str(VENV_BIN / "gunicorn"),
+            "notifyflow.wsgi:application",
+            "-k",
+            "sync",
+            "-w",
+            str(workers),
+            "-b",
+            f"127.0.0.1:{port}",
+            "--backlog",
+            "2048",
+            "--log-level",
+            "warning",
+        ]
         proc = self.start(name, argv, bench_env())
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -195,8 +222,9 @@ class Procs:
             time.sleep(0.1)
         raise RuntimeError(f"{name} did not listen on {port}:\n{proc.tail()}")
 
-    def celery_workers(self, count: int, *, tag: str, extra_env: dict[str, str] | None = None
-                       ) -> list[Proc]:
+    def celery_workers(
+        self, count: int, *, tag: str, extra_env: dict[str, str] | None = None
+    ) -> list[Proc]:
         """``count`` worker nodes, ``-P solo`` each (one process per node: a node's
         consumer loop is the ceiling, so scale by nodes)."""
         marker_dir = self.run_dir / f"markers-{tag}"
@@ -206,9 +234,23 @@ class Procs:
         env = bench_env(BENCH_MARKER_DIR=str(marker_dir), **(extra_env or {}))
         procs = []
         for n in range(1, count + 1):
-            argv = [str(VENV_BIN / "celery"), "-A", "notifyflow", "worker", "-P", "solo",
-                    "-n", f"bench{n}-{tag}@%h", "-l", "WARNING", "--without-gossip",
-                    "--without-mingle", "--without-heartbeat", "-Q", "celery"]
+            argv = [
+                str(VENV_BIN / "celery"),
+                "-A",
+                "notifyflow",
+                "worker",
+                "-P",
+                "solo",
+                "-n",
+                f"bench{n}-{tag}@%h",
+                "-l",
+                "WARNING",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-Q",
+                "celery",
+            ]
             procs.append(self.start(f"worker{n}-{tag}", argv, env))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -218,8 +260,9 @@ class Procs:
             if len(list(marker_dir.glob("ready-*"))) >= count:
                 return procs
             time.sleep(0.1)
-        raise RuntimeError("celery workers not ready in 60 s:\n"
-                           + "\n".join(p.tail() for p in procs))
+        raise RuntimeError(
+            "celery workers not ready in 60 s:\n" + "\n".join(p.tail() for p in procs)
+        )
 
     def stop_workers(self, procs: list[Proc]) -> list[dict[str, Any]]:
         """Warm shutdown; returns the no-op stats each node wrote on its way out."""

@@ -25,9 +25,20 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank]
 
 
-def run_load(*, host: str, port: int, path: str, token: str, workflow: str, mode: str,
-             concurrency: int, duration_s: float, warmup_s: float, prefix: str,
-             pool: int = 200) -> dict[str, Any]:
+def run_load(
+    *,
+    host: str,
+    port: int,
+    path: str,
+    token: str,
+    workflow: str,
+    mode: str,
+    concurrency: int,
+    duration_s: float,
+    warmup_s: float,
+    prefix: str,
+    pool: int = 200,
+) -> dict[str, Any]:
     """Drive POSTs for warmup + duration seconds; measure only the ``duration`` part."""
     start = time.perf_counter()
     measure_from = start + warmup_s
@@ -50,9 +61,17 @@ def run_load(*, host: str, port: int, path: str, token: str, workflow: str, mode
             else:
                 key = f"{prefix}-pool-{(i * concurrency + n) % pool}"
             i += 1
-            body = json.dumps({"workflow": workflow, "idempotency_key": key,
-                               "payload": {"email": f"user{i}@example.com", "name": "Ada",
-                                           "phone": "+15005550006"}})
+            body = json.dumps(
+                {
+                    "workflow": workflow,
+                    "idempotency_key": key,
+                    "payload": {
+                        "email": f"user{i}@example.com",
+                        "name": "Ada",
+                        "phone": "+15005550006",
+                    },
+                }
+            )
             try:
                 conn.request("POST", path, body, headers)
                 resp = conn.getresponse()
@@ -71,8 +90,7 @@ def run_load(*, host: str, port: int, path: str, token: str, workflow: str, mode
                     errors[n] += 1
         conn.close()
 
-    threads = [threading.Thread(target=worker, args=(n,), daemon=True)
-               for n in range(concurrency)]
+    threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(concurrency)]
     for t in threads:
         t.start()
     for t in threads:
@@ -84,10 +102,16 @@ def run_load(*, host: str, port: int, path: str, token: str, workflow: str, mode
             merged[str(code)] = merged.get(str(code), 0) + count
     ok = len(all_lat)
     return {
-        "mode": mode, "concurrency": concurrency, "duration_s": duration_s,
-        "requests": ok + sum(errors), "ok": ok, "errors": sum(errors), "statuses": merged,
+        "mode": mode,
+        "concurrency": concurrency,
+        "duration_s": duration_s,
+        "requests": ok + sum(errors),
+        "ok": ok,
+        "errors": sum(errors),
+        "statuses": merged,
         "rps": ok / duration_s if duration_s else 0.0,
-        "p50_ms": percentile(all_lat, 50) * 1000, "p99_ms": percentile(all_lat, 99) * 1000,
+        "p50_ms": percentile(all_lat, 50) * 1000,
+        "p99_ms": percentile(all_lat, 99) * 1000,
         "mean_ms": (sum(all_lat) / ok * 1000) if ok else 0.0,
         "latencies_ms": [round(x * 1000, 3) for x in all_lat],
     }
@@ -108,10 +132,18 @@ def main() -> None:
     args = parser.parse_args()
     if not args.host.startswith("127.") and args.host not in ("localhost", "::1"):
         parser.error("the load generator only targets loopback")
-    result = run_load(host=args.host, port=args.port, path=args.path, token=args.token,
-                      workflow=args.workflow, mode=args.mode, concurrency=args.concurrency,
-                      duration_s=min(args.duration, 300.0), warmup_s=args.warmup,
-                      prefix=args.prefix)
+    result = run_load(
+        host=args.host,
+        port=args.port,
+        path=args.path,
+        token=args.token,
+        workflow=args.workflow,
+        mode=args.mode,
+        concurrency=args.concurrency,
+        duration_s=min(args.duration, 300.0),
+        warmup_s=args.warmup,
+        prefix=args.prefix,
+    )
     print(json.dumps(result))
 
 

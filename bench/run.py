@@ -29,9 +29,14 @@ def machine() -> dict[str, Any]:
     import django
     import rest_framework
 
-    info: dict[str, Any] = {"nproc": os.cpu_count(), "python": platform.python_version(),
-                            "django": django.get_version(), "drf": rest_framework.VERSION,
-                            "celery": celery.__version__, "platform": platform.platform()}
+    info: dict[str, Any] = {
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "django": django.get_version(),
+        "drf": rest_framework.VERSION,
+        "celery": celery.__version__,
+        "platform": platform.platform(),
+    }
     try:
         mem = Path("/proc/meminfo").read_text().splitlines()[0].split()[1]
         info["memory_gib"] = round(int(mem) / 1024 / 1024, 1)
@@ -60,11 +65,14 @@ def machine() -> dict[str, Any]:
 
 def print_table(rows: list[Any]) -> str:
     header = ("scenario", "metric", "value", "reference (same run)", "target", "verdict")
-    data = [header] + [(r.scenario, r.metric, r.value, r.reference, r.target, r.verdict)
-                       for r in rows]
+    data = [header] + [
+        (r.scenario, r.metric, r.value, r.reference, r.target, r.verdict) for r in rows
+    ]
     widths = [max(len(str(row[i])) for row in data) for i in range(len(header))]
-    lines = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
-             for row in data]
+    lines = [
+        "| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+        for row in data
+    ]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     text = "\n".join(lines)
     print(text, flush=True)
@@ -85,7 +93,8 @@ def _take_lock(name: str, timeout_s: float) -> Any:
         except BlockingIOError:
             if time.monotonic() > deadline:
                 raise SystemExit(
-                    f"another bench run holds {name} for over {timeout_s:.0f} s") from None
+                    f"another bench run holds {name} for over {timeout_s:.0f} s"
+                ) from None
             if not announced:
                 print(f"waiting for another bench run using {name} ...", flush=True)
                 announced = True
@@ -105,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     mode = "quick" if args.quick else "full"
     # Quick and full runs use different databases and Redis dbs, so a CI smoke run on
     # the same machine never drops a full run's database; runs of one kind take turns.
-    os.environ.setdefault("BENCH_DB_NAME",
-                          "notifyflow_bench_quick" if args.quick else "notifyflow_bench")
+    os.environ.setdefault(
+        "BENCH_DB_NAME", "notifyflow_bench_quick" if args.quick else "notifyflow_bench"
+    )
     os.environ.setdefault("BENCH_REDIS_DB", "10" if args.quick else "9")
     from bench.infra import (
         DB_NAME,
@@ -126,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.update(bench_env())
     started = time.monotonic()
-    print(f"bench ({mode}): database {DB_NAME}, redis db {REDIS_DB}, logs in {run_dir}",
-          flush=True)
+    print(f"bench ({mode}): database {DB_NAME}, redis db {REDIS_DB}, logs in {run_dir}", flush=True)
     recreate_database()
     manage("migrate", "--noinput")
 
@@ -150,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {name}", flush=True)
             t0 = time.monotonic()
             loadavg[name] = round(os.getloadavg()[0], 2)
-            getattr(scenarios, {"hold": "scenario_hold_and_rss"}.get(name, f"scenario_{name}"))(
-                ctx)
+            getattr(scenarios, {"hold": "scenario_hold_and_rss"}.get(name, f"scenario_{name}"))(ctx)
             timings[name] = round(time.monotonic() - t0, 1)
             print(f"   ({timings[name]} s)", flush=True)
     except BaseException as exc:  # noqa: BLE001 - reported, then exit non-zero
@@ -165,21 +173,30 @@ def main(argv: list[str] | None = None) -> int:
         pass
 
     info = machine()
-    print(f"\nNotifyFlow bench ({mode}), {info.get('nproc')} cores, "
-          f"{info.get('memory_gib')} GiB, PostgreSQL {info.get('postgresql')}, "
-          f"Redis {info.get('redis')}, Python {info['python']}, Django {info['django']}, "
-          f"Celery {info['celery']}; one-row INSERT+commit {info.get('pg_commit_ms')} ms")
+    print(
+        f"\nNotifyFlow bench ({mode}), {info.get('nproc')} cores, "
+        f"{info.get('memory_gib')} GiB, PostgreSQL {info.get('postgresql')}, "
+        f"Redis {info.get('redis')}, Python {info['python']}, Django {info['django']}, "
+        f"Celery {info['celery']}; one-row INSERT+commit {info.get('pg_commit_ms')} ms"
+    )
     table = print_table(ctx.rows) if ctx else ""
     total = round(time.monotonic() - started, 1)
     print(f"total {total} s", flush=True)
     for note in scenarios.DISTURBANCES:
         print(f"disturbed: {note}", flush=True)
-    report = {"mode": mode, "started": stamp, "total_s": total, "scenario_s": timings,
-              "loadavg_1min_at_start": loadavg,
-              "machine": info, "error": error,
-              "rows": [r.__dict__ for r in ctx.rows] if ctx else [],
-              "results": ctx.results if ctx else {}, "table": table,
-              "disturbances": scenarios.DISTURBANCES}
+    report = {
+        "mode": mode,
+        "started": stamp,
+        "total_s": total,
+        "scenario_s": timings,
+        "loadavg_1min_at_start": loadavg,
+        "machine": info,
+        "error": error,
+        "rows": [r.__dict__ for r in ctx.rows] if ctx else [],
+        "results": ctx.results if ctx else {},
+        "table": table,
+        "disturbances": scenarios.DISTURBANCES,
+    }
     out = OUT_DIR / f"bench-{mode}-{stamp}.json"
     out.write_text(json.dumps(report, indent=2, default=str))
     (OUT_DIR / f"latest-{mode}.json").write_text(out.read_text())

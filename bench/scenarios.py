@@ -45,8 +45,11 @@ from workflows.services import workflow_save
 
 S = TriggerStatus
 PAYLOAD = {"email": "ada@example.com", "name": "Ada", "phone": "+15005550006"}
-EMAIL = {"to": "{{ payload.email }}", "subject": "Hello {{ payload.name }}",
-         "body": "Hi {{ payload.name }}, this is step {{ trigger.attempts }}."}
+EMAIL = {
+    "to": "{{ payload.email }}",
+    "subject": "Hello {{ payload.name }}",
+    "body": "Hi {{ payload.name }}, this is step {{ trigger.attempts }}.",
+}
 SMS = {"to": "{{ payload.phone }}", "body": "Hi {{ payload.name }}, a text for you."}
 
 
@@ -90,13 +93,40 @@ class Sizes:
     drain_timeout_s: float
 
 
-FULL = Sizes(ingest_rounds=3, ingest_s=6, ingest_warmup_s=1, exec_n=20_000, noop_n=20_000,
-             latency_s=20, delay_n=2_000, horizon_n=300, cost_k=1_000, cost_sweeps=300,
-             big_rows=1_000_000, hold_n=100_000, profile_exec_n=4_000, profile_s=10,
-             drain_timeout_s=1800)
-QUICK = Sizes(ingest_rounds=1, ingest_s=2, ingest_warmup_s=0.5, exec_n=300, noop_n=1_000,
-              latency_s=3, delay_n=100, horizon_n=30, cost_k=100, cost_sweeps=30, big_rows=20_000,
-              hold_n=1_000, profile_exec_n=300, profile_s=2, drain_timeout_s=120)
+FULL = Sizes(
+    ingest_rounds=3,
+    ingest_s=6,
+    ingest_warmup_s=1,
+    exec_n=20_000,
+    noop_n=20_000,
+    latency_s=20,
+    delay_n=2_000,
+    horizon_n=300,
+    cost_k=1_000,
+    cost_sweeps=300,
+    big_rows=1_000_000,
+    hold_n=100_000,
+    profile_exec_n=4_000,
+    profile_s=10,
+    drain_timeout_s=1800,
+)
+QUICK = Sizes(
+    ingest_rounds=1,
+    ingest_s=2,
+    ingest_warmup_s=0.5,
+    exec_n=300,
+    noop_n=1_000,
+    latency_s=3,
+    delay_n=100,
+    horizon_n=30,
+    cost_k=100,
+    cost_sweeps=30,
+    big_rows=20_000,
+    hold_n=1_000,
+    profile_exec_n=300,
+    profile_s=2,
+    drain_timeout_s=120,
+)
 
 
 @dataclass
@@ -126,14 +156,19 @@ class Ctx:
 
 # --- helpers ---------------------------------------------------------------------------
 
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
 def stats_s(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "p50": percentile(values, 50), "p99": percentile(values, 99),
-            "max": max(values) if values else 0.0,
-            "mean": sum(values) / len(values) if values else 0.0}
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p99": percentile(values, 99),
+        "max": max(values) if values else 0.0,
+        "mean": sum(values) / len(values) if values else 0.0,
+    }
 
 
 def verdict(ok: bool, how: str = "") -> str:
@@ -144,8 +179,7 @@ def setup(procs: Procs, quick: bool) -> Ctx:
     token = manage("create_api_key", "bench").strip().splitlines()[-1]
     ctx = Ctx(sizes=QUICK if quick else FULL, quick=quick, procs=procs, token=token)
     for key, definition in WORKFLOWS.items():
-        ctx.workflows[key] = workflow_save(key=key, name=key, definition=definition,
-                                           actor="bench")
+        ctx.workflows[key] = workflow_save(key=key, name=key, definition=definition, actor="bench")
     return ctx
 
 
@@ -153,8 +187,14 @@ def flush_broker() -> None:
     redis_client().flushdb()
 
 
-def preload(wf: Workflow, n: int, prefix: str, *, chunk: int = 5000,
-            on_chunk: Callable[[], None] | None = None) -> list[uuid.UUID]:
+def preload(
+    wf: Workflow,
+    n: int,
+    prefix: str,
+    *,
+    chunk: int = 5000,
+    on_chunk: Callable[[], None] | None = None,
+) -> list[uuid.UUID]:
     """Create ``n`` due instances with one bulk INSERT per chunk and send their first
     message, as trigger_create would, without the per-request cost."""
     from executions.tasks import execute_node
@@ -164,11 +204,22 @@ def preload(wf: Workflow, n: int, prefix: str, *, chunk: int = 5000,
     ids: list[uuid.UUID] = []
     for start in range(0, n, chunk):
         now = timezone.now()
-        rows = [TriggerInstance(id=uuid.uuid4(), workflow=wf, workflow_version=version,
-                                idempotency_key=f"{prefix}-{i}", payload=PAYLOAD,
-                                status=S.ENQUEUED, current_node_id=entry, vars={}, attempts=0,
-                                available_at=now, dispatched_at=now)
-                for i in range(start, min(n, start + chunk))]
+        rows = [
+            TriggerInstance(
+                id=uuid.uuid4(),
+                workflow=wf,
+                workflow_version=version,
+                idempotency_key=f"{prefix}-{i}",
+                payload=PAYLOAD,
+                status=S.ENQUEUED,
+                current_node_id=entry,
+                vars={},
+                attempts=0,
+                available_at=now,
+                dispatched_at=now,
+            )
+            for i in range(start, min(n, start + chunk))
+        ]
         TriggerInstance.objects.bulk_create(rows, batch_size=1000)
         with celery_app.producer_or_acquire() as producer:
             for row in rows:
@@ -206,23 +257,32 @@ class StallWatch:
             return
         from executions.tasks import execute_node
 
-        qs = TriggerInstance.objects.filter(workflow=self.wf, status=S.ENQUEUED,
-                                            available_at__lte=timezone.now())
+        qs = TriggerInstance.objects.filter(
+            workflow=self.wf, status=S.ENQUEUED, available_at__lte=timezone.now()
+        )
         if self.since is not None:
             qs = qs.filter(created_at__gte=self.since)
         ids = list(qs.values_list("id", flat=True))
         with celery_app.producer_or_acquire() as producer:
             for instance_id in ids:
                 execute_node.apply_async(args=(str(instance_id),), producer=producer)
-        note = (f"{self.wf.key}: no progress for {self.after_s:.0f} s and an empty broker: "
-                f"re-sent {len(ids)} lost messages (external Redis flush?)")
+        note = (
+            f"{self.wf.key}: no progress for {self.after_s:.0f} s and an empty broker: "
+            f"re-sent {len(ids)} lost messages (external Redis flush?)"
+        )
         print(f"    warning: {note}", flush=True)
         DISTURBANCES.append(note)
         self.last_change = now
 
 
-def wait_terminal(wf: Workflow, n: int, timeout_s: float, *, since: datetime | None = None,
-                  procs: Iterable[Any] = ()) -> dict[str, int]:
+def wait_terminal(
+    wf: Workflow,
+    n: int,
+    timeout_s: float,
+    *,
+    since: datetime | None = None,
+    procs: Iterable[Any] = (),
+) -> dict[str, int]:
     """Poll until ``n`` instances of ``wf`` (created since ``since``) are finished."""
     qs = TriggerInstance.objects.filter(workflow=wf)
     if since is not None:
@@ -255,7 +315,8 @@ def close_out(wf: Workflow) -> None:
             "UPDATE triggers_triggerinstance SET status='completed', current_node_id=NULL, "
             "lease_token=NULL, locked_by='', locked_until=NULL, finished_at=now(), "
             "updated_at=now() WHERE workflow_id=%s AND status IN ('enqueued','processing')",
-            [wf.pk])
+            [wf.pk],
+        )
 
 
 def step_rate(wf: Workflow, since: datetime) -> dict[str, float]:
@@ -266,20 +327,50 @@ def step_rate(wf: Workflow, since: datetime) -> dict[str, float]:
     return {"steps": count, "span_s": span, "steps_per_s": count / span if span else 0.0}
 
 
-def loadgen(port: int, path: str, token: str, workflow: str, mode: str, duration: float,
-            warmup: float, prefix: str, concurrency: int = 4) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "bench.loadgen", "--port", str(port), "--path", path,
-            "--token", token, "--workflow", workflow, "--mode", mode, "--duration",
-            str(duration), "--warmup", str(warmup), "--prefix", prefix,
-            "--concurrency", str(concurrency)]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
-                          timeout=duration + warmup + 120)
+def loadgen(
+    port: int,
+    path: str,
+    token: str,
+    workflow: str,
+    mode: str,
+    duration: float,
+    warmup: float,
+    prefix: str,
+    concurrency: int = 4,
+) -> dict[str, Any]:
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.loadgen",
+        "--port",
+        str(port),
+        "--path",
+        path,
+        "--token",
+        token,
+        "--workflow",
+        workflow,
+        "--mode",
+        mode,
+        "--duration",
+        str(duration),
+        "--warmup",
+        str(warmup),
+        "--prefix",
+        prefix,
+        "--concurrency",
+        str(concurrency),
+    ]
+    done = subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, timeout=duration + warmup + 120
+    )
     if done.returncode != 0:
         raise RuntimeError(f"loadgen failed: {done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # --- 1. ingestion ----------------------------------------------------------------------
+
 
 def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Merge rounds of one (target, mode): req/s over the summed time, exact percentiles."""
@@ -290,10 +381,17 @@ def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for r in runs:
         for code, count in r["statuses"].items():
             statuses[code] = statuses.get(code, 0) + count
-    return {"rounds": len(runs), "ok": ok, "errors": sum(r["errors"] for r in runs),
-            "statuses": statuses, "duration_s": duration, "rps": ok / duration,
-            "rps_per_round": [round(r["rps"], 1) for r in runs],
-            "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99)}
+    return {
+        "rounds": len(runs),
+        "ok": ok,
+        "errors": sum(r["errors"] for r in runs),
+        "statuses": statuses,
+        "duration_s": duration,
+        "rps": ok / duration,
+        "rps_per_round": [round(r["rps"], 1) for r in runs],
+        "p50_ms": percentile(lat, 50),
+        "p99_ms": percentile(lat, 99),
+    }
 
 
 def scenario_ingestion(ctx: Ctx) -> None:
@@ -308,12 +406,22 @@ def scenario_ingestion(ctx: Ctx) -> None:
         # Rounds alternate reference and app, so a noisy neighbour hits both alike.
         for mode in ("new", "repeat"):
             for rnd in range(sz.ingest_rounds):
-                for name, port, path in (("reference", ref_port, "/bench/ref/triggers/"),
-                                         ("app", app_port, "/api/v1/triggers/")):
+                for name, port, path in (
+                    ("reference", ref_port, "/bench/ref/triggers/"),
+                    ("app", app_port, "/api/v1/triggers/"),
+                ):
                     # repeat mode: every round replays the same key pool.
                     prefix = f"{name}-{mode}-{run_id}" + (f"-{rnd}" if mode == "new" else "")
-                    res = loadgen(port, path, ctx.token, "bench-ingest", mode, sz.ingest_s,
-                                  sz.ingest_warmup_s, prefix)
+                    res = loadgen(
+                        port,
+                        path,
+                        ctx.token,
+                        "bench-ingest",
+                        mode,
+                        sz.ingest_s,
+                        sz.ingest_warmup_s,
+                        prefix,
+                    )
                     if res["ok"] == 0:
                         raise RuntimeError(f"ingestion {name}/{mode}: nothing succeeded: {res}")
                     raw.setdefault(f"{name}_{mode}", []).append(res)
@@ -328,18 +436,28 @@ def scenario_ingestion(ctx: Ctx) -> None:
     for mode in ("new", "repeat"):
         a, r = out[f"app_{mode}"], out[f"reference_{mode}"]
         ratio = a["rps"] / r["rps"] if r["rps"] else 0.0
-        ctx.row("1 ingestion", f"POST req/s, {mode} keys", f"{a['rps']:.0f}",
-                f"{r['rps']:.0f} (bare DRF get_or_create)", ">= 90% of ref",
-                verdict(ratio >= 0.9, f"{ratio:.0%}"))
-        ctx.row("1 ingestion", f"POST p50/p99, {mode} keys",
-                f"{a['p50_ms']:.1f} / {a['p99_ms']:.1f} ms",
-                f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms", "p99 < 50 ms",
-                verdict(a["p99_ms"] < 50))
+        ctx.row(
+            "1 ingestion",
+            f"POST req/s, {mode} keys",
+            f"{a['rps']:.0f}",
+            f"{r['rps']:.0f} (bare DRF get_or_create)",
+            ">= 90% of ref",
+            verdict(ratio >= 0.9, f"{ratio:.0%}"),
+        )
+        ctx.row(
+            "1 ingestion",
+            f"POST p50/p99, {mode} keys",
+            f"{a['p50_ms']:.1f} / {a['p99_ms']:.1f} ms",
+            f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms",
+            "p99 < 50 ms",
+            verdict(a["p99_ms"] < 50),
+        )
         if a["errors"] or r["errors"]:
             ctx.row("1 ingestion", f"errors, {mode} keys", str(a["statuses"]), str(r["statuses"]))
 
 
 # --- 2. execution ----------------------------------------------------------------------
+
 
 def _noop_reference(ctx: Ctx) -> dict[str, Any]:
     from bench.reference_app.tasks import noop
@@ -362,8 +480,12 @@ def _noop_reference(ctx: Ctx) -> dict[str, Any]:
     firsts = [s["first"] for s in stats if s["count"]]
     lasts = [s["last"] for s in stats if s["count"]]
     span = max(lasts) - min(firsts) if firsts else 0.0
-    return {"tasks": count, "span_s": span, "tasks_per_s": count / span if span else 0.0,
-            "per_node": stats}
+    return {
+        "tasks": count,
+        "span_s": span,
+        "tasks_per_s": count / span if span else 0.0,
+        "per_node": stats,
+    }
 
 
 def scenario_execution(ctx: Ctx) -> None:
@@ -397,24 +519,41 @@ def scenario_execution(ctx: Ctx) -> None:
         wait_terminal(wf, total, sz.drain_timeout_s, since=lat_since, procs=workers)
     finally:
         ctx.procs.stop_workers(workers)
-    lat = [(f - c).total_seconds() for c, f in TriggerInstance.objects.filter(
-        workflow=wf, created_at__gte=lat_since, status=S.COMPLETED
-    ).values_list("created_at", "finished_at")]
+    lat = [
+        (f - c).total_seconds()
+        for c, f in TriggerInstance.objects.filter(
+            workflow=wf, created_at__gte=lat_since, status=S.COMPLETED
+        ).values_list("created_at", "finished_at")
+    ]
     lstats = stats_s(lat)
     ratio = rate["steps_per_s"] / ref["tasks_per_s"] if ref["tasks_per_s"] else 0.0
     ctx.results["execution"] = {
         "workers": "2 nodes x celery -P solo (-c 1), prefetch 1, acks_late",
-        "instances": sz.exec_n, "status": status, "rate": rate, "noop_reference": ref,
+        "instances": sz.exec_n,
+        "status": status,
+        "rate": rate,
+        "noop_reference": ref,
         "latency": {"instances_per_s": per_s, "count": total, **lstats},
     }
-    ctx.row("2 execution", f"node steps/s ({sz.exec_n} x 3-node)",
-            f"{rate['steps_per_s']:.0f}", f"{ref['tasks_per_s']:.0f} no-op tasks/s",
-            ">= 50% of ref", verdict(ratio >= 0.5, f"{ratio:.0%}"))
-    ctx.row("2 execution", f"trigger->completed p50/p99 at {per_s:.0f} inst/s",
-            f"{ms(lstats['p50'])} / {ms(lstats['p99'])}", "", "(no target)")
+    ctx.row(
+        "2 execution",
+        f"node steps/s ({sz.exec_n} x 3-node)",
+        f"{rate['steps_per_s']:.0f}",
+        f"{ref['tasks_per_s']:.0f} no-op tasks/s",
+        ">= 50% of ref",
+        verdict(ratio >= 0.5, f"{ratio:.0%}"),
+    )
+    ctx.row(
+        "2 execution",
+        f"trigger->completed p50/p99 at {per_s:.0f} inst/s",
+        f"{ms(lstats['p50'])} / {ms(lstats['p99'])}",
+        "",
+        "(no target)",
+    )
 
 
 # --- 3. delay precision ----------------------------------------------------------------
+
 
 def _lateness(wf: Workflow, since: datetime, delay_node: str, next_node: str) -> list[float]:
     resume: dict[Any, datetime] = {}
@@ -457,8 +596,14 @@ class Sweeper(threading.Thread):
             raise RuntimeError(f"sweeper crashed: {self.error!r}")
 
 
-def _delay_run(ctx: Ctx, wf: Workflow, n: int, tag: str, extra_env: dict[str, str] | None = None,
-               sweep_interval: float | None = None) -> tuple[dict[str, float], int]:
+def _delay_run(
+    ctx: Ctx,
+    wf: Workflow,
+    n: int,
+    tag: str,
+    extra_env: dict[str, str] | None = None,
+    sweep_interval: float | None = None,
+) -> tuple[dict[str, float], int]:
     flush_broker()
     workers = ctx.procs.celery_workers(2, tag=tag, extra_env=extra_env)
     sweeper = Sweeper(sweep_interval) if sweep_interval else None
@@ -489,26 +634,54 @@ def scenario_delay(ctx: Ctx) -> None:
     late_stock, _ = _delay_run(ctx, wf, n, "delaystock", {"NOTIFYFLOW_KOMBU_TIMER_FIX": "0"})
     # Beyond the broker horizon: the delay stays in the database, the sweeper wakes it.
     interval = 1.0
-    late_h, swept = _delay_run(ctx, ctx.workflows["bench-horizon"], sz.horizon_n, "horizon",
-                               {"NOTIFYFLOW_BROKER_HORIZON_S": "2"}, sweep_interval=interval)
+    late_h, swept = _delay_run(
+        ctx,
+        ctx.workflows["bench-horizon"],
+        sz.horizon_n,
+        "horizon",
+        {"NOTIFYFLOW_BROKER_HORIZON_S": "2"},
+        sweep_interval=interval,
+    )
     ctx.results["delay"] = {
         "in_broker": {"instances": n, "delay_s": 5, **late},
         "in_broker_stock_kombu": {"instances": n, "delay_s": 5, **late_stock},
-        "beyond_horizon": {"instances": sz.horizon_n, "delay_s": 5, "broker_horizon_s": 2,
-                           "sweep_interval_s": interval, "sweeper_dispatched": swept,
-                           **late_h}}
-    ctx.row("3 delay", f"lateness p50/p99, 5 s delay x {n} (broker countdown)",
-            f"{ms(late['p50'])} / {ms(late['p99'])}", "resume_at", "p99 < 1 s",
-            verdict(late["p99"] < 1.0))
-    ctx.row("3 delay", "  same, stock kombu timer loop (fix off)",
-            f"{ms(late_stock['p50'])} / {ms(late_stock['p99'])}", "resume_at", "p99 < 1 s",
-            verdict(late_stock["p99"] < 1.0))
-    ctx.row("3 delay", f"lateness p50/p99, beyond horizon x {sz.horizon_n} (sweeper)",
-            f"{ms(late_h['p50'])} / {ms(late_h['p99'])}", f"sweep every {interval:.0f} s",
-            f"p99 <= {interval + 1:.0f} s", verdict(late_h["p99"] <= interval + 1))
+        "beyond_horizon": {
+            "instances": sz.horizon_n,
+            "delay_s": 5,
+            "broker_horizon_s": 2,
+            "sweep_interval_s": interval,
+            "sweeper_dispatched": swept,
+            **late_h,
+        },
+    }
+    ctx.row(
+        "3 delay",
+        f"lateness p50/p99, 5 s delay x {n} (broker countdown)",
+        f"{ms(late['p50'])} / {ms(late['p99'])}",
+        "resume_at",
+        "p99 < 1 s",
+        verdict(late["p99"] < 1.0),
+    )
+    ctx.row(
+        "3 delay",
+        "  same, stock kombu timer loop (fix off)",
+        f"{ms(late_stock['p50'])} / {ms(late_stock['p99'])}",
+        "resume_at",
+        "p99 < 1 s",
+        verdict(late_stock["p99"] < 1.0),
+    )
+    ctx.row(
+        "3 delay",
+        f"lateness p50/p99, beyond horizon x {sz.horizon_n} (sweeper)",
+        f"{ms(late_h['p50'])} / {ms(late_h['p99'])}",
+        f"sweep every {interval:.0f} s",
+        f"p99 <= {interval + 1:.0f} s",
+        verdict(late_h["p99"] <= interval + 1),
+    )
 
 
 # --- 4. cost at scale ------------------------------------------------------------------
+
 
 def _timed(fn: Callable[[], Any], n: int) -> list[float]:
     times = []
@@ -522,11 +695,22 @@ def _timed(fn: Callable[[], Any], n: int) -> list[float]:
 def _due_instances(wf: Workflow, n: int, prefix: str) -> list[uuid.UUID]:
     version = wf.current_version
     past = timezone.now() - timedelta(seconds=1)
-    rows = [TriggerInstance(id=uuid.uuid4(), workflow=wf, workflow_version=version,
-                            idempotency_key=f"{prefix}-{i}", payload=PAYLOAD, status=S.ENQUEUED,
-                            current_node_id=version.definition["entry_node_id"], vars={},
-                            attempts=0, available_at=past, dispatched_at=past)
-            for i in range(n)]
+    rows = [
+        TriggerInstance(
+            id=uuid.uuid4(),
+            workflow=wf,
+            workflow_version=version,
+            idempotency_key=f"{prefix}-{i}",
+            payload=PAYLOAD,
+            status=S.ENQUEUED,
+            current_node_id=version.definition["entry_node_id"],
+            vars={},
+            attempts=0,
+            available_at=past,
+            dispatched_at=past,
+        )
+        for i in range(n)
+    ]
     TriggerInstance.objects.bulk_create(rows, batch_size=1000)
     return [r.id for r in rows]
 
@@ -567,37 +751,67 @@ def _cost_pass(ctx: Ctx, label: str) -> dict[str, Any]:
     # The sweeper pass, nothing to do (the steady state).
     sweep_t = _timed(lambda: engine.sweep(), sz.cost_sweeps)
     # trigger_create: new keys, then the same keys again.
-    counter = iter(range(10 ** 9))
-    new_t = _timed(lambda: trigger_create(workflow="bench-exec",
-                                          idempotency_key=f"{tag}-new-{next(counter)}",
-                                          payload=PAYLOAD), sz.cost_k)
-    counter = iter(range(10 ** 9))
-    rep_t = _timed(lambda: trigger_create(workflow="bench-exec",
-                                          idempotency_key=f"{tag}-new-{next(counter)}",
-                                          payload=PAYLOAD), sz.cost_k)
+    counter = iter(range(10**9))
+    new_t = _timed(
+        lambda: trigger_create(
+            workflow="bench-exec", idempotency_key=f"{tag}-new-{next(counter)}", payload=PAYLOAD
+        ),
+        sz.cost_k,
+    )
+    counter = iter(range(10**9))
+    rep_t = _timed(
+        lambda: trigger_create(
+            workflow="bench-exec", idempotency_key=f"{tag}-new-{next(counter)}", payload=PAYLOAD
+        ),
+        sz.cost_k,
+    )
 
     # EXPLAIN (ANALYZE, BUFFERS) of the statements themselves, captured from the calls.
     [due] = _due_instances(wf, 1, f"{tag}-plan")
     with transaction.atomic(), CaptureQueriesContext(connection) as cq:
         engine.claim(instance_id=due, worker="bench")
         transaction.set_rollback(True)
-    _explain(_pick(cq.captured_queries, "UPDATE", "triggers_triggerinstance"),
-             "claim_update", label, rollback=True, quick=ctx.quick)
+    _explain(
+        _pick(cq.captured_queries, "UPDATE", "triggers_triggerinstance"),
+        "claim_update",
+        label,
+        rollback=True,
+        quick=ctx.quick,
+    )
     with CaptureQueriesContext(connection) as cq:
         engine.sweep()
-    _explain(_pick(cq.captured_queries, "SELECT", "'processing'"), "sweep_expired_leases",
-             label, rollback=True, quick=ctx.quick)
-    _explain(_pick(cq.captured_queries, "SELECT", "'enqueued'"), "sweep_redispatch_due",
-             label, rollback=True, quick=ctx.quick)
+    _explain(
+        _pick(cq.captured_queries, "SELECT", "'processing'"),
+        "sweep_expired_leases",
+        label,
+        rollback=True,
+        quick=ctx.quick,
+    )
+    _explain(
+        _pick(cq.captured_queries, "SELECT", "'enqueued'"),
+        "sweep_redispatch_due",
+        label,
+        rollback=True,
+        quick=ctx.quick,
+    )
     with CaptureQueriesContext(connection) as cq:
         trigger_create(workflow="bench-exec", idempotency_key=f"{tag}-new-0", payload=PAYLOAD)
-    _explain(_pick(cq.captured_queries, "SELECT", "triggers_triggerinstance",
-                   "idempotency_key"), "idempotency_lookup", label, rollback=True, quick=ctx.quick)
+    _explain(
+        _pick(cq.captured_queries, "SELECT", "triggers_triggerinstance", "idempotency_key"),
+        "idempotency_lookup",
+        label,
+        rollback=True,
+        quick=ctx.quick,
+    )
 
     close_out(wf)
     flush_broker()
-    return {"claim": stats_s(claim_t), "sweep": stats_s(sweep_t),
-            "trigger_create_new": stats_s(new_t), "trigger_create_repeat": stats_s(rep_t)}
+    return {
+        "claim": stats_s(claim_t),
+        "sweep": stats_s(sweep_t),
+        "trigger_create_new": stats_s(new_t),
+        "trigger_create_repeat": stats_s(rep_t),
+    }
 
 
 BULK_SQL = """
@@ -618,29 +832,47 @@ def scenario_cost(ctx: Ctx) -> None:
     wf = ctx.workflows["bench-exec"]
     flush_broker()
     with connection.cursor() as cur:
-        cur.execute("TRUNCATE triggers_triggerinstance, triggers_triggerstatuschange, "
-                    "executions_stepexecutionlog, executions_delivery")
+        cur.execute(
+            "TRUNCATE triggers_triggerinstance, triggers_triggerstatuschange, "
+            "executions_stepexecutionlog, executions_delivery"
+        )
         cur.execute("VACUUM ANALYZE triggers_triggerinstance")
     small = _cost_pass(ctx, "0")
     t0 = time.monotonic()
     with connection.cursor() as cur:
-        cur.execute(BULK_SQL, {"wf": wf.pk, "ver": wf.current_version_id,
-                               "payload": json.dumps(PAYLOAD), "n": sz.big_rows})
+        cur.execute(
+            BULK_SQL,
+            {
+                "wf": wf.pk,
+                "ver": wf.current_version_id,
+                "payload": json.dumps(PAYLOAD),
+                "n": sz.big_rows,
+            },
+        )
         cur.execute("VACUUM ANALYZE triggers_triggerinstance")
     load_s = time.monotonic() - t0
-    big_label = f"{sz.big_rows // 1000}k" if sz.big_rows < 1_000_000 else \
-        f"{sz.big_rows // 1_000_000}M"
+    big_label = (
+        f"{sz.big_rows // 1000}k" if sz.big_rows < 1_000_000 else f"{sz.big_rows // 1_000_000}M"
+    )
     big = _cost_pass(ctx, big_label)
-    ctx.results["cost"] = {"rows": sz.big_rows, "bulk_load_s": load_s, "0": small,
-                           big_label: big}
-    names = {"claim": "claim (engine.claim)", "sweep": "sweeper pass (engine.sweep)",
-             "trigger_create_new": "trigger_create, new key",
-             "trigger_create_repeat": "trigger_create, repeated key"}
+    ctx.results["cost"] = {"rows": sz.big_rows, "bulk_load_s": load_s, "0": small, big_label: big}
+    names = {
+        "claim": "claim (engine.claim)",
+        "sweep": "sweeper pass (engine.sweep)",
+        "trigger_create_new": "trigger_create, new key",
+        "trigger_create_repeat": "trigger_create, repeated key",
+    }
     for key, title in names.items():
         a, b = small[key]["p50"], big[key]["p50"]
         ratio = b / a if a else 0.0
-        ctx.row("4 cost", f"{title} p50, {big_label} finished rows", ms(b),
-                f"{ms(a)} with 0 rows", "<= 1.2x", verdict(ratio <= 1.2, f"{ratio:.2f}x"))
+        ctx.row(
+            "4 cost",
+            f"{title} p50, {big_label} finished rows",
+            ms(b),
+            f"{ms(a)} with 0 rows",
+            "<= 1.2x",
+            verdict(ratio <= 1.2, f"{ratio:.2f}x"),
+        )
 
 
 def scenario_hold_and_rss(ctx: Ctx) -> None:
@@ -666,8 +898,9 @@ def scenario_hold_and_rss(ctx: Ctx) -> None:
     try:
         preload(wf, sz.hold_n, f"hold-{uuid.uuid4().hex[:6]}", chunk=1000, on_chunk=sample)
         deadline = time.monotonic() + sz.drain_timeout_s
-        waiting_qs = TriggerInstance.objects.filter(workflow=wf, created_at__gte=since,
-                                                    status=S.ENQUEUED, current_node_id="e1")
+        waiting_qs = TriggerInstance.objects.filter(
+            workflow=wf, created_at__gte=since, status=S.ENQUEUED, current_node_id="e1"
+        )
         watch = StallWatch(wf, since)
         while time.monotonic() < deadline:
             sample()
@@ -693,20 +926,35 @@ def scenario_hold_and_rss(ctx: Ctx) -> None:
     rss_10 = sum(samples.get("checkpoint", samples["start"]))
     rss_end = sum(samples["end"])
     growth = rss_end / rss_10 - 1 if rss_10 else 0.0
-    ctx.results["hold_rss"] = {"instances": sz.hold_n, "waiting": waiting,
-                               "waiting_undispatched": undispatched, "broker": backlog,
-                               "rss_kib": samples, "growth": growth}
+    ctx.results["hold_rss"] = {
+        "instances": sz.hold_n,
+        "waiting": waiting,
+        "waiting_undispatched": undispatched,
+        "broker": backlog,
+        "rss_kib": samples,
+        "growth": growth,
+    }
     held = backlog["ready"] + backlog["unacked"]
-    ctx.row("4 cost", f"broker messages for {waiting} instances on a 1 h delay",
-            f"{backlog['ready']} ready + {backlog['unacked']} unacked", "", "0",
-            verdict(held == 0))
-    ctx.row("4 cost", f"worker RSS after {samples['end_steps']} steps (2 nodes)",
-            f"{rss_end / 1024:.1f} MiB",
-            f"{rss_10 / 1024:.1f} MiB after {samples.get('checkpoint_steps', 0)} steps",
-            "<= +10%", verdict(growth <= 0.10, f"{growth:+.1%}"))
+    ctx.row(
+        "4 cost",
+        f"broker messages for {waiting} instances on a 1 h delay",
+        f"{backlog['ready']} ready + {backlog['unacked']} unacked",
+        "",
+        "0",
+        verdict(held == 0),
+    )
+    ctx.row(
+        "4 cost",
+        f"worker RSS after {samples['end_steps']} steps (2 nodes)",
+        f"{rss_end / 1024:.1f} MiB",
+        f"{rss_10 / 1024:.1f} MiB after {samples.get('checkpoint_steps', 0)} steps",
+        "<= +10%",
+        verdict(growth <= 0.10, f"{growth:+.1%}"),
+    )
 
 
 # --- 5. profiles -----------------------------------------------------------------------
+
 
 def _summarize_collapsed(raw: Path, out: Path, top: int = 40) -> dict[str, Any]:
     """Top functions by self and inclusive samples from py-spy's collapsed stacks."""
@@ -719,13 +967,23 @@ def _summarize_collapsed(raw: Path, out: Path, top: int = 40) -> dict[str, Any]:
             continue
         count = int(count_s)
         total += count
-        frames = [f.split(" (")[0] + " (" + f.split(" (", 1)[1].split(":")[0].split(
-            "site-packages/")[-1].replace(str(ROOT) + "/", "") + ")" if " (" in f else f
-            for f in stack.split(";")]
+        frames = [
+            f.split(" (")[0]
+            + " ("
+            + f.split(" (", 1)[1]
+            .split(":")[0]
+            .split("site-packages/")[-1]
+            .replace(str(ROOT) + "/", "")
+            + ")"
+            if " (" in f
+            else f
+            for f in stack.split(";")
+        ]
         self_s[frames[-1]] = self_s.get(frames[-1], 0) + count
         for f in set(frames):
             incl[f] = incl.get(f, 0) + count
     lines = [f"{raw.name}: {total} samples", "", "== self =="]
+
     def ranked(table: dict[str, int]) -> list[tuple[str, int]]:
         return sorted(table.items(), key=lambda x: -x[1])[:top]
 
@@ -733,9 +991,14 @@ def _summarize_collapsed(raw: Path, out: Path, top: int = 40) -> dict[str, Any]:
     lines += ["", "== inclusive =="]
     lines += [f"{c / total:6.1%}  {f}" for f, c in ranked(incl)]
     out.write_text("\n".join(lines) + "\n")
-    return {"samples": total,
-            "inclusive_top": [(f, round(c / total, 3)) for f, c in
-                              sorted(incl.items(), key=lambda x: -x[1])[:top]] if total else []}
+    return {
+        "samples": total,
+        "inclusive_top": [
+            (f, round(c / total, 3)) for f, c in sorted(incl.items(), key=lambda x: -x[1])[:top]
+        ]
+        if total
+        else [],
+    }
 
 
 def _py_spy(pid: int, duration: float, raw: Path, *, subprocesses: bool = False) -> bool:
@@ -745,8 +1008,21 @@ def _py_spy(pid: int, duration: float, raw: Path, *, subprocesses: bool = False)
     if not exe.exists():
         print("    py-spy not installed (pip install -e '.[bench]'): skipping", flush=True)
         return False
-    argv = [str(exe), "record", "--pid", str(pid), "--duration", str(max(1, int(duration))),
-            "--rate", "200", "--format", "raw", "--output", str(raw), "--nonblocking"]
+    argv = [
+        str(exe),
+        "record",
+        "--pid",
+        str(pid),
+        "--duration",
+        str(max(1, int(duration))),
+        "--rate",
+        "200",
+        "--format",
+        "raw",
+        "--output",
+        str(raw),
+        "--nonblocking",
+    ]
     if subprocesses:
         argv.append("--subprocesses")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
@@ -762,8 +1038,9 @@ def _queries_per_step(ctx: Ctx, profiles: Path) -> dict[str, Any]:
     wf = ctx.workflows["bench-exec"]
     out: dict[str, Any] = {}
     report = []
-    inst = trigger_create(workflow=wf, idempotency_key=f"q-{uuid.uuid4().hex}",
-                          payload=PAYLOAD).instance
+    inst = trigger_create(
+        workflow=wf, idempotency_key=f"q-{uuid.uuid4().hex}", payload=PAYLOAD
+    ).instance
     for _ in range(3):
         node = TriggerInstance.objects.get(pk=inst.pk).current_node_id
         with CaptureQueriesContext(connection) as cq:
@@ -774,15 +1051,25 @@ def _queries_per_step(ctx: Ctx, profiles: Path) -> dict[str, Any]:
     client = Client()
     auth = {"HTTP_AUTHORIZATION": f"Bearer {ctx.token}"}
     body = {"workflow": "bench-exec", "payload": PAYLOAD}
-    client.post("/api/v1/triggers/", {**body, "idempotency_key": "warm"},
-                content_type="application/json", **auth)
+    client.post(
+        "/api/v1/triggers/",
+        {**body, "idempotency_key": "warm"},
+        content_type="application/json",
+        **auth,
+    )
     for mode, key in (("new", f"q-post-{uuid.uuid4().hex}"), ("repeat", "warm")):
         with CaptureQueriesContext(connection) as cq:
-            resp = client.post("/api/v1/triggers/", {**body, "idempotency_key": key},
-                               content_type="application/json", **auth)
+            resp = client.post(
+                "/api/v1/triggers/",
+                {**body, "idempotency_key": key},
+                content_type="application/json",
+                **auth,
+            )
         out[f"post_{mode}"] = len(cq.captured_queries)
-        report.append(f"== POST /api/v1/triggers/ {mode} key ({resp.status_code}): "
-                      f"{len(cq.captured_queries)} queries")
+        report.append(
+            f"== POST /api/v1/triggers/ {mode} key ({resp.status_code}): "
+            f"{len(cq.captured_queries)} queries"
+        )
         report += [f"  {q['time']}s  {q['sql'][:300]}" for q in cq.captured_queries]
     (profiles / "queries.txt").write_text("\n".join(report) + "\n")
     return out
@@ -803,13 +1090,19 @@ def _pyinstrument(ctx: Ctx, profiles: Path) -> None:
     prof = Profiler(interval=0.0005)
     with prof:
         for i in range(n):
-            client.post("/api/v1/triggers/", {"workflow": "bench-exec", "payload": PAYLOAD,
-                                              "idempotency_key": f"pi-{tag}-{i}"},
-                        content_type="application/json", **auth)
+            client.post(
+                "/api/v1/triggers/",
+                {"workflow": "bench-exec", "payload": PAYLOAD, "idempotency_key": f"pi-{tag}-{i}"},
+                content_type="application/json",
+                **auth,
+            )
     (profiles / "post_inprocess.txt").write_text(prof.output_text(unicode=True, color=False))
     (profiles / "post_inprocess.html").write_text(prof.output_html())
-    ids = list(TriggerInstance.objects.filter(idempotency_key__startswith=f"pi-{tag}-")
-               .values_list("id", flat=True))
+    ids = list(
+        TriggerInstance.objects.filter(idempotency_key__startswith=f"pi-{tag}-").values_list(
+            "id", flat=True
+        )
+    )
     prof = Profiler(interval=0.0005)
     with prof:
         for _ in range(3):
@@ -834,9 +1127,20 @@ def scenario_profile(ctx: Ctx) -> None:
     app = ctx.procs.gunicorn("gunicorn-profile", port, workers=2)
     try:
         result: dict[str, Any] = {}
-        load = threading.Thread(target=lambda: result.update(loadgen(
-            port, "/api/v1/triggers/", ctx.token, "bench-ingest", "new", sz.profile_s + 2, 0.5,
-            f"spy-{uuid.uuid4().hex[:6]}")))
+        load = threading.Thread(
+            target=lambda: result.update(
+                loadgen(
+                    port,
+                    "/api/v1/triggers/",
+                    ctx.token,
+                    "bench-ingest",
+                    "new",
+                    sz.profile_s + 2,
+                    0.5,
+                    f"spy-{uuid.uuid4().hex[:6]}",
+                )
+            )
+        )
         load.start()
         time.sleep(1.0)
         raw = profiles / "post_gunicorn.collapsed.txt"
@@ -862,7 +1166,13 @@ def scenario_profile(ctx: Ctx) -> None:
         ctx.procs.stop_workers(workers)
     flush_broker()
     ctx.results["profile"] = {"queries": queries, "py_spy": spy}
-    ctx.row("5 profile", "queries per step (email / sms / email)",
-            f"{queries.get('step_e1')} / {queries.get('step_s1')} / {queries.get('step_e2')}")
-    ctx.row("5 profile", "queries per POST (new / repeated key)",
-            f"{queries.get('post_new')} / {queries.get('post_repeat')}")
+    ctx.row(
+        "5 profile",
+        "queries per step (email / sms / email)",
+        f"{queries.get('step_e1')} / {queries.get('step_s1')} / {queries.get('step_e2')}",
+    )
+    ctx.row(
+        "5 profile",
+        "queries per POST (new / repeated key)",
+        f"{queries.get('post_new')} / {queries.get('post_repeat')}",
+    )

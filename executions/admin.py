@@ -35,8 +35,16 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
     fk_name = "trigger"
     verbose_name = "step log"
     verbose_name_plural = "step logs"
-    fields = ("node_id", "node_type", "attempt", "started", "duration", "success",
-              "error", "output_json")
+    fields = (
+        "node_id",
+        "node_type",
+        "attempt",
+        "started",
+        "duration",
+        "success",
+        "error",
+        "output_json",
+    )
     readonly_fields = fields
     ordering = ("started_at", "id")
     extra = 0
@@ -58,8 +66,11 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
     def output_json(self, obj: StepExecutionLog) -> SafeString | str:
         if not obj.output:
             return "-"
-        return format_html("<details><summary>{} keys</summary>{}</details>",
-                           len(obj.output), pretty_json(obj.output))
+        return format_html(
+            "<details><summary>{} keys</summary>{}</details>",
+            len(obj.output),
+            pretty_json(obj.output),
+        )
 
 
 class InstanceWithStepsAdmin(TriggerInstanceAdmin):
@@ -68,9 +79,11 @@ class InstanceWithStepsAdmin(TriggerInstanceAdmin):
     def node_states(self, obj: TriggerInstance) -> dict[str, str]:
         states: dict[str, str] = {}
         # Oldest first, so each node ends with the outcome of its latest attempt.
-        for node_id, success in (StepExecutionLog.objects.filter(trigger=obj)
-                                 .order_by("started_at", "id")
-                                 .values_list("node_id", "success")):
+        for node_id, success in (
+            StepExecutionLog.objects.filter(trigger=obj)
+            .order_by("started_at", "id")
+            .values_list("node_id", "success")
+        ):
             states[node_id] = "succeeded" if success else "failed"
         return states
 
@@ -97,8 +110,7 @@ class ErrorKindFilter(admin.SimpleListFilter):
     parameter_name = "error_kind"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
-        return [(kind, kind) for kind in ("transient", "permanent", "lease_expired",
-                                          "lease_lost")]
+        return [(kind, kind) for kind in ("transient", "permanent", "lease_expired", "lease_lost")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         return queryset.filter(error_kind=self.value()) if self.value() else queryset
@@ -115,8 +127,7 @@ class ChannelFilter(admin.SimpleListFilter):
         return queryset.filter(channel=self.value()) if self.value() else queryset
 
 
-def _search_by_instance(queryset: QuerySet, search_term: str, field: str
-                        ) -> tuple[QuerySet, bool]:
+def _search_by_instance(queryset: QuerySet, search_term: str, field: str) -> tuple[QuerySet, bool]:
     """Search = the exact trigger instance id (an indexed lookup); anything else matches
     nothing rather than scanning the table."""
     term = search_term.strip()
@@ -129,12 +140,27 @@ def _search_by_instance(queryset: QuerySet, search_term: str, field: str
 
 
 @admin.register(StepExecutionLog)
-class StepExecutionLogAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
-                            admin.ModelAdmin):
-    list_display = ("started", "instance_display", "workflow", "node_id", "node_type",
-                    "attempt", "success", "duration", "error_short")
-    list_filter = (NodeIdFilter, "success", ("workflow", admin.RelatedFieldListFilter),
-                   NodeTypeFilter, ErrorKindFilter)
+class StepExecutionLogAdmin(
+    LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin, admin.ModelAdmin
+):
+    list_display = (
+        "started",
+        "instance_display",
+        "workflow",
+        "node_id",
+        "node_type",
+        "attempt",
+        "success",
+        "duration",
+        "error_short",
+    )
+    list_filter = (
+        NodeIdFilter,
+        "success",
+        ("workflow", admin.RelatedFieldListFilter),
+        NodeTypeFilter,
+        ErrorKindFilter,
+    )
     list_select_related = ("workflow",)
     changelist_defer = ("input_context", "output")
     # Newest first by primary key: rows are appended in time order, and the pk index
@@ -144,19 +170,44 @@ class StepExecutionLogAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyA
     search_fields = ("trigger__id",)
     search_help_text = "Exact trigger instance id (UUID)."
     fieldsets = (
-        (None, {"fields": ("instance_display", "workflow", "workflow_version", "node_id",
-                           "node_type", "attempt", "started", "finished", "duration",
-                           "success", "error_kind", "error", "task_id", "worker")}),
+        (
+            None,
+            {
+                "fields": (
+                    "instance_display",
+                    "workflow",
+                    "workflow_version",
+                    "node_id",
+                    "node_type",
+                    "attempt",
+                    "started",
+                    "finished",
+                    "duration",
+                    "success",
+                    "error_kind",
+                    "error",
+                    "task_id",
+                    "worker",
+                )
+            },
+        ),
         ("Output", {"fields": ("output_json",)}),
         ("Input context", {"fields": ("input_context_json",)}),
     )
-    readonly_fields = ("instance_display", "started", "finished", "duration", "output_json",
-                       "input_context_json")
+    readonly_fields = (
+        "instance_display",
+        "started",
+        "finished",
+        "duration",
+        "output_json",
+        "input_context_json",
+    )
     started = timestamp_column("started_at", "started")
     finished = timestamp_column("finished_at", "finished")
 
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
-                           ) -> tuple[QuerySet, bool]:
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
         return _search_by_instance(queryset, search_term, "trigger_id")
 
     @admin.display(description="instance")
@@ -181,12 +232,25 @@ class StepExecutionLogAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyA
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
-                    admin.ModelAdmin):
-    list_display = ("updated", "instance_display", "node_id", "channel", "status_display",
-                    "provider_message_id", "attempts", "created")
-    list_filter = ("status", NodeIdFilter, ChannelFilter,
-                   ("instance__workflow", admin.RelatedFieldListFilter))
+class DeliveryAdmin(
+    LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin, admin.ModelAdmin
+):
+    list_display = (
+        "updated",
+        "instance_display",
+        "node_id",
+        "channel",
+        "status_display",
+        "provider_message_id",
+        "attempts",
+        "created",
+    )
+    list_filter = (
+        "status",
+        NodeIdFilter,
+        ChannelFilter,
+        ("instance__workflow", admin.RelatedFieldListFilter),
+    )
     # The instance column is its id, so no join; the workflow filter joins when used.
     list_select_related = ()
     changelist_defer = ("output",)
@@ -194,15 +258,24 @@ class DeliveryAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixi
     sortable_by = ()
     search_fields = ("instance__id",)
     search_help_text = "Exact trigger instance id (UUID)."
-    fields = ("instance_display", "node_id", "channel", "status_display",
-              "provider_message_id", "attempts", "created", "updated", "output_json")
-    readonly_fields = ("instance_display", "status_display", "created", "updated",
-                       "output_json")
+    fields = (
+        "instance_display",
+        "node_id",
+        "channel",
+        "status_display",
+        "provider_message_id",
+        "attempts",
+        "created",
+        "updated",
+        "output_json",
+    )
+    readonly_fields = ("instance_display", "status_display", "created", "updated", "output_json")
     created = timestamp_column("created_at", "created")
     updated = timestamp_column("updated_at", "updated")
 
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
-                           ) -> tuple[QuerySet, bool]:
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
         # delivery_unique_instance_node leads with instance_id.
         return _search_by_instance(queryset, search_term, "instance_id")
 

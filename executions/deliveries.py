@@ -53,19 +53,27 @@ def guarded_send(*, step: StepContext, channel: str, send: Callable[[], dict]) -
         cursor.execute(_BEGIN_SQL, (instance_id, step.node_id, channel, now, now))
         began = cursor.fetchone()
     if began is None:  # sent by an attempt that finished after our claim read it
-        output = Delivery.objects.filter(
-            instance_id=step.instance_id, node_id=step.node_id
-        ).values_list("output", flat=True).get()
+        output = (
+            Delivery.objects.filter(instance_id=step.instance_id, node_id=step.node_id)
+            .values_list("output", flat=True)
+            .get()
+        )
         return {**output, "deduplicated": True}
     # No transaction is open here: the provider call never holds a database lock.
     try:
         output = send()
     except ProviderError as exc:
-        step.pending_delivery = {"status": DeliveryStatus.FAILED, "output": {"error": str(exc)},
-                                 "provider_message_id": ""}
+        step.pending_delivery = {
+            "status": DeliveryStatus.FAILED,
+            "output": {"error": str(exc)},
+            "provider_message_id": "",
+        }
         raise
-    step.pending_delivery = {"status": DeliveryStatus.SENT, "output": output,
-                             "provider_message_id": str(output.get("message_id", ""))[:255]}
+    step.pending_delivery = {
+        "status": DeliveryStatus.SENT,
+        "output": output,
+        "provider_message_id": str(output.get("message_id", ""))[:255],
+    }
     return output
 
 
@@ -81,12 +89,13 @@ def record_delivery(step: StepContext) -> None:
 
 def delivery_outcome_update(step: StepContext) -> Statement:
     """``record_delivery`` as SQL, to run inside the step's single outcome statement."""
-    fields = Delivery._meta
+    fields = {f.name: f for f in Delivery._meta.concrete_fields}
     values = {**step.pending_delivery, "updated_at": timezone.now()}
-    sets = ", ".join(f'"{fields.get_field(name).column}" = %s' for name in values)
-    params = [fields.get_field(name).get_db_prep_save(value, connection)
-              for name, value in values.items()]
-    instance_column = fields.get_field("instance").column
-    return Statement(f'UPDATE "{fields.db_table}" SET {sets}'
-                     f' WHERE "{instance_column}" = %s AND node_id = %s AND status = %s',
-                     [*params, step.instance_id, step.node_id, DeliveryStatus.SENDING])
+    sets = ", ".join(f'"{fields[name].column}" = %s' for name in values)
+    params = [fields[name].get_db_prep_save(value, connection) for name, value in values.items()]
+    instance_column = fields["instance"].column
+    return Statement(
+        f'UPDATE "{Delivery._meta.db_table}" SET {sets}'
+        f' WHERE "{instance_column}" = %s AND node_id = %s AND status = %s',
+        [*params, step.instance_id, step.node_id, DeliveryStatus.SENDING],
+    )

@@ -7,6 +7,7 @@ after commit, enqueue the next step.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -50,41 +51,55 @@ _DELIVERY_OUTPUT = _DELIVERY.get_field("output")
 # The claim's statement also reads this node's delivery record (PostgreSQL).
 _INSTANCE = TriggerInstance._meta
 _DELIVERY_JOIN = Join(
-    clause=(f'LEFT JOIN "{_DELIVERY.db_table}" d'
-            f' ON d."{_DELIVERY.get_field("instance").column}" = moved."{_INSTANCE.pk.column}"'
-            f' AND d."{_DELIVERY.get_field("node_id").column}"'
-            f' = moved."{_INSTANCE.get_field("current_node_id").column}"'),
-    columns=(f'd."{_DELIVERY.get_field("status").column}" AS delivery_status',
-             f'd."{_DELIVERY_OUTPUT.column}" AS delivery_output'),
+    clause=(
+        f'LEFT JOIN "{_DELIVERY.db_table}" d'
+        f' ON d."{_DELIVERY.get_field("instance").column}" = moved."{_INSTANCE.pk.column}"'
+        f' AND d."{_DELIVERY.get_field("node_id").column}"'
+        f' = moved."{_INSTANCE.get_field("current_node_id").column}"'
+    ),
+    columns=(
+        f'd."{_DELIVERY.get_field("status").column}" AS delivery_status',
+        f'd."{_DELIVERY_OUTPUT.column}" AS delivery_output',
+    ),
 )
 
 
-def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime | None = None
-               ) -> Claimed | None:
+def claim(
+    *, instance_id: uuid.UUID | str, worker: str, now: datetime | None = None
+) -> Claimed | None:
     """Claim an enqueued, due instance (``triggers.state.claim``) with what the step needs
     to run: its pinned version and this node's delivery record. None if not claimable."""
     now = now or timezone.now()
     if connection.vendor == "postgresql":
-        instance = state.claim(instance_id=instance_id, worker=worker, now=now,
-                               join=_DELIVERY_JOIN)
+        instance = state.claim(instance_id=instance_id, worker=worker, now=now, join=_DELIVERY_JOIN)
         if instance is None:
             return None
-        status = instance.delivery_status  # type: ignore[attr-defined]
-        output = _DELIVERY_OUTPUT.from_db_value(
-            instance.delivery_output, None, connection)  # type: ignore[attr-defined]
+        # The joined columns arrive as attributes of the raw row; JSON still needs decoding.
+        status = getattr(instance, "delivery_status", None)
+        raw_output = getattr(instance, "delivery_output", None)
+        output = (
+            None
+            if raw_output is None
+            else _DELIVERY_OUTPUT.to_python(
+                json.loads(raw_output) if isinstance(raw_output, str) else raw_output
+            )
+        )
     else:
         instance = state.claim(instance_id=instance_id, worker=worker, now=now)
         if instance is None:
             return None
-        delivery = (Delivery.objects.filter(instance_id=instance_id,
-                                            node_id=instance.current_node_id)
-                    .values_list("status", "output").first())
+        delivery = (
+            Delivery.objects.filter(instance_id=instance.pk, node_id=instance.current_node_id)
+            .values_list("status", "output")
+            .first()
+        )
         status, output = delivery if delivery else (None, None)
     return Claimed(instance, pinned_version(instance.workflow_version_id), status, output)
 
 
-def build_context(instance: TriggerInstance, version: PinnedVersion, now: datetime
-                  ) -> dict[str, Any]:
+def build_context(
+    instance: TriggerInstance, version: PinnedVersion, now: datetime
+) -> dict[str, Any]:
     return {
         "payload": instance.payload,
         "trigger": {
@@ -93,15 +108,19 @@ def build_context(instance: TriggerInstance, version: PinnedVersion, now: dateti
             "created_at": instance.created_at.isoformat(),
             "attempts": instance.attempts,
         },
-        "workflow": {"key": version.workflow_key, "name": version.workflow_name,
-                     "version": version.number},
+        "workflow": {
+            "key": version.workflow_key,
+            "name": version.workflow_name,
+            "version": version.number,
+        },
         "vars": instance.vars,
         "now": now.isoformat(),
     }
 
 
-def choose_next_node(definition: dict[str, Any], node_id: str, context: dict[str, Any]
-                     ) -> str | None:
+def choose_next_node(
+    definition: dict[str, Any], node_id: str, context: dict[str, Any]
+) -> str | None:
     """The first outgoing edge whose condition holds (or that has none); None = end."""
     for edge in outgoing_edges(definition, node_id):
         condition = edge.get("condition")
@@ -137,27 +156,46 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
         node = node_by_id(version.definition, node_id)
     except KeyError:
         node = {"id": node_id, "type": "unknown", "config": {}}
-        outcome = _Outcome(False, {}, f"node {node_id!r} is not in version {version.number}",
-                           "permanent", True)
+        outcome = _Outcome(
+            False, {}, f"node {node_id!r} is not in version {version.number}", "permanent", True
+        )
     else:
-        step = StepContext(instance_id=instance.pk, node_id=node_id, node_type=node["type"],
-                           config=node["config"], context=context, now=started,
-                           lease_token=lease, delivery_status=claimed.delivery_status,
-                           delivery_output=claimed.delivery_output)
+        step = StepContext(
+            instance_id=instance.pk,
+            node_id=node_id,
+            node_type=node["type"],
+            config=node["config"],
+            context=context,
+            now=started,
+            lease_token=lease,
+            delivery_status=claimed.delivery_status,
+            delivery_output=claimed.delivery_output,
+        )
         outcome, result, next_node = _run_node(step, version.definition, instance.vars)
     finished = timezone.now()
 
     log = dict(
-        trigger_id=instance.pk, workflow_id=instance.workflow_id,
-        workflow_version=version.number, node_id=node_id,
-        node_type=node["type"], attempt=instance.attempts + 1,
-        started_at=started, finished_at=finished, input_context=context,
-        output=outcome.output, success=outcome.success, error=outcome.error,
-        error_kind=outcome.error_kind, task_id=task_id[:64], worker=worker[:200],
+        trigger_id=instance.pk,
+        workflow_id=instance.workflow_id,
+        workflow_version=version.number,
+        node_id=node_id,
+        node_type=node["type"],
+        attempt=instance.attempts + 1,
+        started_at=started,
+        finished_at=finished,
+        input_context=context,
+        output=outcome.output,
+        success=outcome.success,
+        error=outcome.error,
+        error_kind=outcome.error_kind,
+        task_id=task_id[:64],
+        worker=worker[:200],
     )
-    lost = {"error": (outcome.error + "; " if outcome.error else "")
-            + "lease lost before the outcome was recorded; result discarded",
-            "error_kind": "lease_lost"}
+    lost = {
+        "error": (outcome.error + "; " if outcome.error else "")
+        + "lease lost before the outcome was recorded; result discarded",
+        "error_kind": "lease_lost",
+    }
     if connection.vendor == "postgresql":
         # The delivery's outcome, the step log, the instance's transition and its audit
         # row: one statement, one round trip, one commit.
@@ -182,25 +220,29 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
     return "advanced" if next_node else "completed"
 
 
-def _run_node(step: StepContext, definition: dict[str, Any], current_vars: dict[str, Any]
-              ) -> tuple[_Outcome, NodeResult | None, str | None]:
+def _run_node(
+    step: StepContext, definition: dict[str, Any], current_vars: dict[str, Any]
+) -> tuple[_Outcome, NodeResult | None, str | None]:
     """Run the node's executor and choose the next node; classify any failure."""
     try:
         result = EXECUTORS[step.node_type](step)
         new_vars = dict(current_vars)
         if result.vars_key:
             new_vars[result.vars_key] = result.output
-        next_node = choose_next_node(definition, step.node_id,
-                                     {**step.context, "vars": new_vars})
+        next_node = choose_next_node(definition, step.node_id, {**step.context, "vars": new_vars})
     except ProviderError as exc:
-        return (_Outcome(False, {}, str(exc), "permanent" if exc.permanent else "transient",
-                         exc.permanent), None, None)
+        return (
+            _Outcome(
+                False, {}, str(exc), "permanent" if exc.permanent else "transient", exc.permanent
+            ),
+            None,
+            None,
+        )
     except TemplateError as exc:
         return _Outcome(False, {}, f"edge condition: {exc}", "permanent", True), None, None
     except Exception as exc:  # an unexpected bug: retry, bounded by attempts
         logger.exception("step %s:%s crashed", step.instance_id, step.node_id)
-        return (_Outcome(False, {}, f"{exc.__class__.__name__}: {exc}", "transient"),
-                None, None)
+        return (_Outcome(False, {}, f"{exc.__class__.__name__}: {exc}", "transient"), None, None)
     return _Outcome(True, result.output), result, next_node
 
 
@@ -219,61 +261,103 @@ def _step_log_insert(log: dict[str, Any], lost: dict[str, str]) -> Statement:
         else:
             selects.append("%s")
             params.append(field.get_db_prep_save(log[name], connection))
-    return Statement(f'INSERT INTO "{StepExecutionLog._meta.db_table}" ({", ".join(columns)})'
-                     f' SELECT {", ".join(selects)}', params)
+    return Statement(
+        f'INSERT INTO "{StepExecutionLog._meta.db_table}" ({", ".join(columns)})'
+        f" SELECT {', '.join(selects)}",
+        params,
+    )
 
 
-def _record(instance: TriggerInstance, lease: uuid.UUID, outcome: _Outcome,
-            result: NodeResult | None, next_node: str | None, now: datetime,
-            also: Sequence[Statement] = ()) -> bool:
+def _record(
+    instance: TriggerInstance,
+    lease: uuid.UUID,
+    outcome: _Outcome,
+    result: NodeResult | None,
+    next_node: str | None,
+    now: datetime,
+    also: Sequence[Statement] = (),
+) -> bool:
     if outcome.success:
         assert result is not None
         return _record_success(instance, lease, result, next_node, now, also=also)
     return _record_failure(instance, lease, outcome, now, also=also)
 
 
-def _record_success(instance: TriggerInstance, lease: uuid.UUID, result: NodeResult,
-                    next_node: str | None, now: datetime, also: Sequence[Statement] = ()
-                    ) -> bool:
+def _record_success(
+    instance: TriggerInstance,
+    lease: uuid.UUID,
+    result: NodeResult,
+    next_node: str | None,
+    now: datetime,
+    also: Sequence[Statement] = (),
+) -> bool:
     new_vars = dict(instance.vars)
     if result.vars_key:
         new_vars[result.vars_key] = result.output
     updates = {"vars": new_vars, "current_node_id": next_node, "attempts": 0, "last_error": ""}
     if next_node is None:
         return state.transition(
-            instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.COMPLETED,
+            instance_id=instance.pk,
+            from_status=S.PROCESSING,
+            to_status=S.COMPLETED,
             reason=f"node {instance.current_node_id} done; end of workflow",
-            actor=ENGINE_ACTOR, lease_token=lease, also=also, updates=updates,
+            actor=ENGINE_ACTOR,
+            lease_token=lease,
+            also=also,
+            updates=updates,
         )
-    return state.requeue(instance_id=instance.pk, lease_token=lease,
-                         due=result.resume_at or now, now=now, actor=ENGINE_ACTOR,
-                         reason=f"node {instance.current_node_id} done; next {next_node}",
-                         updates=updates, also=also)
+    return state.requeue(
+        instance_id=instance.pk,
+        lease_token=lease,
+        due=result.resume_at or now,
+        now=now,
+        actor=ENGINE_ACTOR,
+        reason=f"node {instance.current_node_id} done; next {next_node}",
+        updates=updates,
+        also=also,
+    )
 
 
-def _record_failure(instance: TriggerInstance, lease: uuid.UUID, outcome: _Outcome,
-                    now: datetime, also: Sequence[Statement] = ()) -> bool:
-    decision = decide_retry(attempts_so_far=instance.attempts, permanent=outcome.permanent,
-                            now=now)
+def _record_failure(
+    instance: TriggerInstance,
+    lease: uuid.UUID,
+    outcome: _Outcome,
+    now: datetime,
+    also: Sequence[Statement] = (),
+) -> bool:
+    decision = decide_retry(attempts_so_far=instance.attempts, permanent=outcome.permanent, now=now)
     error = f"node {instance.current_node_id}: {outcome.error}"
     updates = {"attempts": decision.attempts, "last_error": error}
     if decision.give_up:
         why = "permanent error" if outcome.permanent else "retries exhausted"
         return state.transition(
-            instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.FAILED,
-            reason=f"{why}: {error}", actor=ENGINE_ACTOR, lease_token=lease, also=also,
+            instance_id=instance.pk,
+            from_status=S.PROCESSING,
+            to_status=S.FAILED,
+            reason=f"{why}: {error}",
+            actor=ENGINE_ACTOR,
+            lease_token=lease,
+            also=also,
             updates=updates,
         )
     assert decision.retry_at is not None
-    return state.requeue(instance_id=instance.pk, lease_token=lease, due=decision.retry_at,
-                         now=now, actor=ENGINE_ACTOR, updates=updates, also=also,
-                         reason=f"retry {decision.attempts} scheduled: {error}")
+    return state.requeue(
+        instance_id=instance.pk,
+        lease_token=lease,
+        due=decision.retry_at,
+        now=now,
+        actor=ENGINE_ACTOR,
+        updates=updates,
+        also=also,
+        reason=f"retry {decision.attempts} scheduled: {error}",
+    )
 
 
 def _not_claimed(instance_id: uuid.UUID | str) -> str:
     """A message that claimed nothing: stale, duplicate, or early. Re-send an early one."""
-    row = (TriggerInstance.objects.filter(pk=instance_id)
-           .values_list("status", "available_at").first())
+    row = (
+        TriggerInstance.objects.filter(pk=instance_id).values_list("status", "available_at").first()
+    )
     if row is None:
         return "missing"
     status, available_at = row
@@ -287,6 +371,7 @@ def _not_claimed(instance_id: uuid.UUID | str) -> str:
 
 # --- the sweeper -----------------------------------------------------------------------
 
+
 def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str, int]:
     """Recover expired leases, then re-dispatch due instances with no live message.
 
@@ -295,8 +380,10 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
     """
     now = now or timezone.now()
     batch = batch or settings.NOTIFYFLOW_SWEEP_BATCH
-    return {"recovered": recover_expired_leases(now=now, batch=batch),
-            "dispatched": redispatch_due(now=now, batch=batch)}
+    return {
+        "recovered": recover_expired_leases(now=now, batch=batch),
+        "dispatched": redispatch_due(now=now, batch=batch),
+    }
 
 
 def recover_expired_leases(*, now: datetime, batch: int) -> int:
@@ -304,37 +391,65 @@ def recover_expired_leases(*, now: datetime, batch: int) -> int:
         TriggerInstance.objects.filter(status=S.PROCESSING, locked_until__lt=now)
         .order_by("locked_until")
         .select_related("workflow_version")
-        .only("id", "workflow_id", "workflow_version__version", "current_node_id",
-              "attempts", "lease_token", "locked_by", "locked_until")[:batch]
+        .only(
+            "id",
+            "workflow_id",
+            "workflow_version__version",
+            "current_node_id",
+            "attempts",
+            "lease_token",
+            "locked_by",
+            "locked_until",
+        )[:batch]
     )
     recovered = 0
     for instance in expired:
-        decision = decide_retry(attempts_so_far=instance.attempts, permanent=False, now=now,
-                                immediate=True)
-        error = (f"node {instance.current_node_id}: lease expired at "
-                 f"{instance.locked_until.isoformat()} (worker {instance.locked_by} lost)")
+        assert instance.locked_until is not None  # processing rows always hold a lease
+        decision = decide_retry(
+            attempts_so_far=instance.attempts, permanent=False, now=now, immediate=True
+        )
+        error = (
+            f"node {instance.current_node_id}: lease expired at "
+            f"{instance.locked_until.isoformat()} (worker {instance.locked_by} lost)"
+        )
         with transaction.atomic():
             if decision.give_up:
                 ok = state.transition(
-                    instance_id=instance.pk, from_status=S.PROCESSING, to_status=S.FAILED,
-                    reason=f"retries exhausted: {error}", actor="sweeper",
+                    instance_id=instance.pk,
+                    from_status=S.PROCESSING,
+                    to_status=S.FAILED,
+                    reason=f"retries exhausted: {error}",
+                    actor="sweeper",
                     lease_token=instance.lease_token,
                     updates={"attempts": decision.attempts, "last_error": error},
                 )
             else:
-                ok = state.requeue(instance_id=instance.pk, lease_token=instance.lease_token,
-                                   due=now, now=now, actor="sweeper",
-                                   reason=f"lease recovered: {error}",
-                                   updates={"attempts": decision.attempts, "last_error": error})
+                ok = state.requeue(
+                    instance_id=instance.pk,
+                    lease_token=instance.lease_token,
+                    due=now,
+                    now=now,
+                    actor="sweeper",
+                    reason=f"lease recovered: {error}",
+                    updates={"attempts": decision.attempts, "last_error": error},
+                )
             if ok:
                 recovered += 1
                 StepExecutionLog.objects.create(
-                    trigger_id=instance.pk, workflow_id=instance.workflow_id,
+                    trigger_id=instance.pk,
+                    workflow_id=instance.workflow_id,
                     workflow_version=instance.workflow_version.version,
-                    node_id=instance.current_node_id or "", node_type="unknown",
-                    attempt=decision.attempts, started_at=instance.locked_until, finished_at=now,
-                    input_context={}, output={}, success=False, error=error,
-                    error_kind="lease_expired", worker="sweeper",
+                    node_id=instance.current_node_id or "",
+                    node_type="unknown",
+                    attempt=decision.attempts,
+                    started_at=instance.locked_until,
+                    finished_at=now,
+                    input_context={},
+                    output={},
+                    success=False,
+                    error=error,
+                    error_kind="lease_expired",
+                    worker="sweeper",
                 )
     return recovered
 
@@ -348,11 +463,17 @@ def redispatch_due(*, now: datetime, batch: int) -> int:
     # Two queries, each served by its own partial index, rather than one OR that would
     # read every due row: never dispatched (trigger_enqueued_undispatched), and
     # dispatched but still unclaimed long after it was due (trigger_due_enqueued).
-    ids = list(enqueued.filter(dispatched_at__isnull=True, available_at__lte=now)
-               .values_list("id", flat=True)[:batch])
+    ids = list(
+        enqueued.filter(dispatched_at__isnull=True, available_at__lte=now).values_list(
+            "id", flat=True
+        )[:batch]
+    )
     if len(ids) < batch:
-        ids += list(enqueued.filter(available_at__lte=stale, dispatched_at__lte=stale)
-                    .values_list("id", flat=True)[:batch - len(ids)])
+        ids += list(
+            enqueued.filter(available_at__lte=stale, dispatched_at__lte=stale).values_list(
+                "id", flat=True
+            )[: batch - len(ids)]
+        )
     if not ids:
         return 0
     with transaction.atomic():

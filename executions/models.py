@@ -6,10 +6,12 @@ from django.db import models
 class StepExecutionLog(models.Model):
     """One immutable row per executed node attempt."""
 
-    trigger = models.ForeignKey("triggers.TriggerInstance", on_delete=models.CASCADE,
-                                related_name="step_logs")
-    workflow = models.ForeignKey("workflows.Workflow", on_delete=models.CASCADE,
-                                 related_name="step_logs")
+    trigger = models.ForeignKey(
+        "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="step_logs"
+    )
+    workflow = models.ForeignKey(
+        "workflows.Workflow", on_delete=models.CASCADE, related_name="step_logs"
+    )
     workflow_version = models.PositiveIntegerField()
     node_id = models.CharField(max_length=64)
     node_type = models.CharField(max_length=16)
@@ -20,8 +22,9 @@ class StepExecutionLog(models.Model):
     output = models.JSONField(default=dict, blank=True)
     success = models.BooleanField()
     error = models.TextField(blank=True, default="")
-    error_kind = models.CharField(max_length=16, blank=True, default="",
-                                  help_text="transient, permanent or lease_expired")
+    error_kind = models.CharField(
+        max_length=16, blank=True, default="", help_text="transient, permanent or lease_expired"
+    )
     task_id = models.CharField(max_length=64, blank=True, default="")
     worker = models.CharField(max_length=200, blank=True, default="")
 
@@ -62,8 +65,9 @@ class Delivery(models.Model):
     that stays at-least-once.
     """
 
-    instance = models.ForeignKey("triggers.TriggerInstance", on_delete=models.CASCADE,
-                                 related_name="deliveries")
+    instance = models.ForeignKey(
+        "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="deliveries"
+    )
     node_id = models.CharField(max_length=64)
     channel = models.CharField(max_length=16)
     status = models.CharField(max_length=16, choices=DeliveryStatus.choices)
@@ -76,8 +80,9 @@ class Delivery(models.Model):
     class Meta:
         verbose_name_plural = "deliveries"
         constraints = [
-            models.UniqueConstraint(fields=["instance", "node_id"],
-                                    name="delivery_unique_instance_node"),
+            models.UniqueConstraint(
+                fields=["instance", "node_id"], name="delivery_unique_instance_node"
+            ),
         ]
 
     def __str__(self) -> str:

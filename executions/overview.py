@@ -67,8 +67,10 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
     S = TriggerStatus
     active = [S.ENQUEUED, S.PROCESSING, S.FAILED]
     counts = dict(
-        TriggerInstance.objects.filter(status__in=active).order_by()
-        .values_list("status").annotate(n=Count("*"))
+        TriggerInstance.objects.filter(status__in=active)
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("*"))
     )
     estimate = table_row_estimate(TriggerInstance)
     others = sum(counts.get(status, 0) for status in active)
@@ -80,14 +82,18 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
     failed_last_hour = TriggerInstance.objects.filter(
         status=S.FAILED, finished_at__gte=now - FAILED_WINDOW
     ).count()
-    backlog = TriggerInstance.objects.filter(
-        status=S.ENQUEUED, available_at__lte=now
-    ).aggregate(n=Count("*"), oldest=Min("available_at"))
+    backlog = TriggerInstance.objects.filter(status=S.ENQUEUED, available_at__lte=now).aggregate(
+        n=Count("*"), oldest=Min("available_at")
+    )
     return ConsoleOverview(
         now=now,
         status_counts=[
-            StatusCount(value, str(label), counts.get(value, 0),
-                        approximate=approximate and value == S.COMPLETED)
+            StatusCount(
+                value,
+                str(label),
+                counts.get(value, 0),
+                approximate=approximate and value == S.COMPLETED,
+            )
             for value, label in S.choices
         ],
         failed_last_hour=failed_last_hour,

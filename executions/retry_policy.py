@@ -15,8 +15,9 @@ class RetryDecision:
     retry_at: datetime | None
 
 
-def decide_retry(*, attempts_so_far: int, permanent: bool, now: datetime,
-                 immediate: bool = False) -> RetryDecision:
+def decide_retry(
+    *, attempts_so_far: int, permanent: bool, now: datetime, immediate: bool = False
+) -> RetryDecision:
     """``attempts`` counts failures of the current node. The n-th failure is retried at
     ``now + base * 2**(n-1)``; the failure after NOTIFYFLOW_MAX_RETRIES retries (the
     4th by default) or any permanent failure gives up. ``immediate`` retries at once

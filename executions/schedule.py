@@ -17,5 +17,6 @@ def ensure_sweeper_schedule() -> None:
         every=every, period=IntervalSchedule.SECONDS
     )
     PeriodicTask.objects.update_or_create(
-        name=SWEEP_NAME, defaults={"task": SWEEP_TASK, "interval": schedule, "enabled": True},
+        name=SWEEP_NAME,
+        defaults={"task": SWEEP_TASK, "interval": schedule, "enabled": True},
     )

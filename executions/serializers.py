@@ -12,9 +12,25 @@ class StepLogOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = StepExecutionLog
-        fields = ["id", "trigger", "workflow", "workflow_version", "node_id", "node_type",
-                  "attempt", "started_at", "finished_at", "duration_ms", "input_context",
-                  "output", "success", "error", "error_kind", "task_id", "worker"]
+        fields = [
+            "id",
+            "trigger",
+            "workflow",
+            "workflow_version",
+            "node_id",
+            "node_type",
+            "attempt",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "input_context",
+            "output",
+            "success",
+            "error",
+            "error_kind",
+            "task_id",
+            "worker",
+        ]
 
 
 class StepLogFilterSerializer(serializers.Serializer):

@@ -7,12 +7,12 @@ from celery import shared_task
 from . import engine
 
 
-@shared_task(name="notifyflow.execute_node", bind=True, acks_late=True,
-             reject_on_worker_lost=True)
+@shared_task(name="notifyflow.execute_node", bind=True, acks_late=True, reject_on_worker_lost=True)
 def execute_node(self, instance_id: str) -> str:
     """Execute the current node of one trigger instance (no-op if not claimable)."""
-    return engine.step_execute(instance_id=instance_id, task_id=self.request.id or "",
-                               worker=self.request.hostname or "")
+    return engine.step_execute(
+        instance_id=instance_id, task_id=self.request.id or "", worker=self.request.hostname or ""
+    )
 
 
 @shared_task(name="notifyflow.sweep", ignore_result=True)

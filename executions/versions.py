@@ -22,15 +22,21 @@ class PinnedVersion:
 
 # The definition never changes; the workflow's name can be edited, and the context
 # shows it at most this stale.
-pinned_versions: ProcessCache[PinnedVersion] = ProcessCache(name="pinned versions",
-                                                            maxsize=2000, ttl_s=60.0)
+pinned_versions: ProcessCache[PinnedVersion] = ProcessCache(
+    name="pinned versions", maxsize=2000, ttl_s=60.0
+)
 
 
 def _load(version_id: int) -> PinnedVersion:
     row = WorkflowVersion.objects.select_related("workflow").get(pk=version_id)
-    return PinnedVersion(id=row.pk, number=row.version, definition=row.definition,
-                         workflow_id=row.workflow_id, workflow_key=row.workflow.key,
-                         workflow_name=row.workflow.name)
+    return PinnedVersion(
+        id=row.pk,
+        number=row.version,
+        definition=row.definition,
+        workflow_id=row.workflow_id,
+        workflow_key=row.workflow.key,
+        workflow_name=row.workflow.name,
+    )
 
 
 def pinned_version(version_id: int) -> PinnedVersion:

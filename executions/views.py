@@ -32,5 +32,10 @@ class StepLogListView(GenericAPIView):
 
     @extend_schema(parameters=[StepLogFilterSerializer])
     def get(self, request: Request) -> Response:
-        return paginated_list(self, request, StepExecutionLog.objects.select_related("workflow"),
-                              StepLogFilterSerializer, {"trigger": "trigger_id", "node": "node_id"})
+        return paginated_list(
+            self,
+            request,
+            StepExecutionLog.objects.select_related("workflow"),
+            StepLogFilterSerializer,
+            {"trigger": "trigger_id", "node": "node_id"},
+        )

@@ -25,8 +25,9 @@ def _worker_async_commit(**kwargs: Any) -> None:
     sweeper recovers the lease), a delivery's 'sending' marker (the documented
     at-least-once window), a sweeper pass (it runs again)."""
     if settings.IS_POSTGRES and settings.NOTIFYFLOW_WORKER_ASYNC_COMMIT:
-        connection_created.connect(_set_async_commit, weak=False,
-                                   dispatch_uid="nf_set_async_commit")
+        connection_created.connect(
+            _set_async_commit, weak=False, dispatch_uid="nf_set_async_commit"
+        )
 
 
 def _set_async_commit(sender: Any, connection: Any, **kwargs: Any) -> None:

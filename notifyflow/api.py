@@ -25,13 +25,17 @@ def json_object_body(request: Request) -> dict:
         length = 0
     limit = settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES + 16 * 1024
     if length > limit:
-        raise ApplicationError(code="payload_too_large", field="body", status=413,
-                               message=f"body: {length} bytes is over the limit of "
-                                       f"{limit} bytes")
+        raise ApplicationError(
+            code="payload_too_large",
+            field="body",
+            status=413,
+            message=f"body: {length} bytes is over the limit of {limit} bytes",
+        )
     data = request.data
     if not isinstance(data, dict):
-        raise ApplicationError(code="not_an_object", field="body",
-                               message="body: must be a JSON object")
+        raise ApplicationError(
+            code="not_an_object", field="body", message="body: must be a JSON object"
+        )
     return data
 
 
@@ -42,8 +46,13 @@ def validated_body(request: Request, serializer_class: type[Serializer]) -> dict
     return serializer.validated_data
 
 
-def paginated_list(view: GenericAPIView, request: Request, queryset: QuerySet,
-                   filter_serializer: type[Serializer], lookups: dict[str, str]) -> Response:
+def paginated_list(
+    view: GenericAPIView,
+    request: Request,
+    queryset: QuerySet,
+    filter_serializer: type[Serializer],
+    lookups: dict[str, str],
+) -> Response:
     """Validate the query-string filters (400 naming a bad one), apply each given filter
     as ``queryset.filter(lookups[name]=value)``, and answer one page."""
     filters = filter_serializer(data=request.query_params)

@@ -1,7 +1,7 @@
 """One error shape for every 4xx/5xx answer of the API, made here and nowhere else.
 
-    {"code": "<stable code>", "field": "<first offending field or null>",
-     "message": "<human text naming the field>", "errors": [{"field", "code", "message"}]}
+{"code": "<stable code>", "field": "<first offending field or null>",
+ "message": "<human text naming the field>", "errors": [{"field", "code", "message"}]}
 """
 
 from __future__ import annotations
@@ -48,17 +48,22 @@ def error_response(
         "code": code,
         "field": field,
         "message": message,
-        "errors": errors if errors is not None else [
-            {"field": field, "code": code, "message": message}
-        ],
+        "errors": errors
+        if errors is not None
+        else [{"field": field, "code": code, "message": message}],
     }
     return Response(body, status=status_code)
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ApplicationError):
-        return error_response(code=exc.code, message=exc.message, field=exc.field,
-                              status_code=exc.status, errors=exc.details)
+        return error_response(
+            code=exc.code,
+            message=exc.message,
+            field=exc.field,
+            status_code=exc.status,
+            errors=exc.details,
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
@@ -70,25 +75,34 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         errors = _flatten(exc.detail)
         first = errors[0] if errors else {"field": None, "code": "invalid", "message": "invalid"}
         return error_response(
-            code=first["code"], message=first["message"], field=first["field"],
-            status_code=status.HTTP_400_BAD_REQUEST, errors=errors,
+            code=str(first["code"]),
+            message=str(first["message"]),
+            field=first["field"],
+            status_code=status.HTTP_400_BAD_REQUEST,
+            errors=errors,
         )
     if isinstance(exc, exceptions.ParseError):
         return error_response(
-            code="malformed_json", message=f"body: {exc.detail}", field="body",
+            code="malformed_json",
+            message=f"body: {exc.detail}",
+            field="body",
             status_code=400,
         )
     if isinstance(exc, exceptions.UnsupportedMediaType):
         return error_response(
             code="unsupported_media_type",
             message=f"Content-Type: {exc.detail} Send application/json.",
-            field="Content-Type", status_code=415,
+            field="Content-Type",
+            status_code=415,
         )
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         response = error_response(
-            code="not_authenticated" if isinstance(exc, exceptions.NotAuthenticated)
+            code="not_authenticated"
+            if isinstance(exc, exceptions.NotAuthenticated)
             else "authentication_failed",
-            message=f"Authorization: {exc.detail}", field="Authorization", status_code=401,
+            message=f"Authorization: {exc.detail}",
+            field="Authorization",
+            status_code=401,
         )
         response["WWW-Authenticate"] = 'Bearer realm="api"'
         return response

@@ -14,16 +14,22 @@ class ApplicationError(Exception):
 
     status: int = 400
 
-    def __init__(self, *, code: str, message: str, field: str | None = None,
-                 status: int | None = None,
-                 details: list[dict[str, str | None]] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        code: str,
+        message: str,
+        field: str | None = None,
+        status: int | None = None,
+        details: list[dict[str, str | None]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code, self.message, self.field = code, message, field
         if status is not None:
             self.status = status
-        self.details = details if details is not None else [
-            {"field": field, "code": code, "message": message}
-        ]
+        self.details = (
+            details if details is not None else [{"field": field, "code": code, "message": message}]
+        )
 
 
 class NotFoundError(ApplicationError):

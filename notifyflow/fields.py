@@ -57,9 +57,12 @@ class JsonObjectField(serializers.DictField):
         size = len(json.dumps(data, separators=(",", ":")).encode())
         limit = settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES
         if size > limit:
-            raise ApplicationError(code="payload_too_large", field=self.field_name, status=413,
-                                   message=f"{self.field_name}: {size} bytes is over the "
-                                           f"limit of {limit} bytes")
+            raise ApplicationError(
+                code="payload_too_large",
+                field=self.field_name,
+                status=413,
+                message=f"{self.field_name}: {size} bytes is over the limit of {limit} bytes",
+            )
         return data
 
 

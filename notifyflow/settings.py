@@ -31,8 +31,9 @@ def env_bool(name: str, default: bool) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise ImproperlyConfigured(f"{name}={os.environ[name]!r}: expected one of "
-                               f"{sorted(_TRUE | _FALSE)}")
+    raise ImproperlyConfigured(
+        f"{name}={os.environ[name]!r}: expected one of {sorted(_TRUE | _FALSE)}"
+    )
 
 
 def _env_number(name: str, default: float, kind: type) -> float:
@@ -178,7 +179,7 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 20)
 EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "notifications@notifyflow.local")
-ANYMAIL = {}
+ANYMAIL: dict[str, object] = {}
 
 SMS_BACKEND = os.environ.get("SMS_BACKEND", "console")
 SMS_FILE_PATH = os.environ.get("SMS_FILE_PATH", str(VAR_DIR / "sms"))
@@ -247,12 +248,18 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TASK_ALWAYS_EAGER = False
 
-if not (NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S < NOTIFYFLOW_STEP_TIME_LIMIT_S
-        < NOTIFYFLOW_LEASE_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S):
+if not (
+    NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S
+    < NOTIFYFLOW_STEP_TIME_LIMIT_S
+    < NOTIFYFLOW_LEASE_S
+    < NOTIFYFLOW_VISIBILITY_TIMEOUT_S
+):
     raise ImproperlyConfigured(
         "need NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S < NOTIFYFLOW_STEP_TIME_LIMIT_S < "
-        "NOTIFYFLOW_LEASE_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S")
+        "NOTIFYFLOW_LEASE_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S"
+    )
 if not NOTIFYFLOW_BROKER_HORIZON_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S / 2:
     # Countdowns near the visibility timeout get redelivered (kombu#337).
     raise ImproperlyConfigured(
-        "need NOTIFYFLOW_BROKER_HORIZON_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S / 2")
+        "need NOTIFYFLOW_BROKER_HORIZON_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S / 2"
+    )

@@ -33,8 +33,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     except Exception as exc:  # noqa: BLE001
         checks["broker"] = f"error: {exc.__class__.__name__}: {exc}"
     healthy = all(v == "ok" for v in checks.values())
-    return JsonResponse({"status": "ok" if healthy else "unavailable", **checks},
-                        status=200 if healthy else 503)
+    return JsonResponse(
+        {"status": "ok" if healthy else "unavailable", **checks}, status=200 if healthy else 503
+    )
 
 
 api_v1 = [
@@ -45,12 +46,19 @@ api_v1 = [
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
     path("events/", EventReceiveView.as_view(), name="event-receive"),
-    path("workflow-triggers/", WorkflowTriggerListCreateView.as_view(),
-         name="workflow-trigger-list"),
-    path("workflow-triggers/<int:id>/", WorkflowTriggerDetailView.as_view(),
-         name="workflow-trigger-detail"),
-    path("workflow-triggers/<int:id>/preview-key/", WorkflowTriggerPreviewKeyView.as_view(),
-         name="workflow-trigger-preview-key"),
+    path(
+        "workflow-triggers/", WorkflowTriggerListCreateView.as_view(), name="workflow-trigger-list"
+    ),
+    path(
+        "workflow-triggers/<int:id>/",
+        WorkflowTriggerDetailView.as_view(),
+        name="workflow-trigger-detail",
+    ),
+    path(
+        "workflow-triggers/<int:id>/preview-key/",
+        WorkflowTriggerPreviewKeyView.as_view(),
+        name="workflow-trigger-preview-key",
+    ),
 ]
 
 urlpatterns = [

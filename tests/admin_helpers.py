@@ -39,23 +39,46 @@ def failed_instance(**kwargs) -> TriggerInstance:
     """An instance whose SMS node failed permanently, with the rows the engine writes."""
     now = timezone.now()
     instance = TriggerInstanceFactory(
-        status=TriggerStatus.FAILED, current_node_id="text", attempts=1, finished_at=now,
-        last_error="node text: to: rendered to an empty phone number", **kwargs,
+        status=TriggerStatus.FAILED,
+        current_node_id="text",
+        attempts=1,
+        finished_at=now,
+        last_error="node text: to: rendered to an empty phone number",
+        **kwargs,
     )
     StepExecutionLog.objects.create(
-        trigger=instance, workflow=instance.workflow, workflow_version=1, node_id="hello",
-        node_type="email", attempt=1, started_at=now - timedelta(seconds=2),
-        finished_at=now - timedelta(seconds=1), input_context={"payload": {}},
-        output={"message_id": "<m1@example.com>", "to": "ada@example.com"}, success=True,
+        trigger=instance,
+        workflow=instance.workflow,
+        workflow_version=1,
+        node_id="hello",
+        node_type="email",
+        attempt=1,
+        started_at=now - timedelta(seconds=2),
+        finished_at=now - timedelta(seconds=1),
+        input_context={"payload": {}},
+        output={"message_id": "<m1@example.com>", "to": "ada@example.com"},
+        success=True,
     )
     StepExecutionLog.objects.create(
-        trigger=instance, workflow=instance.workflow, workflow_version=1, node_id="text",
-        node_type="sms", attempt=1, started_at=now - timedelta(milliseconds=500),
-        finished_at=now, input_context={"payload": {}}, output={}, success=False,
-        error="to: rendered to an empty phone number", error_kind="permanent",
+        trigger=instance,
+        workflow=instance.workflow,
+        workflow_version=1,
+        node_id="text",
+        node_type="sms",
+        attempt=1,
+        started_at=now - timedelta(milliseconds=500),
+        finished_at=now,
+        input_context={"payload": {}},
+        output={},
+        success=False,
+        error="to: rendered to an empty phone number",
+        error_kind="permanent",
     )
     TriggerStatusChange.objects.create(
-        instance=instance, from_status="processing", to_status="failed",
-        reason="permanent error: node text", actor="engine",
+        instance=instance,
+        from_status="processing",
+        to_status="failed",
+        reason="permanent error: node text",
+        actor="engine",
     )
     return instance

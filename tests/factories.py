@@ -10,11 +10,20 @@ from workflows.services import workflow_save
 
 def email_sms_definition(delay: str | None = None) -> dict:
     nodes = [
-        {"id": "hello", "type": "email", "config": {
-            "to": "{{ payload.email }}", "subject": "Hi {{ payload.name }}",
-            "body": "Hello {{ payload.name }}"}},
-        {"id": "text", "type": "sms", "config": {
-            "to": "{{ payload.phone }}", "body": "Hi {{ payload.name }}"}},
+        {
+            "id": "hello",
+            "type": "email",
+            "config": {
+                "to": "{{ payload.email }}",
+                "subject": "Hi {{ payload.name }}",
+                "body": "Hello {{ payload.name }}",
+            },
+        },
+        {
+            "id": "text",
+            "type": "sms",
+            "config": {"to": "{{ payload.phone }}", "body": "Hi {{ payload.name }}"},
+        },
     ]
     edges = [{"from": "hello", "to": "text"}]
     if delay:
@@ -39,8 +48,12 @@ class WorkflowFactory(factory.django.DjangoModelFactory):
 
     @classmethod
     def _create(cls, model_class, *args, **kwargs):
-        return workflow_save(key=kwargs["key"], name=kwargs["name"],
-                             is_active=kwargs["is_active"], definition=kwargs["definition"])
+        return workflow_save(
+            key=kwargs["key"],
+            name=kwargs["name"],
+            is_active=kwargs["is_active"],
+            definition=kwargs["definition"],
+        )
 
 
 class TriggerInstanceFactory(factory.django.DjangoModelFactory):
@@ -53,7 +66,8 @@ class TriggerInstanceFactory(factory.django.DjangoModelFactory):
     payload = factory.LazyFunction(lambda: dict(PAYLOAD))
     status = TriggerStatus.ENQUEUED
     current_node_id = factory.LazyAttribute(
-        lambda o: o.workflow_version.definition["entry_node_id"])
+        lambda o: o.workflow_version.definition["entry_node_id"]
+    )
     available_at = factory.LazyFunction(timezone.now)
 
 

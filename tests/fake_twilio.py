@@ -39,14 +39,22 @@ class FakeTwilio:
                     sid = "SM" + uuid.uuid4().hex
                     with fake._lock:
                         fake.accepted.append(sid)
-                    body = {"sid": sid, "status": "queued", "to": form.get("To"),
-                            "from": form.get("From"), "body": form.get("Body")}
+                    body = {
+                        "sid": sid,
+                        "status": "queued",
+                        "to": form.get("To"),
+                        "from": form.get("From"),
+                        "body": form.get("Body"),
+                    }
                 else:
-                    body = {"code": 21211 if status < 500 else 20500,
-                            "message": "Invalid 'To' Phone Number" if status < 500
-                            else "Internal Server Error",
-                            "more_info": "https://www.twilio.com/docs/errors",
-                            "status": status}
+                    body = {
+                        "code": 21211 if status < 500 else 20500,
+                        "message": "Invalid 'To' Phone Number"
+                        if status < 500
+                        else "Internal Server Error",
+                        "more_info": "https://www.twilio.com/docs/errors",
+                        "status": status,
+                    }
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -63,8 +63,9 @@ def test_revoke_action_revokes_and_operators_cannot():
 
     client = client_for(make_superuser())
     assert 'value="revoke"' in client.get(reverse(CHANGELIST)).content.decode()
-    response = client.post(reverse(CHANGELIST), {"action": "revoke",
-                                                 "_selected_action": [key.pk]}, follow=True)
+    response = client.post(
+        reverse(CHANGELIST), {"action": "revoke", "_selected_action": [key.pk]}, follow=True
+    )
     assert "Revoked 1 API key(s)." in [str(m) for m in response.context["messages"]]
     key.refresh_from_db()
     assert key.revoked_at is not None and not key.is_active

@@ -28,8 +28,11 @@ SCREENSHOTS = ROOT / "var" / "screenshots"
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 if MISSING and not IN_CI:
     # In CI (.ci/run installs them) a missing browser is a failure, never a skip.
-    pytestmark.append(pytest.mark.skip(
-        reason=f"needs {' and '.join(MISSING)}: apt-get install chromium chromium-driver"))
+    pytestmark.append(
+        pytest.mark.skip(
+            reason=f"needs {' and '.join(MISSING)}: apt-get install chromium chromium-driver"
+        )
+    )
 
 
 class RejectingSmsBackend(BaseSmsBackend):
@@ -37,8 +40,7 @@ class RejectingSmsBackend(BaseSmsBackend):
     worker started later (SMS_BACKEND=file) succeeds on the operator's retry."""
 
     def send(self, message: SmsMessage) -> SmsSendResult:
-        raise ProviderError("Twilio 400 (code 21211): invalid 'To' phone number",
-                            permanent=True)
+        raise ProviderError("Twilio 400 (code 21211): invalid 'To' phone number", permanent=True)
 
 
 def chromium(tmp_path: Path):
@@ -47,10 +49,18 @@ def chromium(tmp_path: Path):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--window-size=1400,1000",
-                f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,1000",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(30)
@@ -71,10 +81,12 @@ def instance_failed_on_its_sms_step(settings) -> TriggerInstance:
     """Create an instance and drive it, in this process, through its email step and a
     permanently failing SMS step: the state the operator finds it in."""
     settings.SMS_BACKEND = f"{__name__}.RejectingSmsBackend"
-    workflow = WorkflowFactory(key="welcome-series", name="Welcome series",
-                               definition=email_sms_definition())
-    instance = trigger_create(workflow=workflow.key, idempotency_key="signup-42",
-                              payload=PAYLOAD).instance
+    workflow = WorkflowFactory(
+        key="welcome-series", name="Welcome series", definition=email_sms_definition()
+    )
+    instance = trigger_create(
+        workflow=workflow.key, idempotency_key="signup-42", payload=PAYLOAD
+    ).instance
     assert step_execute(instance_id=instance.pk, worker="pytest") == "advanced"
     assert step_execute(instance_id=instance.pk, worker="pytest") == "failed:permanent"
     instance.refresh_from_db()
@@ -84,8 +96,7 @@ def instance_failed_on_its_sms_step(settings) -> TriggerInstance:
     return instance
 
 
-def test_operator_retries_a_failed_instance_and_sees_it_complete(live_server, settings,
-                                                                 tmp_path):
+def test_operator_retries_a_failed_instance_and_sees_it_complete(live_server, settings, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -121,27 +132,30 @@ def test_operator_retries_a_failed_instance_and_sees_it_complete(live_server, se
         history = driver.find_element(By.ID, "status_changes-group").text
         assert "permanent error" in history
         # The graph: email node executed, SMS node failed and current.
-        driver.find_element(By.CSS_SELECTOR,
-                            'svg.nf-dag g.nf-node-succeeded[data-node-id="hello"]')
+        driver.find_element(By.CSS_SELECTOR, 'svg.nf-dag g.nf-node-succeeded[data-node-id="hello"]')
         driver.find_element(
-            By.CSS_SELECTOR, 'svg.nf-dag g.nf-node-failed.nf-node-current[data-node-id="text"]')
+            By.CSS_SELECTOR, 'svg.nf-dag g.nf-node-failed.nf-node-current[data-node-id="text"]'
+        )
         full_page_screenshot(driver, "admin-instance-failed.png")
 
         with celery_worker(tmp_path):
             driver.find_element(By.ID, "nf-retry").click()
-            wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "ul.messagelist"),
-                                                        "Retry scheduled"))
+            wait.until(
+                ec.text_to_be_present_in_element(
+                    (By.CSS_SELECTOR, "ul.messagelist"), "Retry scheduled"
+                )
+            )
             deadline = time.monotonic() + 45
-            while not driver.find_elements(By.CSS_SELECTOR,
-                                           ".field-status_display .nf-status-completed"):
+            while not driver.find_elements(
+                By.CSS_SELECTOR, ".field-status_display .nf-status-completed"
+            ):
                 assert time.monotonic() < deadline, "instance did not complete in 45s"
                 time.sleep(0.5)
                 driver.refresh()
 
         # Completed: both nodes executed, no current node, the retry audited.
         assert not driver.find_elements(By.ID, "nf-retry")
-        driver.find_element(By.CSS_SELECTOR,
-                            'svg.nf-dag g.nf-node-succeeded[data-node-id="text"]')
+        driver.find_element(By.CSS_SELECTOR, 'svg.nf-dag g.nf-node-succeeded[data-node-id="text"]')
         assert not driver.find_elements(By.CSS_SELECTOR, "svg.nf-dag g.nf-node-current")
         history = driver.find_element(By.ID, "status_changes-group").text
         assert "retried by operator" in history and operator.username in history
@@ -152,7 +166,8 @@ def test_operator_retries_a_failed_instance_and_sees_it_complete(live_server, se
 
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.COMPLETED
-    retry = TriggerStatusChange.objects.get(instance=instance, from_status="failed",
-                                            to_status="enqueued")
+    retry = TriggerStatusChange.objects.get(
+        instance=instance, from_status="failed", to_status="enqueued"
+    )
     assert retry.actor == operator.username
     assert sent_sms(tmp_path) == {f"{instance.pk}:text": 1}

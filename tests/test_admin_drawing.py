@@ -27,8 +27,13 @@ def test_every_node_is_drawn_in_topological_columns():
 
 
 def test_states_and_current_node_are_marked():
-    svg = str(draw_workflow_svg(email_sms_definition(), current_node="text",
-                                node_states={"hello": "succeeded", "text": "failed"}))
+    svg = str(
+        draw_workflow_svg(
+            email_sms_definition(),
+            current_node="text",
+            node_states={"hello": "succeeded", "text": "failed"},
+        )
+    )
     drawn = nodes(svg)
     assert "nf-node-succeeded" in drawn["hello"].get("class")
     assert drawn["text"].get("class").split() == ["nf-node", "nf-node-failed", "nf-node-current"]
@@ -54,9 +59,11 @@ def test_branch_labels_show_order_and_conditions():
     definition = {
         "entry_node_id": "s",
         "nodes": [{"id": i, "type": "delay", "config": {"delay_ms": 0}} for i in "sabc"],
-        "edges": [{"from": "s", "to": "a", "condition": "payload.vip"},
-                  {"from": "s", "to": "b", "condition": "payload.new"},
-                  {"from": "s", "to": "c"}],
+        "edges": [
+            {"from": "s", "to": "a", "condition": "payload.vip"},
+            {"from": "s", "to": "b", "condition": "payload.new"},
+            {"from": "s", "to": "c"},
+        ],
     }
     svg = str(draw_workflow_svg(definition))
     labels = re.findall(r'<g class="nf-edge-label"><title>([^<]*)</title>', svg)

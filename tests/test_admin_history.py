@@ -32,12 +32,23 @@ def client_for(user) -> Client:
 @pytest.fixture
 def rows():
     instance = failed_instance()
-    Delivery.objects.create(instance=instance, node_id="hello", channel="email",
-                            status=DeliveryStatus.SENT, provider_message_id="<m1@example.com>",
-                            output={"message_id": "<m1@example.com>"}, attempts=1)
-    Delivery.objects.create(instance=instance, node_id="text", channel="sms",
-                            status=DeliveryStatus.FAILED, output={"error": "bad number"},
-                            attempts=1)
+    Delivery.objects.create(
+        instance=instance,
+        node_id="hello",
+        channel="email",
+        status=DeliveryStatus.SENT,
+        provider_message_id="<m1@example.com>",
+        output={"message_id": "<m1@example.com>"},
+        attempts=1,
+    )
+    Delivery.objects.create(
+        instance=instance,
+        node_id="text",
+        channel="sms",
+        status=DeliveryStatus.FAILED,
+        output={"error": "bad number"},
+        attempts=1,
+    )
     return {
         "stepexecutionlog": StepExecutionLog.objects.filter(trigger=instance).first(),
         "triggerstatuschange": TriggerStatusChange.objects.filter(instance=instance).first(),
@@ -55,8 +66,7 @@ def test_history_pages_render_read_only(model_name, who, rows):
     assert listing.status_code == 200
     add_url = reverse(f"admin:{app_label}_{model_name}_add")
     assert f'href="{add_url}"' not in listing.content.decode()
-    page = client.get(reverse(f"admin:{app_label}_{model_name}_change",
-                              args=[rows[model_name].pk]))
+    page = client.get(reverse(f"admin:{app_label}_{model_name}_change", args=[rows[model_name].pk]))
     assert page.status_code == 200
     assert 'name="_save"' not in page.content.decode()
 
@@ -70,13 +80,18 @@ def test_history_cannot_be_added_changed_or_deleted_even_by_a_superuser(model_na
     count = model.objects.count()
     assert client.get(reverse(f"admin:{app_label}_{model_name}_add")).status_code == 403
     change = reverse(f"admin:{app_label}_{model_name}_change", args=[row.pk])
-    assert client.post(change, {"node_id": "edited", "reason": "edited", "error": "x",
-                                "status": "sent"}).status_code == 403
+    assert (
+        client.post(
+            change, {"node_id": "edited", "reason": "edited", "error": "x", "status": "sent"}
+        ).status_code
+        == 403
+    )
     delete = reverse(f"admin:{app_label}_{model_name}_delete", args=[row.pk])
     assert client.post(delete, {"post": "yes"}).status_code == 403
-    bulk = client.post(reverse(f"admin:{app_label}_{model_name}_changelist"),
-                       {"action": "delete_selected", "_selected_action": [row.pk],
-                        "post": "yes"})
+    bulk = client.post(
+        reverse(f"admin:{app_label}_{model_name}_changelist"),
+        {"action": "delete_selected", "_selected_action": [row.pk], "post": "yes"},
+    )
     assert bulk.status_code in (200, 302)
     assert model.objects.count() == count
     assert model.objects.filter(pk=row.pk).values().get() == before
@@ -96,7 +111,9 @@ def test_step_logs_filter_by_node_id_workflow_and_success(rows):
     assert listed(success__exact="1") == [("hello", True)]
     assert listed(workflow__id__exact=other_workflow.pk) == []
     assert sorted(listed(workflow__id__exact=rows["stepexecutionlog"].workflow_id)) == [
-        ("hello", True), ("text", False)]
+        ("hello", True),
+        ("text", False),
+    ]
     page = client.get(url, {"node_id": "text", "success__exact": "0"}).content.decode()
     # The node id box keeps the other filters as hidden inputs.
     assert 'name="success__exact" value="0"' in page
@@ -136,6 +153,9 @@ def test_step_log_changelist_query_count_is_constant_and_defers_json(rows):
         response = client.get(url)
     assert len(response.context["cl"].result_list) == 12
     assert len(many) == len(few)
-    listing = [q["sql"] for q in many.captured_queries
-               if '"executions_stepexecutionlog"."node_id"' in q["sql"]]
+    listing = [
+        q["sql"]
+        for q in many.captured_queries
+        if '"executions_stepexecutionlog"."node_id"' in q["sql"]
+    ]
     assert listing and all('"input_context"' not in sql for sql in listing)

@@ -79,7 +79,7 @@ def test_detail_marks_current_and_executed_nodes_in_the_graph(superuser_client):
     instance = failed_instance()
     body = superuser_client.get(change_url(instance)).content.decode()
     start = body.index('class="nf-dag"')
-    svg = body[start:body.index("</svg>", start)]
+    svg = body[start : body.index("</svg>", start)]
     hello = re.search(r'<g class="([^"]*)" data-node-id="hello"', svg).group(1)
     text = re.search(r'<g class="([^"]*)" data-node-id="text"', svg).group(1)
     assert "nf-node-succeeded" in hello and "nf-node-current" not in hello
@@ -87,22 +87,29 @@ def test_detail_marks_current_and_executed_nodes_in_the_graph(superuser_client):
 
 
 def test_detail_escapes_payload_and_vars(superuser_client):
-    instance = TriggerInstanceFactory(payload={"name": "<script>alert(1)</script>"},
-                                      vars={"email_hello": {"to": "<b>x</b>"}})
+    instance = TriggerInstanceFactory(
+        payload={"name": "<script>alert(1)</script>"}, vars={"email_hello": {"to": "<b>x</b>"}}
+    )
     body = superuser_client.get(change_url(instance)).content.decode()
     assert "<script>alert(1)</script>" not in body
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
     assert "&lt;b&gt;x&lt;/b&gt;" in body
 
 
-def test_retry_action_audits_the_operator_and_dispatches(operator, operator_client,
-                                                         django_capture_on_commit_callbacks):
+def test_retry_action_audits_the_operator_and_dispatches(
+    operator, operator_client, django_capture_on_commit_callbacks
+):
     failed = failed_instance()
     completed = TriggerInstanceFactory(status=TriggerStatus.COMPLETED, current_node_id=None)
     with django_capture_on_commit_callbacks() as callbacks:
-        response = operator_client.post(reverse(CHANGELIST), {
-            "action": "retry_failed", "_selected_action": [failed.pk, completed.pk],
-        }, follow=True)
+        response = operator_client.post(
+            reverse(CHANGELIST),
+            {
+                "action": "retry_failed",
+                "_selected_action": [failed.pk, completed.pk],
+            },
+            follow=True,
+        )
     assert response.status_code == 200
     texts = [str(m) for m in response.context["messages"]]
     assert "Retried 1 instance(s)." in texts
@@ -111,7 +118,10 @@ def test_retry_action_audits_the_operator_and_dispatches(operator, operator_clie
     assert failed.status == TriggerStatus.ENQUEUED and failed.attempts == 0
     change = TriggerStatusChange.objects.filter(instance=failed).latest("id")
     assert (change.from_status, change.to_status, change.actor) == (
-        "failed", "enqueued", operator.username)
+        "failed",
+        "enqueued",
+        operator.username,
+    )
     assert len(callbacks) == 1  # one execute_node message, after commit
     completed.refresh_from_db()
     assert completed.status == TriggerStatus.COMPLETED
@@ -121,8 +131,9 @@ def test_retry_action_audits_the_operator_and_dispatches(operator, operator_clie
 def test_run_now_action_makes_a_delayed_instance_due(operator, operator_client):
     later = timezone.now() + timedelta(hours=2)
     delayed = TriggerInstanceFactory(available_at=later, current_node_id="text")
-    response = operator_client.post(reverse(CHANGELIST), {
-        "action": "run_now", "_selected_action": [delayed.pk]}, follow=True)
+    response = operator_client.post(
+        reverse(CHANGELIST), {"action": "run_now", "_selected_action": [delayed.pk]}, follow=True
+    )
     assert "Made due now 1 instance(s)." in [str(m) for m in response.context["messages"]]
     delayed.refresh_from_db()
     assert delayed.available_at <= timezone.now()
@@ -138,13 +149,16 @@ def test_retry_button_posts_and_redirects_with_a_message(operator, operator_clie
     response = operator_client.post(retry_url, follow=True)
     assert response.redirect_chain[-1][0] == change_url(instance)
     assert "Retry scheduled" in " ".join(str(m) for m in response.context["messages"])
-    assert TriggerStatusChange.objects.filter(
-        instance=instance, to_status="enqueued", actor=operator.username).count() == 1
+    assert (
+        TriggerStatusChange.objects.filter(
+            instance=instance, to_status="enqueued", actor=operator.username
+        ).count()
+        == 1
+    )
     # A second click finds nothing to retry and says so.
     response = operator_client.post(retry_url, follow=True)
     assert "not failed, skipped" in " ".join(str(m) for m in response.context["messages"])
-    assert TriggerStatusChange.objects.filter(
-        instance=instance, to_status="enqueued").count() == 1
+    assert TriggerStatusChange.objects.filter(instance=instance, to_status="enqueued").count() == 1
 
 
 def test_retry_button_rejects_get_and_missing_csrf(operator):
@@ -168,19 +182,16 @@ def test_user_without_operate_permission_gets_no_actions_and_403():
     assert 'id="nf-retry"' not in client.get(change_url(instance)).content.decode()
     retry_url = reverse("admin:triggers_triggerinstance_retry", args=[instance.pk])
     assert client.post(retry_url).status_code == 403
-    client.post(reverse(CHANGELIST), {"action": "retry_failed",
-                                      "_selected_action": [instance.pk]})
+    client.post(reverse(CHANGELIST), {"action": "retry_failed", "_selected_action": [instance.pk]})
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED
-    assert not TriggerStatusChange.objects.filter(instance=instance,
-                                                  to_status="enqueued").exists()
+    assert not TriggerStatusChange.objects.filter(instance=instance, to_status="enqueued").exists()
 
 
 def test_instances_cannot_be_added_changed_or_deleted_even_by_a_superuser(superuser_client):
     instance = failed_instance()
     assert superuser_client.get(reverse("admin:triggers_triggerinstance_add")).status_code == 403
-    assert superuser_client.post(change_url(instance), {"status": "completed"}
-                                 ).status_code == 403
+    assert superuser_client.post(change_url(instance), {"status": "completed"}).status_code == 403
     delete_url = reverse("admin:triggers_triggerinstance_delete", args=[instance.pk])
     assert superuser_client.post(delete_url, {"post": "yes"}).status_code == 403
     instance.refresh_from_db()
@@ -236,8 +247,11 @@ def test_changelist_query_count_does_not_grow_with_rows(superuser_client):
     assert len(response.context["cl"].result_list) == 50  # one page of 63 rows
     assert len(many) == len(few)
     # The big JSON columns are deferred in the list query.
-    listing = [q["sql"] for q in many.captured_queries
-               if '"triggers_triggerinstance"."idempotency_key"' in q["sql"]]
+    listing = [
+        q["sql"]
+        for q in many.captured_queries
+        if '"triggers_triggerinstance"."idempotency_key"' in q["sql"]
+    ]
     assert listing
     assert all('"payload"' not in sql and '"vars"' not in sql for sql in listing)
 
@@ -252,7 +266,8 @@ def test_paginator_uses_the_estimate_unfiltered_and_a_capped_count_filtered(monk
     assert unfiltered.count_is_estimate and not queries.captured_queries
 
     capped = EstimatedCountPaginator(
-        TriggerInstance.objects.filter(status="enqueued").order_by("-created_at"), 50)
+        TriggerInstance.objects.filter(status="enqueued").order_by("-created_at"), 50
+    )
     capped.count_cap = 3
     assert capped.count == 3 and capped.count_is_capped
     exact = EstimatedCountPaginator(TriggerInstance.objects.filter(status="enqueued"), 50)
@@ -284,7 +299,8 @@ def test_step_log_link_from_instance_filters_by_instance(superuser_client):
     other = failed_instance()
     response = superuser_client.get(
         reverse("admin:executions_stepexecutionlog_changelist"),
-        {"trigger__id__exact": str(instance.pk)})
+        {"trigger__id__exact": str(instance.pk)},
+    )
     assert response.status_code == 200
     rows = list(response.context["cl"].result_list)
     assert {row.trigger_id for row in rows} == {instance.pk}

@@ -28,9 +28,13 @@ def queue():
     TriggerInstanceFactory(available_at=now - timedelta(minutes=7))  # due, oldest
     TriggerInstanceFactory(available_at=now - timedelta(seconds=30))  # due
     TriggerInstanceFactory(available_at=now + timedelta(hours=1))  # delayed: not backlog
-    TriggerInstanceFactory(status=S.PROCESSING, lease_token=uuid.uuid4(),
-                           locked_until=now + timedelta(seconds=60), locked_by="w1",
-                           available_at=now - timedelta(hours=3))
+    TriggerInstanceFactory(
+        status=S.PROCESSING,
+        lease_token=uuid.uuid4(),
+        locked_until=now + timedelta(seconds=60),
+        locked_by="w1",
+        available_at=now - timedelta(hours=3),
+    )
     for _ in range(3):
         TriggerInstanceFactory(status=S.COMPLETED, current_node_id=None, finished_at=now)
     TriggerInstanceFactory(status=S.FAILED, finished_at=now - timedelta(minutes=10))
@@ -41,7 +45,11 @@ def queue():
 def test_overview_numbers(queue):
     overview = console_overview_get(now=queue)
     assert {row.status: row.count for row in overview.status_counts} == {
-        "enqueued": 3, "processing": 1, "completed": 3, "failed": 2}
+        "enqueued": 3,
+        "processing": 1,
+        "completed": 3,
+        "failed": 2,
+    }
     assert overview.total == 9
     assert overview.failed_last_hour == 1
     assert overview.backlog == 2
@@ -68,8 +76,12 @@ def test_completed_is_estimated_on_a_huge_table(queue, monkeypatch):
         overview = console_overview_get(now=queue)
     counts = {row.status: (row.count, row.approximate) for row in overview.status_counts}
     # 2,000,006 rows in all minus the 6 enqueued/processing/failed ones counted exactly.
-    assert counts == {"enqueued": (3, False), "processing": (1, False),
-                      "failed": (2, False), "completed": (2_000_000, True)}
+    assert counts == {
+        "enqueued": (3, False),
+        "processing": (1, False),
+        "failed": (2, False),
+        "completed": (2_000_000, True),
+    }
     # No query touches the completed rows.
     assert not [q for q in queries.captured_queries if "'completed'" in q["sql"]]
 
@@ -95,8 +107,14 @@ def test_admin_index_hides_the_overview_without_view_permission(queue, django_us
     assert 'id="nf-overview"' not in body and "nf-count-enqueued" not in body
 
 
-@pytest.mark.parametrize(("seconds", "text"), [
-    (12, "12s"), (245, "4m 05s"), (3 * 3600 + 60, "3h 01m"), (2 * 86400 + 3 * 3600, "2d 3h"),
-])
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (12, "12s"),
+        (245, "4m 05s"),
+        (3 * 3600 + 60, "3h 01m"),
+        (2 * 86400 + 3 * 3600, "2d 3h"),
+    ],
+)
 def test_format_age(seconds, text):
     assert format_age(timedelta(seconds=seconds)) == text

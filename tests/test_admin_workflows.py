@@ -26,11 +26,14 @@ def change_url(workflow: Workflow) -> str:
 
 def form_data(key: str, definition, *, name: str = "Welcome", is_active: bool = True) -> dict:
     data = {
-        "key": key, "name": name,
+        "key": key,
+        "name": name,
         "definition": definition if isinstance(definition, str) else json.dumps(definition),
         # The read-only version-history inline still posts its management form.
-        "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0",
-        "versions-MIN_NUM_FORMS": "0", "versions-MAX_NUM_FORMS": "0",
+        "versions-TOTAL_FORMS": "0",
+        "versions-INITIAL_FORMS": "0",
+        "versions-MIN_NUM_FORMS": "0",
+        "versions-MAX_NUM_FORMS": "0",
     }
     if is_active:
         data["is_active"] = "on"
@@ -91,14 +94,16 @@ def test_definition_that_is_not_json_is_a_form_error(admin_client_):
 
 def test_edit_adds_a_version_only_when_the_definition_changes(superuser, admin_client_):
     workflow = WorkflowFactory(key="welcome")
-    same = admin_client_.post(change_url(workflow),
-                              form_data("welcome", email_sms_definition(), name="Renamed"))
+    same = admin_client_.post(
+        change_url(workflow), form_data("welcome", email_sms_definition(), name="Renamed")
+    )
     assert same.status_code == 302
     workflow.refresh_from_db()
     assert workflow.name == "Renamed" and workflow.current_version.version == 1
 
-    changed = admin_client_.post(change_url(workflow),
-                                 form_data("welcome", email_sms_definition(delay="15m")))
+    changed = admin_client_.post(
+        change_url(workflow), form_data("welcome", email_sms_definition(delay="15m"))
+    )
     assert changed.status_code == 302
     workflow.refresh_from_db()
     assert workflow.current_version.version == 2
@@ -113,8 +118,9 @@ def test_invalid_edit_leaves_the_current_version_untouched(admin_client_):
     response = admin_client_.post(change_url(workflow), form_data("welcome", definition))
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors["definition"]
-    assert any(e.startswith("Node “hello”, field nodes[0].config.subject: invalid Liquid")
-               for e in errors)
+    assert any(
+        e.startswith("Node “hello”, field nodes[0].config.subject: invalid Liquid") for e in errors
+    )
     workflow.refresh_from_db()
     assert workflow.current_version.version == 1 and workflow.versions.count() == 1
 
@@ -124,23 +130,28 @@ def test_change_page_shows_version_history_and_graph_with_conditions(admin_clien
         "entry_node_id": "start",
         "nodes": [
             {"id": "start", "type": "delay", "config": {"duration": "1h"}},
-            {"id": "pro", "type": "email", "config": {"to": "{{ payload.email }}",
-                                                      "subject": "s", "body": "b"}},
-            {"id": "free", "type": "sms", "config": {"to": "{{ payload.phone }}",
-                                                     "body": "b"}},
+            {
+                "id": "pro",
+                "type": "email",
+                "config": {"to": "{{ payload.email }}", "subject": "s", "body": "b"},
+            },
+            {"id": "free", "type": "sms", "config": {"to": "{{ payload.phone }}", "body": "b"}},
         ],
-        "edges": [{"from": "start", "to": "pro", "condition": 'payload.plan == "pro"'},
-                  {"from": "start", "to": "free"}],
+        "edges": [
+            {"from": "start", "to": "pro", "condition": 'payload.plan == "pro"'},
+            {"from": "start", "to": "free"},
+        ],
     }
     workflow = WorkflowFactory(definition=email_sms_definition())
-    workflow = WorkflowFactory._create(Workflow, key=workflow.key, name="W", is_active=True,
-                                       definition=definition)
+    workflow = WorkflowFactory._create(
+        Workflow, key=workflow.key, name="W", is_active=True, definition=definition
+    )
     body = admin_client_.get(change_url(workflow)).content.decode()
     assert "version history" in body.lower()
     inline_versions = re.findall(r'<td class="field-version">\s*<p>(\d+)</p>', body)
     assert inline_versions == ["2", "1"]
     start = body.index('class="nf-dag"')
-    svg = body[start:body.index("</svg>", start)]
+    svg = body[start : body.index("</svg>", start)]
     for node_id in ("start", "pro", "free"):
         assert f'data-node-id="{node_id}"' in svg
     assert "1. if payload.plan == &quot;pro&quot;" in svg
@@ -170,12 +181,16 @@ def test_operator_sees_the_definition_but_cannot_add_or_change(operator_client):
 
 def test_activate_and_deactivate_actions(admin_client_):
     active, inactive = WorkflowFactory(), WorkflowFactory(is_active=False)
-    admin_client_.post(reverse(CHANGELIST), {"action": "deactivate",
-                                             "_selected_action": [active.pk, inactive.pk]})
+    admin_client_.post(
+        reverse(CHANGELIST), {"action": "deactivate", "_selected_action": [active.pk, inactive.pk]}
+    )
     active.refresh_from_db()
     assert not active.is_active
-    response = admin_client_.post(reverse(CHANGELIST), {
-        "action": "activate", "_selected_action": [active.pk, inactive.pk]}, follow=True)
+    response = admin_client_.post(
+        reverse(CHANGELIST),
+        {"action": "activate", "_selected_action": [active.pk, inactive.pk]},
+        follow=True,
+    )
     assert "2 workflow(s) set active." in [str(m) for m in response.context["messages"]]
     assert Workflow.objects.filter(is_active=True).count() == 2
 
@@ -190,5 +205,8 @@ def test_changelist_renders_without_loading_definitions(admin_client_):
         response = admin_client_.get(reverse(CHANGELIST))
     assert response.status_code == 200
     assert "v1" in response.content.decode()
-    assert not [q for q in queries.captured_queries
-                if '"workflows_workflowversion"."definition"' in q["sql"]]
+    assert not [
+        q
+        for q in queries.captured_queries
+        if '"workflows_workflowversion"."definition"' in q["sql"]
+    ]

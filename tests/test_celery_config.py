@@ -24,8 +24,10 @@ def test_time_limits_lease_and_visibility_are_ordered():
     # Countdowns near the visibility timeout get redelivered (kombu#337, celery#2599).
     assert settings.NOTIFYFLOW_BROKER_HORIZON_S * 2 < settings.NOTIFYFLOW_VISIBILITY_TIMEOUT_S
     if settings.CELERY_BROKER_URL.startswith("redis://"):
-        assert (conf.broker_transport_options["visibility_timeout"]
-                == settings.NOTIFYFLOW_VISIBILITY_TIMEOUT_S)
+        assert (
+            conf.broker_transport_options["visibility_timeout"]
+            == settings.NOTIFYFLOW_VISIBILITY_TIMEOUT_S
+        )
 
 
 def test_django_fixup_keeps_db_connections_between_tasks():

@@ -22,17 +22,29 @@ def test_claim_update_uses_the_primary_key_with_stale_statistics():
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE triggers_triggerinstance")  # stats: nothing enqueued
     now = timezone.now()
-    TriggerInstance.objects.bulk_create([
-        TriggerInstance(workflow=workflow, workflow_version=workflow.current_version,
-                        idempotency_key=f"due-{n}", payload={}, current_node_id="hello",
-                        available_at=now, status=TriggerStatus.ENQUEUED)
-        for n in range(500)
-    ])
+    TriggerInstance.objects.bulk_create(
+        [
+            TriggerInstance(
+                workflow=workflow,
+                workflow_version=workflow.current_version,
+                idempotency_key=f"due-{n}",
+                payload={},
+                current_node_id="hello",
+                available_at=now,
+                status=TriggerStatus.ENQUEUED,
+            )
+            for n in range(500)
+        ]
+    )
     target = TriggerInstance.objects.filter(status=TriggerStatus.ENQUEUED).last()
     sql, params = update_sql(
         {"pk": target.pk, "status": TriggerStatus.ENQUEUED, "available_at__lte": now},
-        {"status": TriggerStatus.PROCESSING, "lease_token": uuid.uuid4(),
-         "locked_until": now, "updated_at": now},
+        {
+            "status": TriggerStatus.PROCESSING,
+            "lease_token": uuid.uuid4(),
+            "locked_until": now,
+            "updated_at": now,
+        },
     )
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)

@@ -65,22 +65,33 @@ def test_condition_must_parse():
     assert ("hello", "edges[0].condition", "invalid_template") in problems(d)
 
 
-@pytest.mark.parametrize("config,field", [
-    ({"to": "x", "subject": "s"}, "nodes[0].config.body"),
-    ({"to": "x", "subject": "s", "body": "b", "cc": "y"}, "nodes[0].config.cc"),
-    ({"to": "", "subject": "s", "body": "b"}, "nodes[0].config.to"),
-    ({"to": 5, "subject": "s", "body": "b"}, "nodes[0].config.to"),
-])
+@pytest.mark.parametrize(
+    "config,field",
+    [
+        ({"to": "x", "subject": "s"}, "nodes[0].config.body"),
+        ({"to": "x", "subject": "s", "body": "b", "cc": "y"}, "nodes[0].config.cc"),
+        ({"to": "", "subject": "s", "body": "b"}, "nodes[0].config.to"),
+        ({"to": 5, "subject": "s", "body": "b"}, "nodes[0].config.to"),
+    ],
+)
 def test_email_config_errors(config, field):
     d = email_sms_definition()
     d["nodes"][0]["config"] = config
     assert any(p[0] == "hello" and p[1] == field for p in problems(d))
 
 
-@pytest.mark.parametrize("config", [
-    {}, {"delay_ms": 5, "duration": "5s"}, {"delay_ms": -1}, {"delay_ms": True},
-    {"duration": "5 minutes"}, {"duration": "P"}, {"until": "{% if %}"},
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"delay_ms": 5, "duration": "5s"},
+        {"delay_ms": -1},
+        {"delay_ms": True},
+        {"duration": "5 minutes"},
+        {"duration": "P"},
+        {"until": "{% if %}"},
+    ],
+)
 def test_delay_config_errors(config):
     d = email_sms_definition(delay="5s")
     d["nodes"][1]["config"] = config
@@ -107,10 +118,19 @@ def test_validation_does_not_mutate_input():
     assert d == snapshot
 
 
-@pytest.mark.parametrize("text,seconds", [
-    ("90s", 90), ("15m", 900), ("2h", 7200), ("1d", 86400), ("1h30m", 5400),
-    ("PT15M", 900), ("P1DT2H", 93600), ("PT0.5S", 0.5),
-])
+@pytest.mark.parametrize(
+    "text,seconds",
+    [
+        ("90s", 90),
+        ("15m", 900),
+        ("2h", 7200),
+        ("1d", 86400),
+        ("1h30m", 5400),
+        ("PT15M", 900),
+        ("P1DT2H", 93600),
+        ("PT0.5S", 0.5),
+    ],
+)
 def test_durations(text, seconds):
     assert parse_duration(text).total_seconds() == seconds
 

@@ -61,9 +61,16 @@ class FakeSmtp:
 
 
 def send(**overrides):
-    kwargs = dict(to=["a@example.com"], subject="s", body="b", html_body="<p>b</p>",
-                  from_email=None, reply_to=None, message_id="<x.y@notifyflow>",
-                  idempotency_key="x:y")
+    kwargs = dict(
+        to=["a@example.com"],
+        subject="s",
+        body="b",
+        html_body="<p>b</p>",
+        from_email=None,
+        reply_to=None,
+        message_id="<x.y@notifyflow>",
+        idempotency_key="x:y",
+    )
     kwargs.update(overrides)
     return send_email(**kwargs)
 
@@ -91,14 +98,17 @@ def test_smtp_success_uses_our_message_id(smtp_settings):
     assert b"Message-ID: <x.y@notifyflow>" in fake.messages[0]
 
 
-@pytest.mark.parametrize("fail_on,reply,permanent", [
-    ("RCPT", "450 4.2.1 mailbox busy", False),
-    ("RCPT", "550 5.1.1 no such user", True),
-    ("MAIL", "451 4.3.0 try again", False),
-    ("MAIL", "553 5.1.8 sender rejected", True),
-    ("DATA_END", "452 4.3.1 out of storage", False),
-    ("DATA_END", "554 5.7.1 spam", True),
-])
+@pytest.mark.parametrize(
+    "fail_on,reply,permanent",
+    [
+        ("RCPT", "450 4.2.1 mailbox busy", False),
+        ("RCPT", "550 5.1.1 no such user", True),
+        ("MAIL", "451 4.3.0 try again", False),
+        ("MAIL", "553 5.1.8 sender rejected", True),
+        ("DATA_END", "452 4.3.1 out of storage", False),
+        ("DATA_END", "554 5.7.1 spam", True),
+    ],
+)
 def test_smtp_reply_codes_are_classified(smtp_settings, fail_on, reply, permanent):
     with pytest.raises(ProviderError) as info:
         run_with(smtp_settings, fail_on, reply)

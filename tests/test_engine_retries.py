@@ -20,8 +20,15 @@ SMS_THEN_EMAIL = {
     "entry_node_id": "text",
     "nodes": [
         {"id": "text", "type": "sms", "config": {"to": "{{ payload.phone }}", "body": "hi"}},
-        {"id": "mail", "type": "email", "config": {
-            "to": "{{ payload.email }}", "subject": "s", "body": "{{ vars.sms_text.to }}"}},
+        {
+            "id": "mail",
+            "type": "email",
+            "config": {
+                "to": "{{ payload.email }}",
+                "subject": "s",
+                "body": "{{ vars.sms_text.to }}",
+            },
+        },
     ],
     "edges": [{"from": "text", "to": "mail"}],
 }
@@ -62,7 +69,8 @@ def test_transient_failures_back_off_exponentially_then_fail(scripted, dispatche
     assert scripted.calls == 4 and scripted.sent == []
     logs = StepExecutionLog.objects.filter(trigger=instance)
     assert [(log.attempt, log.success, log.error_kind) for log in logs] == [
-        (n, False, "transient") for n in (1, 2, 3, 4)]
+        (n, False, "transient") for n in (1, 2, 3, 4)
+    ]
     trail = list(instance.status_changes.values_list("to_status", "reason"))
     assert trail[-1][0] == "failed" and "retries exhausted" in trail[-1][1]
     assert [t for t, _ in trail].count("processing") == 4
@@ -80,8 +88,9 @@ def test_permanent_error_fails_at_once(scripted, dispatched):
 
 def test_render_error_is_permanent_and_names_the_field(scripted, dispatched):
     scripted.reset()
-    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=SMS_THEN_EMAIL),
-                                      payload={"email": "a@b.c"})
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition=SMS_THEN_EMAIL), payload={"email": "a@b.c"}
+    )
     assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED
@@ -115,9 +124,14 @@ def test_retry_after_success_recorded_does_not_send_again(scripted, dispatched):
 
     scripted.reset()
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=SMS_THEN_EMAIL))
-    Delivery.objects.create(instance=instance, node_id="text", channel="sms",
-                            status=DeliveryStatus.SENT, provider_message_id="SM1",
-                            output={"message_id": "SM1", "to": "+1", "sent_at": "t"})
+    Delivery.objects.create(
+        instance=instance,
+        node_id="text",
+        channel="sms",
+        status=DeliveryStatus.SENT,
+        provider_message_id="SM1",
+        output={"message_id": "SM1", "to": "+1", "sent_at": "t"},
+    )
     assert engine.step_execute(instance_id=instance.pk) == "advanced"
     assert scripted.calls == 0
     instance.refresh_from_db()
@@ -133,8 +147,9 @@ def test_delay_until_in_the_past_continues_at_once_and_says_so(dispatched):
         ],
         "edges": [{"from": "wait", "to": "text"}],
     }
-    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=definition),
-                                      payload={"at": "2001-01-01T00:00:00Z"})
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition=definition), payload={"at": "2001-01-01T00:00:00Z"}
+    )
     assert engine.step_execute(instance_id=instance.pk) == "advanced"
     log = StepExecutionLog.objects.get(trigger=instance)
     assert "past" in log.output["note"]
@@ -168,7 +183,11 @@ def test_step_log_records_input_context(dispatched):
     assert log.input_context["payload"] == instance.payload
     assert log.input_context["trigger"]["id"] == str(instance.pk)
     assert log.input_context["workflow"]["version"] == 1
-    assert (log.node_id, log.node_type, log.success, log.task_id) == ("hello", "email", True,
-                                                                       "task-1")
+    assert (log.node_id, log.node_type, log.success, log.task_id) == (
+        "hello",
+        "email",
+        True,
+        "task-1",
+    )
     with pytest.raises(ValueError):
         log.save()

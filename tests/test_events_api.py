@@ -26,18 +26,29 @@ def outcome_of(response, binding):
 
 
 def test_event_fans_out_to_two_bindings_one_skipped(api):
-    created = WorkflowTriggerFactory(event_name="LEARNER_BATCH_ENROLLMENT",
-                                     idempotency_setting={"strategy": "CONTEXT_BASED",
-                                                          "contextFields": ["userId"]})
-    strict = WorkflowTriggerFactory(event_name="LEARNER_BATCH_ENROLLMENT",
-                                    idempotency_setting={"strategy": "CONTEXT_BASED",
-                                                         "contextFields": ["sessionId"],
-                                                         "failOnMissingContext": True})
+    created = WorkflowTriggerFactory(
+        event_name="LEARNER_BATCH_ENROLLMENT",
+        idempotency_setting={"strategy": "CONTEXT_BASED", "contextFields": ["userId"]},
+    )
+    strict = WorkflowTriggerFactory(
+        event_name="LEARNER_BATCH_ENROLLMENT",
+        idempotency_setting={
+            "strategy": "CONTEXT_BASED",
+            "contextFields": ["sessionId"],
+            "failOnMissingContext": True,
+        },
+    )
     WorkflowTriggerFactory(event_name="OTHER_EVENT")
     WorkflowTriggerFactory(event_name="LEARNER_BATCH_ENROLLMENT", is_active=False)
 
-    response = post(api, {"name": "LEARNER_BATCH_ENROLLMENT", "event_id": "ev-1",
-                          "context": {"userId": "u1", "email": "a@example.com"}})
+    response = post(
+        api,
+        {
+            "name": "LEARNER_BATCH_ENROLLMENT",
+            "event_id": "ev-1",
+            "context": {"userId": "u1", "email": "a@example.com"},
+        },
+    )
 
     assert response.status_code == 202, response.json()
     body = response.json()
@@ -62,8 +73,9 @@ def test_event_fans_out_to_two_bindings_one_skipped(api):
 
 
 def test_repeated_event_is_a_duplicate_and_logs_a_warning(api, caplog):
-    binding = WorkflowTriggerFactory(event_name="E", idempotency_setting={
-        "strategy": "EVENT_BASED", "includeEventId": True})
+    binding = WorkflowTriggerFactory(
+        event_name="E", idempotency_setting={"strategy": "EVENT_BASED", "includeEventId": True}
+    )
     first = post(api, {"name": "E", "event_id": "x1", "context": {}})
     caplog.set_level(logging.WARNING, logger="notifyflow.events")
     second = post(api, {"name": "E", "event_id": "x1", "context": {"changed": True}})
@@ -73,8 +85,10 @@ def test_repeated_event_is_a_duplicate_and_logs_a_warning(api, caplog):
     assert a["idempotency_key"] == b["idempotency_key"] == f"trigger_{binding.pk}_eventId_x1"
     assert TriggerInstance.objects.filter(workflow=binding.workflow).count() == 1
     assert "duplicate" in caplog.text and a["idempotency_key"] in caplog.text
-    assert outcome_of(post(api, {"name": "E", "event_id": "x2", "context": {}}),
-                      binding)["status"] == "created"
+    assert (
+        outcome_of(post(api, {"name": "E", "event_id": "x2", "context": {}}), binding)["status"]
+        == "created"
+    )
     assert EventRecord.objects.filter(name="E").count() == 3
 
 
@@ -90,8 +104,9 @@ def test_context_is_optional_and_defaults_to_empty(api):
     binding = WorkflowTriggerFactory(event_name="E")
     response = post(api, {"name": "E"})
     assert response.status_code == 202
-    assert TriggerInstance.objects.get(
-        pk=outcome_of(response, binding)["instance_id"]).payload == {}
+    assert (
+        TriggerInstance.objects.get(pk=outcome_of(response, binding)["instance_id"]).payload == {}
+    )
 
 
 def test_inactive_workflow_is_skipped_others_still_run(api):
@@ -105,10 +120,17 @@ def test_inactive_workflow_is_skipped_others_still_run(api):
 
 
 def test_expression_error_skips_the_binding_and_logs_an_error(api, caplog):
-    bad = WorkflowTriggerFactory(event_name="E", idempotency_setting={
-        "strategy": "CUSTOM_EXPRESSION", "customExpression": "#{ctx.user.id}"})
-    good = WorkflowTriggerFactory(event_name="E", idempotency_setting={
-        "strategy": "CUSTOM_EXPRESSION", "customExpression": "role_#{ctx.user}"})
+    bad = WorkflowTriggerFactory(
+        event_name="E",
+        idempotency_setting={"strategy": "CUSTOM_EXPRESSION", "customExpression": "#{ctx.user.id}"},
+    )
+    good = WorkflowTriggerFactory(
+        event_name="E",
+        idempotency_setting={
+            "strategy": "CUSTOM_EXPRESSION",
+            "customExpression": "role_#{ctx.user}",
+        },
+    )
     caplog.set_level(logging.ERROR, logger="notifyflow.events")
     response = post(api, {"name": "E", "context": {"user": "not-a-map"}})
     assert outcome_of(response, bad)["status"] == "skipped"
@@ -118,8 +140,9 @@ def test_expression_error_skips_the_binding_and_logs_an_error(api, caplog):
 
 
 def test_binding_with_hand_written_invalid_setting_runs_as_uuid(api, caplog):
-    binding = WorkflowTriggerFactory(event_name="E",
-                                     idempotency_setting={"strategy": "TIME_WINDOW"})
+    binding = WorkflowTriggerFactory(
+        event_name="E", idempotency_setting={"strategy": "TIME_WINDOW"}
+    )
     caplog.set_level(logging.WARNING, logger="notifyflow.idempotency")
     response = post(api, {"name": "E", "context": {}})
     outcome = outcome_of(response, binding)
@@ -132,24 +155,31 @@ def test_binding_with_hand_written_invalid_setting_runs_as_uuid(api, caplog):
 
 def test_uuid_strategy_never_deduplicates(api):
     binding = WorkflowTriggerFactory(event_name="E", idempotency_setting={"strategy": "NONE"})
-    ids = {outcome_of(post(api, {"name": "E", "event_id": "same", "context": {}}),
-                      binding)["instance_id"] for _ in range(3)}
+    ids = {
+        outcome_of(post(api, {"name": "E", "event_id": "same", "context": {}}), binding)[
+            "instance_id"
+        ]
+        for _ in range(3)
+    }
     assert len(ids) == 3
 
 
-@pytest.mark.parametrize(("body", "field", "status"), [
-    ({}, "name", 400),
-    ({"name": ""}, "name", 400),
-    ({"name": "   "}, "name", 400),
-    ({"name": 5, "context": {}}, "name", 400),
-    ({"name": "x" * 201}, "name", 400),
-    ({"name": "E", "context": []}, "context", 400),
-    ({"name": "E", "context": "a"}, "context", 400),
-    ({"name": "E", "context": None}, "context", 400),
-    ({"name": "E", "event_id": 12}, "event_id", 400),
-    ({"name": "E", "event_id": ""}, "event_id", 400),
-    ({"name": "E", "event_id": ["a"]}, "event_id", 400),
-])
+@pytest.mark.parametrize(
+    ("body", "field", "status"),
+    [
+        ({}, "name", 400),
+        ({"name": ""}, "name", 400),
+        ({"name": "   "}, "name", 400),
+        ({"name": 5, "context": {}}, "name", 400),
+        ({"name": "x" * 201}, "name", 400),
+        ({"name": "E", "context": []}, "context", 400),
+        ({"name": "E", "context": "a"}, "context", 400),
+        ({"name": "E", "context": None}, "context", 400),
+        ({"name": "E", "event_id": 12}, "event_id", 400),
+        ({"name": "E", "event_id": ""}, "event_id", 400),
+        ({"name": "E", "event_id": ["a"]}, "event_id", 400),
+    ],
+)
 def test_bad_input_is_a_400_naming_the_field(api, body, field, status):
     WorkflowTriggerFactory(event_name="E")
     response = post(api, body)
@@ -178,22 +208,29 @@ def test_events_need_an_api_key(client):
 
 # --- seed 002 "Real-World Examples", as written --------------------------------------
 
+
 def test_seed_example_1_enrollment_once_per_user_and_session(api):
-    binding = WorkflowTriggerFactory(event_name="LEARNER_BATCH_ENROLLMENT",
-                                     idempotency_setting={
-                                         "strategy": "CONTEXT_BASED",
-                                         "contextFields": ["userId", "sessionId"],
-                                         "failOnMissingContext": True})
+    binding = WorkflowTriggerFactory(
+        event_name="LEARNER_BATCH_ENROLLMENT",
+        idempotency_setting={
+            "strategy": "CONTEXT_BASED",
+            "contextFields": ["userId", "sessionId"],
+            "failOnMissingContext": True,
+        },
+    )
     ctx = {"userId": "user123", "packageId": "pkg456", "sessionId": "session789"}
 
     def send(context, event_id):
-        return outcome_of(post(api, {"name": "LEARNER_BATCH_ENROLLMENT",
-                                     "event_id": event_id, "context": context}), binding)
+        return outcome_of(
+            post(
+                api, {"name": "LEARNER_BATCH_ENROLLMENT", "event_id": event_id, "context": context}
+            ),
+            binding,
+        )
 
     first = send(ctx, "event123")
     assert first["status"] == "created"
-    assert first["idempotency_key"] == (
-        f"trigger_{binding.pk}_userId_user123_sessionId_session789")
+    assert first["idempotency_key"] == (f"trigger_{binding.pk}_userId_user123_sessionId_session789")
     assert send({**ctx, "packageId": "other"}, "event124")["status"] == "duplicate"
     assert send({**ctx, "sessionId": "session790"}, "event125")["status"] == "created"
     assert send({**ctx, "userId": "user124"}, "event126")["status"] == "created"
@@ -203,21 +240,25 @@ def test_seed_example_1_enrollment_once_per_user_and_session(api):
 
 
 def test_seed_example_2_credentials_once_per_user_per_day():
-    binding = WorkflowTriggerFactory(event_name="SEND_LEARNER_CREDENTIALS",
-                                     idempotency_setting={
-                                         "strategy": "CONTEXT_TIME_WINDOW",
-                                         "contextFields": ["userId"], "ttlMinutes": 1440})
+    binding = WorkflowTriggerFactory(
+        event_name="SEND_LEARNER_CREDENTIALS",
+        idempotency_setting={
+            "strategy": "CONTEXT_TIME_WINDOW",
+            "contextFields": ["userId"],
+            "ttlMinutes": 1440,
+        },
+    )
     day = datetime(2024, 5, 1, tzinfo=UTC)
 
     def send(user, at):
-        result = event_receive(name="SEND_LEARNER_CREDENTIALS", context={"userId": user},
-                               at=at)
+        result = event_receive(name="SEND_LEARNER_CREDENTIALS", context={"userId": user}, at=at)
         return result.outcomes[0]
 
     morning = send("u1", day + timedelta(hours=8))
     assert morning.status == "created"
     assert morning.idempotency_key == (
-        f"trigger_{binding.pk}_userId_u1_{int(day.timestamp()) * 1000}")
+        f"trigger_{binding.pk}_userId_u1_{int(day.timestamp()) * 1000}"
+    )
     assert send("u1", day + timedelta(hours=23, minutes=59)).status == "duplicate"
     assert send("u2", day + timedelta(hours=9)).status == "created"
     assert send("u1", day + timedelta(days=1)).status == "created"
@@ -225,15 +266,18 @@ def test_seed_example_2_credentials_once_per_user_per_day():
 
 
 def test_seed_example_3_batch_once_per_five_minute_window():
-    binding = WorkflowTriggerFactory(event_name="SUB_ORG_MEMBER_ENROLLMENT",
-                                     idempotency_setting={"strategy": "TIME_WINDOW",
-                                                          "ttlMinutes": 5})
+    binding = WorkflowTriggerFactory(
+        event_name="SUB_ORG_MEMBER_ENROLLMENT",
+        idempotency_setting={"strategy": "TIME_WINDOW", "ttlMinutes": 5},
+    )
     start = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
     statuses = [
-        event_receive(name="SUB_ORG_MEMBER_ENROLLMENT", context={"batch": n},
-                      at=start + timedelta(seconds=s)).outcomes[0].status
+        event_receive(
+            name="SUB_ORG_MEMBER_ENROLLMENT", context={"batch": n}, at=start + timedelta(seconds=s)
+        )
+        .outcomes[0]
+        .status
         for n, s in enumerate([0, 60, 299, 300, 599, 600])
     ]
-    assert statuses == ["created", "duplicate", "duplicate", "created", "duplicate",
-                        "created"]
+    assert statuses == ["created", "duplicate", "duplicate", "created", "duplicate", "created"]
     assert TriggerInstance.objects.filter(workflow=binding.workflow).count() == 3

@@ -18,8 +18,9 @@ def test_healthz_is_503_when_the_broker_is_down(monkeypatch):
     from notifyflow.celery import app
 
     # A real connection attempt to a port where nothing listens.
-    monkeypatch.setattr(app, "connection_for_write",
-                        lambda: Connection("redis://127.0.0.1:1/0", connect_timeout=1))
+    monkeypatch.setattr(
+        app, "connection_for_write", lambda: Connection("redis://127.0.0.1:1/0", connect_timeout=1)
+    )
     response = Client().get("/healthz")
     assert response.status_code == 503
     assert response.json()["broker"].startswith("error")

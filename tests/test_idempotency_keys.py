@@ -23,11 +23,23 @@ AT = datetime(2024, 5, 1, 9, 23, 30, tzinfo=UTC)
 CTX = {"userId": "user123", "packageId": "pkg456", "sessionId": "session789"}
 
 
-def key(settings: dict, *, trigger_id=42, event_name="LEARNER_BATCH_ENROLLMENT",
-        event_id="event123", context=None, at=AT) -> str:
+def key(
+    settings: dict,
+    *,
+    trigger_id=42,
+    event_name="LEARNER_BATCH_ENROLLMENT",
+    event_id="event123",
+    context=None,
+    at=AT,
+) -> str:
     generator = generator_for(IdempotencySettings.parse(settings))
-    return generator.generate(trigger_id=trigger_id, event_name=event_name, event_id=event_id,
-                              context=CTX if context is None else context, at=at)
+    return generator.generate(
+        trigger_id=trigger_id,
+        event_name=event_name,
+        event_id=event_id,
+        context=CTX if context is None else context,
+        at=at,
+    )
 
 
 def ms(dt: datetime) -> int:
@@ -50,9 +62,11 @@ def test_random_strategies_give_a_fresh_uuid_each_time(strategy):
 def test_time_window_key_is_trigger_and_window_start_ms():
     # 9:23:30 in a 15-minute window: the window starts at 9:15 (not 9:00 as the seed says).
     assert key({"strategy": "TIME_WINDOW", "ttlMinutes": 15}) == (
-        f"trigger_42_{ms(datetime(2024, 5, 1, 9, 15, tzinfo=UTC))}")
+        f"trigger_42_{ms(datetime(2024, 5, 1, 9, 15, tzinfo=UTC))}"
+    )
     assert key({"strategy": "TIME_WINDOW", "ttlMinutes": 15, "includeTriggerId": False}) == (
-        str(ms(datetime(2024, 5, 1, 9, 15, tzinfo=UTC))))
+        str(ms(datetime(2024, 5, 1, 9, 15, tzinfo=UTC)))
+    )
 
 
 def test_seed_example_9_07_and_9_14_share_a_window_9_23_does_not():
@@ -91,18 +105,28 @@ def test_windows_align_to_the_epoch_in_utc_whatever_the_offset():
 
 def test_context_based_key_lists_field_names_and_values_in_order():
     assert key({"strategy": "CONTEXT_BASED", "contextFields": ["userId"]}) == (
-        "trigger_42_userId_user123")
-    assert key({"strategy": "CONTEXT_BASED",
-                "contextFields": ["userId", "packageId", "sessionId"]}) == (
-        "trigger_42_userId_user123_packageId_pkg456_sessionId_session789")
-    assert key({"strategy": "CONTEXT_BASED", "contextFields": ["userId", "packageId"],
-                "includeTriggerId": False}) == "userId_user123_packageId_pkg456"
+        "trigger_42_userId_user123"
+    )
+    assert key(
+        {"strategy": "CONTEXT_BASED", "contextFields": ["userId", "packageId", "sessionId"]}
+    ) == ("trigger_42_userId_user123_packageId_pkg456_sessionId_session789")
+    assert (
+        key(
+            {
+                "strategy": "CONTEXT_BASED",
+                "contextFields": ["userId", "packageId"],
+                "includeTriggerId": False,
+            }
+        )
+        == "userId_user123_packageId_pkg456"
+    )
 
 
 def test_context_based_key_is_deterministic_and_ignores_time_and_other_fields():
     settings = {"strategy": "CONTEXT_BASED", "contextFields": ["userId"]}
-    assert key(settings) == key(settings, at=AT + timedelta(days=400),
-                                context={**CTX, "other": 1}, event_id="another")
+    assert key(settings) == key(
+        settings, at=AT + timedelta(days=400), context={**CTX, "other": 1}, event_id="another"
+    )
     assert key(settings) != key(settings, context={"userId": "someone-else"})
 
 
@@ -110,47 +134,58 @@ def test_context_values_render_as_json_scalars_and_compact_sorted_json():
     settings = {"strategy": "CONTEXT_BASED", "contextFields": ["n", "b", "f", "obj", "lst"]}
     context = {"n": 7, "b": True, "f": 2.5, "obj": {"z": 1, "a": "x"}, "lst": [1, "two"]}
     assert key(settings, context=context) == (
-        'trigger_42_n_7_b_true_f_2.5_obj_{"a":"x","z":1}_lst_[1,"two"]')
+        'trigger_42_n_7_b_true_f_2.5_obj_{"a":"x","z":1}_lst_[1,"two"]'
+    )
 
 
 def test_missing_context_renders_null_by_default():
     settings = {"strategy": "CONTEXT_BASED", "contextFields": ["userId", "sessionId"]}
     assert key(settings, context={"userId": "u1"}) == "trigger_42_userId_u1_sessionId_null"
     assert key(settings, context={"userId": "u1", "sessionId": None}) == (
-        "trigger_42_userId_u1_sessionId_null")
+        "trigger_42_userId_u1_sessionId_null"
+    )
 
 
 def test_missing_context_fails_with_fail_on_missing_context():
-    settings = {"strategy": "CONTEXT_BASED", "contextFields": ["userId", "sessionId"],
-                "failOnMissingContext": True}
+    settings = {
+        "strategy": "CONTEXT_BASED",
+        "contextFields": ["userId", "sessionId"],
+        "failOnMissingContext": True,
+    }
     with pytest.raises(KeyGenerationError) as info:
         key(settings, context={"userId": "u1"})
     assert info.value.code == "missing_context"
     assert info.value.field == "context.sessionId"
     assert key(settings, context={"userId": "u1", "sessionId": "s"}) == (
-        "trigger_42_userId_u1_sessionId_s")
+        "trigger_42_userId_u1_sessionId_s"
+    )
 
 
 def test_context_time_window_key_combines_fields_and_window():
-    settings = {"strategy": "CONTEXT_TIME_WINDOW", "contextFields": ["userId"],
-                "ttlMinutes": 60}
+    settings = {"strategy": "CONTEXT_TIME_WINDOW", "contextFields": ["userId"], "ttlMinutes": 60}
     hour = ms(datetime(2024, 5, 1, 9, 0, tzinfo=UTC))
     assert key(settings) == f"trigger_42_userId_user123_{hour}"
     assert key(settings, at=datetime(2024, 5, 1, 9, 59, 59, tzinfo=UTC)) == key(settings)
     assert key(settings, at=datetime(2024, 5, 1, 10, 0, tzinfo=UTC)) == (
-        f"trigger_42_userId_user123_{hour + 3_600_000}")
+        f"trigger_42_userId_user123_{hour + 3_600_000}"
+    )
     assert key({**settings, "includeTriggerId": False}, context={}) == f"userId_null_{hour}"
     with pytest.raises(KeyGenerationError):
         key({**settings, "failOnMissingContext": True}, context={})
 
 
-@pytest.mark.parametrize(("flags", "expected"), [
-    ({"includeEventType": True, "includeEventId": True},
-     "trigger_42_eventType_LEARNER_BATCH_ENROLLMENT_eventId_event123"),
-    ({"includeEventType": True}, "trigger_42_eventType_LEARNER_BATCH_ENROLLMENT"),
-    ({"includeEventId": True}, "trigger_42_eventId_event123"),
-    ({"includeEventId": True, "includeTriggerId": False}, "eventId_event123"),
-])
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (
+            {"includeEventType": True, "includeEventId": True},
+            "trigger_42_eventType_LEARNER_BATCH_ENROLLMENT_eventId_event123",
+        ),
+        ({"includeEventType": True}, "trigger_42_eventType_LEARNER_BATCH_ENROLLMENT"),
+        ({"includeEventId": True}, "trigger_42_eventId_event123"),
+        ({"includeEventId": True, "includeTriggerId": False}, "eventId_event123"),
+    ],
+)
 def test_event_based_key_has_only_the_parts_switched_on(flags, expected):
     assert key({"strategy": "EVENT_BASED", **flags}) == expected
 
@@ -162,12 +197,16 @@ def test_event_based_key_needs_an_event_id_when_it_includes_one():
 
 
 def test_custom_expression_key_is_the_rendered_template():
-    settings = {"strategy": "CUSTOM_EXPRESSION",
-                "customExpression": "#{triggerId}_#{ctx['roleId']}_#{ctx['organizationId']}"}
+    settings = {
+        "strategy": "CUSTOM_EXPRESSION",
+        "customExpression": "#{triggerId}_#{ctx['roleId']}_#{ctx['organizationId']}",
+    }
     assert key(settings, context={"roleId": "admin", "organizationId": 9}) == "42_admin_9"
     # No trigger prefix is added: the expression is the whole key.
-    assert key({**settings, "includeTriggerId": True},
-               context={"roleId": "r", "organizationId": "o"}) == "42_r_o"
+    assert (
+        key({**settings, "includeTriggerId": True}, context={"roleId": "r", "organizationId": "o"})
+        == "42_r_o"
+    )
 
 
 def test_custom_expression_missing_value_null_or_skip():
@@ -203,15 +242,17 @@ def test_factory_falls_back_to_uuid_for_invalid_json_and_logs(caplog):
     assert "invalid idempotency_setting" in resolved.fallback_reason
     assert "workflow trigger 9" in caplog.text and "falling back to UUID" in caplog.text
     generated = generator_for("{not json").generate(
-        trigger_id=9, event_name="E", event_id=None, context={}, at=AT)
+        trigger_id=9, event_name="E", event_id=None, context={}, at=AT
+    )
     assert re.fullmatch(f"trigger_9_{UUID_RE}", generated)
 
 
 def test_factory_falls_back_to_uuid_for_invalid_settings(caplog):
     caplog.set_level(logging.WARNING, logger="notifyflow.idempotency")
     for raw in ({"strategy": "TIME_WINDOW"}, {"strategy": "NOPE"}, [1], {"ttl": 5}):
-        generated = generator_for(raw).generate(trigger_id=1, event_name="E", event_id=None,
-                                                context={}, at=AT)
+        generated = generator_for(raw).generate(
+            trigger_id=1, event_name="E", event_id=None, context={}, at=AT
+        )
         assert re.fullmatch(f"trigger_1_{UUID_RE}", generated)
     assert caplog.text.count("falling back to UUID") == 4
 

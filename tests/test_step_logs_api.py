@@ -24,7 +24,9 @@ def test_steps_of_a_trigger_oldest_first(api, ran):
     body = api.get(f"/api/v1/triggers/{ran[0].pk}/steps/").json()
     rows = body["results"]
     assert [(r["node_id"], r["node_type"], r["success"]) for r in rows] == [
-        ("hello", "email", True), ("text", "sms", True)]
+        ("hello", "email", True),
+        ("text", "sms", True),
+    ]
     assert all(r["trigger"] == str(ran[0].pk) for r in rows)
     assert rows[0]["started_at"] <= rows[1]["started_at"]
     assert rows[0]["input_context"]["payload"] == ran[0].payload

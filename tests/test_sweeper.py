@@ -20,10 +20,12 @@ pytestmark = pytest.mark.django_db
 def test_due_instance_with_a_lost_message_is_redispatched(dispatched, settings):
     settings.NOTIFYFLOW_REDISPATCH_AFTER_S = 30
     now = timezone.now()
-    lost = TriggerInstanceFactory(available_at=now - timedelta(minutes=5),
-                                  dispatched_at=now - timedelta(minutes=5))
-    fresh = TriggerInstanceFactory(available_at=now - timedelta(seconds=1),
-                                   dispatched_at=now - timedelta(seconds=1))
+    lost = TriggerInstanceFactory(
+        available_at=now - timedelta(minutes=5), dispatched_at=now - timedelta(minutes=5)
+    )
+    fresh = TriggerInstanceFactory(
+        available_at=now - timedelta(seconds=1), dispatched_at=now - timedelta(seconds=1)
+    )
     TriggerInstanceFactory(available_at=now + timedelta(hours=1), dispatched_at=None)
     TriggerInstanceFactory(status=TriggerStatus.COMPLETED, available_at=now - timedelta(days=1))
     assert engine.sweep(now=now) == {"recovered": 0, "dispatched": 1}
@@ -39,8 +41,10 @@ def test_long_delay_is_held_in_the_database_and_woken_by_the_sweeper(dispatched,
     settings.NOTIFYFLOW_BROKER_HORIZON_S = 600
     definition = {
         "entry_node_id": "wait",
-        "nodes": [{"id": "wait", "type": "delay", "config": {"duration": "2h"}},
-                  {"id": "text", "type": "sms", "config": {"to": "+1", "body": "x"}}],
+        "nodes": [
+            {"id": "wait", "type": "delay", "config": {"duration": "2h"}},
+            {"id": "text", "type": "sms", "config": {"to": "+1", "body": "x"}},
+        ],
         "edges": [{"from": "wait", "to": "text"}],
     }
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=definition))
@@ -62,7 +66,10 @@ def test_expired_lease_is_recovered_as_a_failed_attempt(dispatched):
     assert engine.sweep(now=later)["recovered"] == 1
     instance.refresh_from_db()
     assert (instance.status, instance.attempts, instance.lease_token) == (
-        TriggerStatus.ENQUEUED, 1, None)
+        TriggerStatus.ENQUEUED,
+        1,
+        None,
+    )
     assert "lease expired" in instance.last_error and "doomed@host" in instance.last_error
     assert dispatched[-1] == (str(instance.pk), None)
     log = StepExecutionLog.objects.get(trigger=instance)
@@ -90,7 +97,8 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
     def stalled(step):
         # While the zombie "sends", its lease expires and someone else takes over.
         TriggerInstance.objects.filter(pk=instance.pk).update(
-            locked_until=timezone.now() - timedelta(seconds=1))
+            locked_until=timezone.now() - timedelta(seconds=1)
+        )
         engine.sweep()
         return real_email(step)
 
@@ -99,7 +107,10 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
     instance.refresh_from_db()
     # The zombie's "advance" was discarded: the sweeper's requeue stands.
     assert (instance.status, instance.current_node_id, instance.attempts) == (
-        TriggerStatus.ENQUEUED, "hello", 1)
+        TriggerStatus.ENQUEUED,
+        "hello",
+        1,
+    )
     zombie_log = StepExecutionLog.objects.get(trigger=instance, worker="zombie")
     assert zombie_log.error_kind == "lease_lost"
     # The next attempt does not send the email again: the delivery was recorded.
@@ -111,15 +122,16 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
 
 
 def test_operator_retry_is_the_way_out_of_failed(dispatched):
-    instance = TriggerInstanceFactory(status=TriggerStatus.FAILED, attempts=4,
-                                      last_error="boom")
+    instance = TriggerInstanceFactory(status=TriggerStatus.FAILED, attempts=4, last_error="boom")
     assert services.instance_retry(instance_id=instance.pk, actor="alice")
     instance.refresh_from_db()
     assert (instance.status, instance.attempts, instance.last_error) == (
-        TriggerStatus.ENQUEUED, 0, "")
+        TriggerStatus.ENQUEUED,
+        0,
+        "",
+    )
     change = instance.status_changes.last()
-    assert (change.from_status, change.to_status, change.actor) == ("failed", "enqueued",
-                                                                   "alice")
+    assert (change.from_status, change.to_status, change.actor) == ("failed", "enqueued", "alice")
     assert not services.instance_retry(instance_id=instance.pk, actor="alice")
 
 

@@ -22,9 +22,22 @@ def test_new_trigger_is_enqueued_at_the_entry_node(api, workflow):
     assert body["cursor"] == {"current_node_id": "hello"}
     assert body["attempts"] == 0 and body["vars"] == {} and body["payload"] == PAYLOAD
     assert body["workflow"] == workflow.key and body["workflow_version"] == 1
-    assert set(body) == {"id", "workflow", "workflow_version", "idempotency_key", "status",
-                         "cursor", "vars", "attempts", "available_at", "payload",
-                         "last_error", "created_at", "updated_at", "finished_at"}
+    assert set(body) == {
+        "id",
+        "workflow",
+        "workflow_version",
+        "idempotency_key",
+        "status",
+        "cursor",
+        "vars",
+        "attempts",
+        "available_at",
+        "payload",
+        "last_error",
+        "created_at",
+        "updated_at",
+        "finished_at",
+    }
     assert "Idempotent-Replayed" not in response
 
 
@@ -52,12 +65,13 @@ def test_instance_pins_the_version_it_started_on(api, workflow):
     from .factories import email_sms_definition
 
     first = post(api, workflow=workflow.key, idempotency_key="a", payload={}).json()
-    workflow_save(key=workflow.key, name=workflow.name,
-                  definition=email_sms_definition(delay="5m"))
+    workflow_save(key=workflow.key, name=workflow.name, definition=email_sms_definition(delay="5m"))
     second = post(api, workflow=workflow.key, idempotency_key="b", payload={}).json()
     assert (first["workflow_version"], second["workflow_version"]) == (1, 2)
-    assert TriggerInstance.objects.get(pk=first["id"]).workflow_version.definition[
-        "nodes"][1]["id"] == "text"
+    assert (
+        TriggerInstance.objects.get(pk=first["id"]).workflow_version.definition["nodes"][1]["id"]
+        == "text"
+    )
 
 
 def test_get_one_and_404(api, workflow):
@@ -72,8 +86,9 @@ def test_list_filters_and_pagination(api, workflow):
 
     other = WorkflowFactory()
     TriggerInstanceFactory.create_batch(3, workflow=workflow)
-    TriggerInstanceFactory(workflow=workflow, status=TriggerStatus.FAILED,
-                           idempotency_key="the-failed-one")
+    TriggerInstanceFactory(
+        workflow=workflow, status=TriggerStatus.FAILED, idempotency_key="the-failed-one"
+    )
     TriggerInstanceFactory(workflow=other)
     assert len(api.get("/api/v1/triggers/").json()["results"]) == 5
     by_wf = api.get("/api/v1/triggers/", {"workflow": workflow.key}).json()["results"]
@@ -133,7 +148,6 @@ def test_a_new_version_is_used_at_once_in_this_process(api, workflow):
     from .factories import email_sms_definition
 
     post(api, workflow=workflow.key, idempotency_key="a", payload={})
-    workflow_save(key=workflow.key, name=workflow.name,
-                  definition=email_sms_definition(delay="1m"))
+    workflow_save(key=workflow.key, name=workflow.name, definition=email_sms_definition(delay="1m"))
     second = post(api, workflow=workflow.key, idempotency_key="b", payload={}).json()
     assert second["workflow_version"] == 2

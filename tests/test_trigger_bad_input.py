@@ -28,8 +28,14 @@ def raw_post(api, body: str, content_type: str = "application/json"):
 CASES = [
     # (id, body, content type, status, field, code)
     ("malformed json", '{"workflow": ', "application/json", 400, "body", "malformed_json"),
-    ("wrong content type", "workflow=x", "application/x-www-form-urlencoded", 415,
-     "Content-Type", "unsupported_media_type"),
+    (
+        "wrong content type",
+        "workflow=x",
+        "application/x-www-form-urlencoded",
+        415,
+        "Content-Type",
+        "unsupported_media_type",
+    ),
     ("body is a list", "[1, 2]", "application/json", 400, "body", "not_an_object"),
     ("payload not an object", {"payload": [1]}, None, 400, "payload", "not_an_object"),
     ("payload a string", {"payload": "x"}, None, 400, "payload", "not_an_object"),
@@ -37,14 +43,18 @@ CASES = [
     ("key empty", {"idempotency_key": ""}, None, 400, "idempotency_key", "required"),
     ("key blank", {"idempotency_key": "   "}, None, 400, "idempotency_key", "required"),
     ("key not a string", {"idempotency_key": 12}, None, 400, "idempotency_key", "required"),
-    ("key too long", {"idempotency_key": "k" * 256}, None, 400, "idempotency_key",
-     "too_long"),
+    ("key too long", {"idempotency_key": "k" * 256}, None, 400, "idempotency_key", "too_long"),
     ("workflow missing", {"workflow": None}, None, 400, "workflow", "required"),
     ("workflow unknown", {"workflow": "nope"}, None, 400, "workflow", "unknown_workflow"),
-    ("workflow inactive", {"workflow": "dormant"}, None, 400, "workflow",
-     "inactive_workflow"),
-    ("payload over 256 KiB", {"payload": {"blob": "x" * (256 * 1024)}}, None, 413, "payload",
-     "payload_too_large"),
+    ("workflow inactive", {"workflow": "dormant"}, None, 400, "workflow", "inactive_workflow"),
+    (
+        "payload over 256 KiB",
+        {"payload": {"blob": "x" * (256 * 1024)}},
+        None,
+        413,
+        "payload",
+        "payload_too_large",
+    ),
 ]
 
 
@@ -67,8 +77,9 @@ def test_bad_input_is_a_4xx_naming_the_field(api, workflow, inactive, case):
 
 
 def test_a_huge_body_is_refused_before_parsing(api, workflow):
-    body = json.dumps({"workflow": workflow.key, "idempotency_key": "k",
-                       "payload": {"blob": "x" * (400 * 1024)}})
+    body = json.dumps(
+        {"workflow": workflow.key, "idempotency_key": "k", "payload": {"blob": "x" * (400 * 1024)}}
+    )
     response = raw_post(api, body)
     assert response.status_code == 413 and response.json()["field"] == "body"
     assert TriggerInstance.objects.count() == 0
@@ -77,12 +88,14 @@ def test_a_huge_body_is_refused_before_parsing(api, workflow):
 def test_payload_exactly_at_the_limit_is_accepted(api, workflow, settings):
     settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES = 1000
     payload = {"b": "x" * (1000 - len('{"b":""}'))}
-    ok = raw_post(api, json.dumps({"workflow": workflow.key, "idempotency_key": "k",
-                                   "payload": payload}))
+    ok = raw_post(
+        api, json.dumps({"workflow": workflow.key, "idempotency_key": "k", "payload": payload})
+    )
     assert ok.status_code == 201
     payload["b"] += "x"
-    too_big = raw_post(api, json.dumps({"workflow": workflow.key, "idempotency_key": "k2",
-                                        "payload": payload}))
+    too_big = raw_post(
+        api, json.dumps({"workflow": workflow.key, "idempotency_key": "k2", "payload": payload})
+    )
     assert too_big.status_code == 413
 
 
@@ -91,8 +104,9 @@ def test_missing_or_bad_auth_is_401(workflow, header):
     client = APIClient()
     if header:
         client.credentials(HTTP_AUTHORIZATION=header)
-    response = client.post(URL, {"workflow": workflow.key, "idempotency_key": "k",
-                                 "payload": {}}, format="json")
+    response = client.post(
+        URL, {"workflow": workflow.key, "idempotency_key": "k", "payload": {}}, format="json"
+    )
     assert response.status_code == 401
     assert response.json()["field"] == "Authorization"
     assert response.json()["code"] in {"not_authenticated", "authentication_failed"}
@@ -100,8 +114,7 @@ def test_missing_or_bad_auth_is_401(workflow, header):
 
 
 def test_unknown_fields_in_payload_are_kept_but_bad_top_level_types_fail(api, workflow):
-    response = raw_post(api, json.dumps({"workflow": ["x"], "idempotency_key": "k",
-                                         "payload": {}}))
+    response = raw_post(api, json.dumps({"workflow": ["x"], "idempotency_key": "k", "payload": {}}))
     assert response.status_code == 400 and response.json()["field"] == "workflow"
 
 

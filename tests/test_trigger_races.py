@@ -29,11 +29,20 @@ def test_fifty_concurrent_identical_posts_create_one_instance(live_server):
         session = requests.Session()
         session.get(f"{live_server.url}/healthz", timeout=30)
         barrier.wait()
-        response = session.post(f"{live_server.url}/api/v1/triggers/", json=body,
-                                headers={"Authorization": f"Bearer {raw}"}, timeout=30)
+        response = session.post(
+            f"{live_server.url}/api/v1/triggers/",
+            json=body,
+            headers={"Authorization": f"Bearer {raw}"},
+            timeout=30,
+        )
         with lock:
-            results.append((response.status_code, response.json().get("id"),
-                            response.headers.get("Idempotent-Replayed")))
+            results.append(
+                (
+                    response.status_code,
+                    response.json().get("id"),
+                    response.headers.get("Idempotent-Replayed"),
+                )
+            )
 
     threads = [threading.Thread(target=fire) for _ in range(50)]
     for thread in threads:

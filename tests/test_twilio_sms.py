@@ -16,8 +16,13 @@ pytestmark = pytest.mark.django_db
 
 SMS_ONLY = {
     "entry_node_id": "text",
-    "nodes": [{"id": "text", "type": "sms",
-               "config": {"to": "{{ payload.phone }}", "body": "Hi {{ payload.name }}"}}],
+    "nodes": [
+        {
+            "id": "text",
+            "type": "sms",
+            "config": {"to": "{{ payload.phone }}", "body": "Hi {{ payload.name }}"},
+        }
+    ],
     "edges": [],
 }
 

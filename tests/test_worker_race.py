@@ -19,17 +19,22 @@ N = 200
 def test_two_workers_execute_every_node_exactly_once(tmp_path):
     flush_broker()
     wf = WorkflowFactory(definition=email_sms_definition())
-    with celery_worker(tmp_path, name="a", pool="prefork", concurrency=2), \
-            celery_worker(tmp_path, name="b", pool="prefork", concurrency=2):
+    with (
+        celery_worker(tmp_path, name="a", pool="prefork", concurrency=2),
+        celery_worker(tmp_path, name="b", pool="prefork", concurrency=2),
+    ):
         ids = []
         for n in range(N):
-            instance = trigger_create(workflow=wf.key, idempotency_key=f"race-{n}",
-                                      payload=PAYLOAD).instance
+            instance = trigger_create(
+                workflow=wf.key, idempotency_key=f"race-{n}", payload=PAYLOAD
+            ).instance
             dispatch_on_commit(instance.pk)  # a duplicate message for every instance
             ids.append(instance.pk)
-        wait_until(lambda: TriggerInstance.objects.filter(
-            status=TriggerStatus.COMPLETED).count() == N, timeout=120,
-            what=f"{N} instances to complete")
+        wait_until(
+            lambda: TriggerInstance.objects.filter(status=TriggerStatus.COMPLETED).count() == N,
+            timeout=120,
+            what=f"{N} instances to complete",
+        )
         log_a = (tmp_path / "worker-a.log").read_text()
         log_b = (tmp_path / "worker-b.log").read_text()
     assert "succeeded" in log_a and "succeeded" in log_b, "both workers took part"

@@ -30,9 +30,15 @@ def test_kill_9_mid_run_every_instance_completes_without_double_sends(tmp_path, 
             trigger_create(workflow=wf.key, idempotency_key=f"kill-{n}", payload=PAYLOAD)
         # Kill while a step is mid-flight (inside the slow provider call), so the lease
         # recovery path is what brings it back.
-        wait_until(lambda: StepExecutionLog.objects.count() >= N // 2
-                   and TriggerInstance.objects.filter(status=TriggerStatus.PROCESSING).exists(),
-                   timeout=60, interval=0.02, what="progress and a step in flight")
+        wait_until(
+            lambda: (
+                StepExecutionLog.objects.count() >= N // 2
+                and TriggerInstance.objects.filter(status=TriggerStatus.PROCESSING).exists()
+            ),
+            timeout=60,
+            interval=0.02,
+            what="progress and a step in flight",
+        )
         kill9(w)
     in_flight = TriggerInstance.objects.filter(status=TriggerStatus.PROCESSING).count()
     done_at_kill = completed()
@@ -55,10 +61,12 @@ def test_kill_9_mid_run_every_instance_completes_without_double_sends(tmp_path, 
     twice = [k for k, v in (emails + sms).items() if v > 1]
     assert len(twice) <= in_flight, "only sends cut off mid-step may repeat"
     with capsys.disabled():
-        print(f"\n[kill -9] instances={N} completed_at_kill={done_at_kill} "
-              f"processing_at_kill={in_flight} leases_recovered={recovered} "
-              f"emails={sum(emails.values())} sms={sum(sms.values())} "
-              f"sent_twice={len(twice)} all_completed_after={recovery_s:.1f}s")
+        print(
+            f"\n[kill -9] instances={N} completed_at_kill={done_at_kill} "
+            f"processing_at_kill={in_flight} leases_recovered={recovered} "
+            f"emails={sum(emails.values())} sms={sum(sms.values())} "
+            f"sent_twice={len(twice)} all_completed_after={recovery_s:.1f}s"
+        )
 
 
 def test_redis_flushall_mid_run_every_instance_completes(tmp_path, capsys):
@@ -70,8 +78,9 @@ def test_redis_flushall_mid_run_every_instance_completes(tmp_path, capsys):
     with celery_worker(tmp_path, name="flushed", pool="prefork", concurrency=2, beat=True):
         for n in range(N):
             trigger_create(workflow=wf.key, idempotency_key=f"flush-{n}", payload=PAYLOAD)
-        wait_until(lambda: StepExecutionLog.objects.count() >= N, timeout=60,
-                   what="the first steps")
+        wait_until(
+            lambda: StepExecutionLog.objects.count() >= N, timeout=60, what="the first steps"
+        )
         redis.Redis.from_url(settings.CELERY_BROKER_URL).flushall()
         done_at_flush = completed()
         started = time.monotonic()
@@ -82,6 +91,8 @@ def test_redis_flushall_mid_run_every_instance_completes(tmp_path, capsys):
     assert set(emails.values()) == {1} and set(sms.values()) == {1}
     assert StepExecutionLog.objects.filter(success=True).count() == 3 * N
     with capsys.disabled():
-        print(f"\n[FLUSHALL] instances={N} completed_at_flush={done_at_flush} "
-              f"all_completed_after={recovery_s:.1f}s emails={sum(emails.values())} "
-              f"sms={sum(sms.values())}")
+        print(
+            f"\n[FLUSHALL] instances={N} completed_at_flush={done_at_flush} "
+            f"all_completed_after={recovery_s:.1f}s emails={sum(emails.values())} "
+            f"sms={sum(sms.values())}"
+        )

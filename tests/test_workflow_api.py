@@ -11,8 +11,13 @@ URL = "/api/v1/workflows/"
 
 
 def body(**overrides):
-    return {"key": "welcome", "name": "Welcome", "is_active": True,
-            "definition": email_sms_definition(), **overrides}
+    return {
+        "key": "welcome",
+        "name": "Welcome",
+        "is_active": True,
+        "definition": email_sms_definition(),
+        **overrides,
+    }
 
 
 def test_create_get_and_list(api):
@@ -28,11 +33,14 @@ def test_put_with_changed_definition_adds_a_version(api):
     same = api.put(f"{URL}welcome/", body(name="Renamed"), format="json")
     assert same.status_code == 200 and same.json()["version"] == 1
     assert Workflow.objects.get().name == "Renamed"
-    changed = api.put(f"{URL}welcome/", body(definition=email_sms_definition(delay="1m")),
-                      format="json")
+    changed = api.put(
+        f"{URL}welcome/", body(definition=email_sms_definition(delay="1m")), format="json"
+    )
     assert changed.json()["version"] == 2
-    assert list(WorkflowVersion.objects.values_list("version", flat=True).order_by("version")
-                ) == [1, 2]
+    assert list(WorkflowVersion.objects.values_list("version", flat=True).order_by("version")) == [
+        1,
+        2,
+    ]
 
 
 def test_invalid_definition_names_node_and_field_and_stores_nothing(api):

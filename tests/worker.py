@@ -34,8 +34,10 @@ def flush_broker() -> None:
 
 def worker_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
     db = connection.settings_dict
-    url = (f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:"
-           f"{db['PORT'] or 5432}/{db['NAME']}")
+    url = (
+        f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:"
+        f"{db['PORT'] or 5432}/{db['NAME']}"
+    )
     env = {
         **os.environ,
         "DATABASE_URL": url,
@@ -57,20 +59,52 @@ def worker_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
 
 
 @contextmanager
-def celery_worker(tmp_path: Path, *, name: str = "w1", pool: str = "solo",
-                  concurrency: int = 1, beat: bool = False, **env: str
-                  ) -> Iterator[subprocess.Popen]:
+def celery_worker(
+    tmp_path: Path,
+    *,
+    name: str = "w1",
+    pool: str = "solo",
+    concurrency: int = 1,
+    beat: bool = False,
+    **env: str,
+) -> Iterator[subprocess.Popen]:
     """Start ``celery -A notifyflow worker`` and wait until it is ready; stop it after."""
     log_path = tmp_path / f"worker-{name}.log"
-    args = [CELERY, "-A", "notifyflow", "worker", "-l", "INFO", "-n", f"{name}@%h",
-            "-P", pool, "-c", str(concurrency), "-O", "fair", "--without-gossip",
-            "--without-mingle"]
+    args = [
+        CELERY,
+        "-A",
+        "notifyflow",
+        "worker",
+        "-l",
+        "INFO",
+        "-n",
+        f"{name}@%h",
+        "-P",
+        pool,
+        "-c",
+        str(concurrency),
+        "-O",
+        "fair",
+        "--without-gossip",
+        "--without-mingle",
+    ]
     if beat:
-        args += ["-B", "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
-                 "-s", str(tmp_path / f"beat-{name}")]
+        args += [
+            "-B",
+            "--scheduler",
+            "django_celery_beat.schedulers:DatabaseScheduler",
+            "-s",
+            str(tmp_path / f"beat-{name}"),
+        ]
     log = open(log_path, "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(args, cwd=ROOT, env=worker_env(tmp_path, **env), stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env=worker_env(tmp_path, **env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while "ready." not in log_path.read_text():
@@ -95,8 +129,14 @@ def kill9(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def wait_until(predicate: Callable[[], bool], *, timeout: float, interval: float = 0.2,
-               every: Callable[[], object] | None = None, what: str = "condition") -> None:
+def wait_until(
+    predicate: Callable[[], bool],
+    *,
+    timeout: float,
+    interval: float = 0.2,
+    every: Callable[[], object] | None = None,
+    what: str = "condition",
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         if predicate():

@@ -58,10 +58,18 @@ class StatusChangeInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(TriggerInstance)
-class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
-                           admin.ModelAdmin):
-    list_display = ("short_id", "status_display", "workflow", "current_node_id", "attempts",
-                    "available", "created")
+class TriggerInstanceAdmin(
+    LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin, admin.ModelAdmin
+):
+    list_display = (
+        "short_id",
+        "status_display",
+        "workflow",
+        "current_node_id",
+        "attempts",
+        "available",
+        "created",
+    )
     list_display_links = ("short_id",)
     list_filter = ("status", "workflow", ("created_at", admin.DateFieldListFilter))
     list_select_related = ("workflow",)
@@ -75,17 +83,47 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
     actions = ("retry_failed", "run_now")
     inlines: tuple[type[admin.options.InlineModelAdmin], ...] = (StatusChangeInline,)
     fieldsets = (
-        (None, {"fields": ("id", "workflow", "version_display", "idempotency_key",
-                           "status_display", "current_node_id", "attempts", "available",
-                           "last_error", "created", "updated", "finished")}),
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "workflow",
+                    "version_display",
+                    "idempotency_key",
+                    "status_display",
+                    "current_node_id",
+                    "attempts",
+                    "available",
+                    "last_error",
+                    "created",
+                    "updated",
+                    "finished",
+                )
+            },
+        ),
         ("Graph", {"fields": ("drawing",)}),
         ("Payload", {"fields": ("payload_json",)}),
         ("Vars (outputs of earlier nodes)", {"fields": ("vars_json",)}),
-        ("Lease", {"fields": ("locked_by", "locked_until", "lease_token", "dispatched_at"),
-                   "classes": ("collapse",)}),
+        (
+            "Lease",
+            {
+                "fields": ("locked_by", "locked_until", "lease_token", "dispatched_at"),
+                "classes": ("collapse",),
+            },
+        ),
     )
-    readonly_fields = ("version_display", "status_display", "available", "created", "updated",
-                       "finished", "drawing", "payload_json", "vars_json")
+    readonly_fields = (
+        "version_display",
+        "status_display",
+        "available",
+        "created",
+        "updated",
+        "finished",
+        "drawing",
+        "payload_json",
+        "vars_json",
+    )
     available = timestamp_column("available_at", "available at")
     created = timestamp_column("created_at", "created", sortable=True)
     updated = timestamp_column("updated_at", "updated")
@@ -93,8 +131,9 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
 
     # --- list -------------------------------------------------------------------------
 
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
-                           ) -> tuple[QuerySet, bool]:
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
         """Exact matches only, each served by an index (the primary key and
         trigger_idempotency_key); a LIKE '%term%' over a million rows is a full scan."""
         term = search_term.strip()
@@ -116,8 +155,9 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
 
     # --- detail -----------------------------------------------------------------------
 
-    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None
-                   ) -> TriggerInstance | None:
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> TriggerInstance | None:
         queryset = self.get_queryset(request).select_related("workflow", "workflow_version")
         field = self.opts.pk if from_field is None else self.opts.get_field(from_field)
         try:
@@ -135,9 +175,11 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
 
     @admin.display(description="graph")
     def drawing(self, obj: TriggerInstance) -> SafeString:
-        return draw_workflow_svg(obj.workflow_version.definition,
-                                 current_node=obj.current_node_id,
-                                 node_states=self.node_states(obj))
+        return draw_workflow_svg(
+            obj.workflow_version.definition,
+            current_node=obj.current_node_id,
+            node_states=self.node_states(obj),
+        )
 
     @admin.display(description="payload")
     def payload_json(self, obj: TriggerInstance) -> SafeString:
@@ -147,19 +189,29 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
     def vars_json(self, obj: TriggerInstance) -> SafeString:
         return pretty_json(obj.vars)
 
-    def render_change_form(self, request: HttpRequest, context: dict[str, Any],
-                           add: bool = False, change: bool = False, form_url: str = "",
-                           obj: TriggerInstance | None = None) -> HttpResponse:
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: TriggerInstance | None = None,
+    ) -> HttpResponse:
         if obj is not None and can_operate(request):
             context["nf_can_retry"] = obj.status == TriggerStatus.FAILED
-            context["nf_can_run_now"] = (obj.status == TriggerStatus.ENQUEUED
-                                         and obj.available_at > timezone.now())
+            context["nf_can_run_now"] = (
+                obj.status == TriggerStatus.ENQUEUED and obj.available_at > timezone.now()
+            )
         context["nf_step_logs_url"] = (
             reverse("admin:executions_stepexecutionlog_changelist")
-            + f"?trigger__id__exact={obj.pk}" if obj is not None else ""
+            + f"?trigger__id__exact={obj.pk}"
+            if obj is not None
+            else ""
         )
-        return super().render_change_form(request, context, add=add, change=change,
-                                          form_url=form_url, obj=obj)
+        return super().render_change_form(
+            request, context, add=add, change=change, form_url=form_url, obj=obj
+        )
 
     # --- operator actions ---------------------------------------------------------------
 
@@ -170,51 +222,82 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
         prefix = f"{self.opts.app_label}_{self.opts.model_name}"
         # Before the stock URLs: "<path:object_id>/" would swallow ".../retry/".
         return [
-            path("<path:object_id>/retry/", self.admin_site.admin_view(self.retry_view),
-                 name=f"{prefix}_retry"),
-            path("<path:object_id>/run-now/", self.admin_site.admin_view(self.run_now_view),
-                 name=f"{prefix}_run_now"),
+            path(
+                "<path:object_id>/retry/",
+                self.admin_site.admin_view(self.retry_view),
+                name=f"{prefix}_retry",
+            ),
+            path(
+                "<path:object_id>/run-now/",
+                self.admin_site.admin_view(self.run_now_view),
+                name=f"{prefix}_run_now",
+            ),
         ] + super().get_urls()
 
     @admin.action(description="Retry selected failed instances", permissions=["operate"])
     def retry_failed(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self._apply(request, queryset, instance_retry, verb="Retried",
-                    skip_reason="not failed, skipped")
+        self._apply(
+            request, queryset, instance_retry, verb="Retried", skip_reason="not failed, skipped"
+        )
 
     @admin.action(description="Run selected delayed instances now", permissions=["operate"])
     def run_now(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self._apply(request, queryset, instance_run_now, verb="Made due now",
-                    skip_reason="not waiting for a later time, skipped")
+        self._apply(
+            request,
+            queryset,
+            instance_run_now,
+            verb="Made due now",
+            skip_reason="not waiting for a later time, skipped",
+        )
 
-    def _apply(self, request: HttpRequest, queryset: QuerySet, operation: Any, *, verb: str,
-               skip_reason: str) -> None:
+    def _apply(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet,
+        operation: Any,
+        *,
+        verb: str,
+        skip_reason: str,
+    ) -> None:
         ids = list(queryset.order_by().values_list("pk", flat=True)[: ACTION_BATCH_LIMIT + 1])
         if len(ids) > ACTION_BATCH_LIMIT:
             ids = ids[:ACTION_BATCH_LIMIT]
-            self.message_user(request, f"Only the first {ACTION_BATCH_LIMIT} selected "
-                              "instances were handled; run the action again for the rest.",
-                              messages.WARNING)
+            self.message_user(
+                request,
+                f"Only the first {ACTION_BATCH_LIMIT} selected "
+                "instances were handled; run the action again for the rest.",
+                messages.WARNING,
+            )
         actor = request.user.get_username()
         done = sum(1 for pk in ids if operation(instance_id=pk, actor=actor))
         if done:
             self.message_user(request, f"{verb} {done} instance(s).", messages.SUCCESS)
         if len(ids) - done:
-            self.message_user(request, f"{len(ids) - done} instance(s) {skip_reason}.",
-                              messages.WARNING)
+            self.message_user(
+                request, f"{len(ids) - done} instance(s) {skip_reason}.", messages.WARNING
+            )
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        return self._button(request, object_id, instance_retry,
-                            done="Retry scheduled: the instance is enqueued to run now.",
-                            skipped="Not retried: the instance is not failed, skipped.")
+        return self._button(
+            request,
+            object_id,
+            instance_retry,
+            done="Retry scheduled: the instance is enqueued to run now.",
+            skipped="Not retried: the instance is not failed, skipped.",
+        )
 
     def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        return self._button(request, object_id, instance_run_now,
-                            done="The instance is due now and was handed to a worker.",
-                            skipped="Not run: the instance is not waiting for a later "
-                                    "time, skipped.")
+        return self._button(
+            request,
+            object_id,
+            instance_run_now,
+            done="The instance is due now and was handed to a worker.",
+            skipped="Not run: the instance is not waiting for a later time, skipped.",
+        )
 
-    def _button(self, request: HttpRequest, object_id: str, operation: Any, *, done: str,
-                skipped: str) -> HttpResponse:
+    def _button(
+        self, request: HttpRequest, object_id: str, operation: Any, *, done: str, skipped: str
+    ) -> HttpResponse:
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         if not self.has_operate_permission(request):
@@ -233,8 +316,7 @@ class TriggerInstanceAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAd
 
 @admin.register(TriggerStatusChange)
 class TriggerStatusChangeAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("when", "instance_display", "from_status", "to_status", "actor",
-                    "reason_short")
+    list_display = ("when", "instance_display", "from_status", "to_status", "actor", "reason_short")
     list_filter = ("to_status", "from_status", ("instance__workflow", admin.RelatedFieldListFilter))
     # The instance column is its id (no join); the workflow filter joins only when used.
     list_select_related = ()
@@ -246,8 +328,9 @@ class TriggerStatusChangeAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.M
     readonly_fields = ("instance_display", "when")
     when = timestamp_column("at")
 
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str
-                           ) -> tuple[QuerySet, bool]:
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
         term = search_term.strip()
         if not term:
             return queryset, False
@@ -276,13 +359,25 @@ class ApiKeyAdmin(admin.ModelAdmin):
     """Keys are created through api_key_create (the raw key is shown once, on the page
     that answers the POST, and never stored) and revoked, never edited or deleted."""
 
-    list_display = ("name", "prefix_display", "active_display", "created_at", "last_used_at",
-                    "revoked_at")
+    list_display = (
+        "name",
+        "prefix_display",
+        "active_display",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
     list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
     search_fields = ("name", "prefix")
     actions = ("revoke",)
-    readonly_fields = ("name", "prefix_display", "active_display", "created_at",
-                       "last_used_at", "revoked_at")
+    readonly_fields = (
+        "name",
+        "prefix_display",
+        "active_display",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
         if obj is None:
@@ -292,8 +387,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
         return () if obj is None else self.readonly_fields
 
-    def get_form(self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False,
-                 **kwargs: Any) -> type[forms.ModelForm]:
+    def get_form(
+        self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm]:
         if obj is None:
             kwargs["form"] = ApiKeyAddForm
         return super().get_form(request, obj, change=change, **kwargs)
@@ -316,8 +412,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def active_display(self, obj: ApiKey) -> bool:
         return obj.is_active
 
-    def save_model(self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm,
-                   change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool
+    ) -> None:
         created, raw = api_key_create(name=form.cleaned_data["name"])
         obj.pk, obj.name, obj.prefix = created.pk, created.name, created.prefix
         obj.key_hash, obj.created_at = created.key_hash, created.created_at
@@ -325,8 +422,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
         obj._state.db = created._state.db
         obj.raw_key = raw  # for response_add only; never saved
 
-    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: Any = None
-                     ) -> HttpResponse:
+    def response_add(
+        self, request: HttpRequest, obj: ApiKey, post_url_continue: Any = None
+    ) -> HttpResponse:
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,

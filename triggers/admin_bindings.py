@@ -28,9 +28,9 @@ class WorkflowTriggerForm(forms.ModelForm):
         initial=default_setting_json,
         widget=forms.Textarea(attrs={"rows": 12, "cols": 60, "style": "font-family: monospace"}),
         help_text="strategy (NONE, UUID, TIME_WINDOW, CONTEXT_BASED, CONTEXT_TIME_WINDOW, "
-                  "EVENT_BASED, CUSTOM_EXPRESSION), ttlMinutes, contextFields, "
-                  "includeTriggerId, includeEventType, includeEventId, customExpression, "
-                  "failOnMissingContext. Empty = UUID.",
+        "EVENT_BASED, CUSTOM_EXPRESSION), ttlMinutes, contextFields, "
+        "includeTriggerId, includeEventType, includeEventId, customExpression, "
+        "failOnMissingContext. Empty = UUID.",
         required=False,
     )
 
@@ -47,14 +47,15 @@ class WorkflowTriggerForm(forms.ModelForm):
 
 class PreviewKeyForm(forms.Form):
     context = forms.JSONField(
-        initial=dict, required=False,
+        initial=dict,
+        required=False,
         widget=forms.Textarea(attrs={"rows": 8, "cols": 60, "style": "font-family: monospace"}),
         help_text='The event context, a JSON object, e.g. {"userId": "u1"}',
     )
     event_id = forms.CharField(required=False, max_length=255)
-    at = forms.DateTimeField(required=False,
-                             help_text="ISO-8601 instant (UTC unless an offset is given); "
-                                       "empty = now")
+    at = forms.DateTimeField(
+        required=False, help_text="ISO-8601 instant (UTC unless an offset is given); empty = now"
+    )
 
     def clean_context(self) -> dict[str, Any]:
         context = self.cleaned_data.get("context") or {}
@@ -77,17 +78,24 @@ class WorkflowTriggerAdmin(admin.ModelAdmin):
     def strategy(self, obj: WorkflowTrigger) -> str:
         return obj.strategy_label
 
-    def save_model(self, request: HttpRequest, obj: WorkflowTrigger, form: Any,
-                   change: bool) -> None:
-        workflow_trigger_save(binding=obj, event_name=obj.event_name, workflow=obj.workflow,
-                              is_active=obj.is_active,
-                              idempotency_setting=obj.idempotency_setting)
+    def save_model(
+        self, request: HttpRequest, obj: WorkflowTrigger, form: Any, change: bool
+    ) -> None:
+        workflow_trigger_save(
+            binding=obj,
+            event_name=obj.event_name,
+            workflow=obj.workflow,
+            is_active=obj.is_active,
+            idempotency_setting=obj.idempotency_setting,
+        )
 
     def get_urls(self) -> list[URLPattern]:
         return [
-            path("<path:object_id>/preview-key/",
-                 self.admin_site.admin_view(self.preview_key_view),
-                 name=f"{self.opts.app_label}_{self.opts.model_name}_preview_key"),
+            path(
+                "<path:object_id>/preview-key/",
+                self.admin_site.admin_view(self.preview_key_view),
+                name=f"{self.opts.app_label}_{self.opts.model_name}_preview_key",
+            ),
             *super().get_urls(),
         ]
 
@@ -103,7 +111,8 @@ class WorkflowTriggerAdmin(admin.ModelAdmin):
         if request.method == "POST" and form.is_valid():
             try:
                 preview = idempotency_key_preview(
-                    binding=binding, context=form.cleaned_data["context"] or {},
+                    binding=binding,
+                    context=form.cleaned_data["context"] or {},
                     event_id=form.cleaned_data["event_id"] or None,
                     at=form.cleaned_data["at"],
                 )
@@ -119,8 +128,7 @@ class WorkflowTriggerAdmin(admin.ModelAdmin):
             "preview": preview,
             "setting_json": json.dumps(binding.idempotency_setting, indent=2),
         }
-        return TemplateResponse(request, "admin/triggers/workflowtrigger/preview_key.html",
-                                context)
+        return TemplateResponse(request, "admin/triggers/workflowtrigger/preview_key.html", context)
 
 
 @admin.register(EventRecord)

@@ -11,8 +11,9 @@ class TriggersConfig(AppConfig):
     def ready(self) -> None:
         from workflows.models import Workflow
 
-        post_save.connect(_forget_workflows, sender=Workflow,
-                          dispatch_uid="triggers_forget_workflows")
+        post_save.connect(
+            _forget_workflows, sender=Workflow, dispatch_uid="triggers_forget_workflows"
+        )
 
 
 def _forget_workflows(**kwargs: Any) -> None:

@@ -14,8 +14,7 @@ from .models import ApiKey
 
 # Positive lookups are cached briefly per process, so the hot path costs no query.
 # A revoked key stops working within the TTL.
-api_keys_by_hash: ProcessCache[ApiKey] = ProcessCache(name="API keys", maxsize=1000,
-                                                      ttl_s=10.0)
+api_keys_by_hash: ProcessCache[ApiKey] = ProcessCache(name="API keys", maxsize=1000, ttl_s=10.0)
 # last_used_at is for operators ("is this key still used?"): a minute's precision is
 # plenty, and it keeps the write off the hot path.
 LAST_USED_PRECISION = timedelta(minutes=1)

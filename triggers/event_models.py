@@ -18,8 +18,9 @@ class WorkflowTrigger(models.Model):
     """Binds an event name to a workflow, with the idempotency setting of its keys."""
 
     event_name = models.CharField(max_length=200)
-    workflow = models.ForeignKey("workflows.Workflow", on_delete=models.CASCADE,
-                                 related_name="event_triggers")
+    workflow = models.ForeignKey(
+        "workflows.Workflow", on_delete=models.CASCADE, related_name="event_triggers"
+    )
     is_active = models.BooleanField(default=True)
     # Normalized IdempotencySettings.to_json(); validated on every save path (API, admin,
     # model clean). A row edited by hand into something invalid runs as UUID.
@@ -30,14 +31,18 @@ class WorkflowTrigger(models.Model):
     class Meta:
         ordering = ["event_name", "id"]
         constraints = [
-            models.CheckConstraint(condition=~models.Q(event_name=""),
-                                   name="workflow_trigger_event_name_not_empty"),
+            models.CheckConstraint(
+                condition=~models.Q(event_name=""), name="workflow_trigger_event_name_not_empty"
+            ),
         ]
         indexes = [
             # Event fan-out: "active bindings for this event_name" (triggers.events);
             # partial, so switched-off bindings never enter it.
-            models.Index(fields=["event_name"], name="wftrigger_active_by_event",
-                         condition=models.Q(is_active=True)),
+            models.Index(
+                fields=["event_name"],
+                name="wftrigger_active_by_event",
+                condition=models.Q(is_active=True),
+            ),
         ]
 
     def __str__(self) -> str:

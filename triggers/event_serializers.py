@@ -13,8 +13,9 @@ from .events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
 
 class EventInputSerializer(serializers.Serializer):
     name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
-    event_id = StrictCharField(max_length=MAX_EVENT_ID_LENGTH, required=False,
-                               allow_null=True, default=None)
+    event_id = StrictCharField(
+        max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
+    )
     context = JsonObjectField(help_text="Becomes the instances' payload")
 
 
@@ -44,7 +45,8 @@ class WorkflowTriggerInputSerializer(serializers.Serializer):
     workflow = StrictCharField(max_length=100, help_text="Workflow key")
     is_active = StrictBooleanField(default=True)
     idempotency_setting = serializers.JSONField(
-        required=False, help_text="strategy, ttlMinutes, contextFields, includeTriggerId, "
+        required=False,
+        help_text="strategy, ttlMinutes, contextFields, includeTriggerId, "
         "includeEventType, includeEventId, customExpression, failOnMissingContext",
     )
 
@@ -54,8 +56,15 @@ class WorkflowTriggerOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = WorkflowTrigger
-        fields = ["id", "event_name", "workflow", "is_active", "idempotency_setting",
-                  "created_at", "updated_at"]
+        fields = [
+            "id",
+            "event_name",
+            "workflow",
+            "is_active",
+            "idempotency_setting",
+            "created_at",
+            "updated_at",
+        ]
 
 
 class WorkflowTriggerFilterSerializer(serializers.Serializer):
@@ -65,11 +74,15 @@ class WorkflowTriggerFilterSerializer(serializers.Serializer):
 
 class PreviewKeyInputSerializer(serializers.Serializer):
     context = JsonObjectField()
-    event_id = StrictCharField(max_length=MAX_EVENT_ID_LENGTH, required=False,
-                               allow_null=True, default=None)
-    at = serializers.DateTimeField(required=False, default=None, allow_null=True,
-                                   help_text="ISO-8601 instant (UTC unless an offset is "
-                                             "given); default now")
+    event_id = StrictCharField(
+        max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
+    )
+    at = serializers.DateTimeField(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text="ISO-8601 instant (UTC unless an offset is given); default now",
+    )
 
 
 class PreviewKeyOutputSerializer(serializers.Serializer):

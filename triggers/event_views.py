@@ -37,20 +37,26 @@ class EventReceiveView(GenericAPIView):
     @extend_schema(request=EventInputSerializer, responses={202: EventOutputSerializer})
     def post(self, request: Request) -> Response:
         body = validated_body(request, EventInputSerializer)
-        result = event_receive(name=body["name"], event_id=body["event_id"],
-                               context=body["context"])
+        result = event_receive(
+            name=body["name"], event_id=body["event_id"], context=body["context"]
+        )
         return Response(
-            {"event": EventRecordSerializer(result.record).data,
-             "outcomes": [o.as_json() for o in result.outcomes]},
+            {
+                "event": EventRecordSerializer(result.record).data,
+                "outcomes": [o.as_json() for o in result.outcomes],
+            },
             status=status.HTTP_202_ACCEPTED,
         )
 
 
 def _save_kwargs(request: Request) -> dict:
     body = validated_body(request, WorkflowTriggerInputSerializer)
-    return {"event_name": body["event_name"], "workflow": body["workflow"],
-            "is_active": body["is_active"],
-            "idempotency_setting": body.get("idempotency_setting")}
+    return {
+        "event_name": body["event_name"],
+        "workflow": body["workflow"],
+        "is_active": body["is_active"],
+        "idempotency_setting": body.get("idempotency_setting"),
+    }
 
 
 class WorkflowTriggerListCreateView(GenericAPIView):
@@ -60,16 +66,23 @@ class WorkflowTriggerListCreateView(GenericAPIView):
     def get_queryset(self) -> QuerySet[WorkflowTrigger]:
         return WorkflowTrigger.objects.select_related("workflow")
 
-    @extend_schema(parameters=[WorkflowTriggerFilterSerializer],
-                   responses=WorkflowTriggerOutputSerializer(many=True),
-                   operation_id="v1_workflow_triggers_list")
+    @extend_schema(
+        parameters=[WorkflowTriggerFilterSerializer],
+        responses=WorkflowTriggerOutputSerializer(many=True),
+        operation_id="v1_workflow_triggers_list",
+    )
     def get(self, request: Request) -> Response:
-        return paginated_list(self, request, self.get_queryset(),
-                              WorkflowTriggerFilterSerializer,
-                              {"event_name": "event_name", "workflow": "workflow__key"})
+        return paginated_list(
+            self,
+            request,
+            self.get_queryset(),
+            WorkflowTriggerFilterSerializer,
+            {"event_name": "event_name", "workflow": "workflow__key"},
+        )
 
-    @extend_schema(request=WorkflowTriggerInputSerializer,
-                   responses={201: WorkflowTriggerOutputSerializer})
+    @extend_schema(
+        request=WorkflowTriggerInputSerializer, responses={201: WorkflowTriggerOutputSerializer}
+    )
     def post(self, request: Request) -> Response:
         binding = workflow_trigger_save(**_save_kwargs(request))
         return Response(self.get_serializer(binding).data, status=status.HTTP_201_CREATED)
@@ -103,13 +116,18 @@ class WorkflowTriggerPreviewKeyView(GenericAPIView):
     def get_queryset(self) -> QuerySet[WorkflowTrigger]:
         return WorkflowTrigger.objects.select_related("workflow")
 
-    @extend_schema(request=PreviewKeyInputSerializer,
-                   responses={200: PreviewKeyOutputSerializer})
+    @extend_schema(request=PreviewKeyInputSerializer, responses={200: PreviewKeyOutputSerializer})
     def post(self, request: Request, id: int) -> Response:
         binding = self.get_object()
         body = validated_body(request, PreviewKeyInputSerializer)
-        preview = idempotency_key_preview(binding=binding, context=body["context"],
-                                          event_id=body["event_id"], at=body["at"])
-        return Response({"idempotency_key": preview.idempotency_key,
-                         "strategy": preview.strategy, "random": preview.random,
-                         "note": preview.note})
+        preview = idempotency_key_preview(
+            binding=binding, context=body["context"], event_id=body["event_id"], at=body["at"]
+        )
+        return Response(
+            {
+                "idempotency_key": preview.idempotency_key,
+                "strategy": preview.strategy,
+                "random": preview.random,
+                "note": preview.note,
+            }
+        )

@@ -80,29 +80,36 @@ class KeyPreview:
 
 
 def _canonical_json(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str).encode()
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    ).encode()
 
 
 # --- key generation -------------------------------------------------------------------
+
 
 def binding_key_generate(
     *, binding: WorkflowTrigger, event_id: str | None, context: dict[str, Any], at: datetime
 ) -> GeneratedKey:
     """The idempotency key ``binding`` gives this event. An invalid stored setting runs
     as UUID (logged). Raises KeyGenerationError when the binding must be skipped."""
-    resolved = resolve_settings(binding.idempotency_setting,
-                                label=f"workflow trigger {binding.pk}")
+    resolved = resolve_settings(binding.idempotency_setting, label=f"workflow trigger {binding.pk}")
     key = generator_for(resolved.settings).generate(
-        trigger_id=binding.pk, event_name=binding.event_name, event_id=event_id,
-        context=context, at=at,
+        trigger_id=binding.pk,
+        event_name=binding.event_name,
+        event_id=event_id,
+        context=context,
+        at=at,
     )
     return GeneratedKey(key, resolved.settings, resolved.fallback_reason)
 
 
 def idempotency_key_preview(
-    *, binding: WorkflowTrigger, context: dict[str, Any], event_id: str | None = None,
-    at: datetime | None = None
+    *,
+    binding: WorkflowTrigger,
+    context: dict[str, Any],
+    event_id: str | None = None,
+    at: datetime | None = None,
 ) -> KeyPreview:
     """The key ``binding`` would generate for this event (nothing is written).
 
@@ -110,22 +117,31 @@ def idempotency_key_preview(
     (``context.userId`` missing, expression error, missing event_id)."""
     instant = at or timezone.now()
     try:
-        generated = binding_key_generate(binding=binding, event_id=event_id, context=context,
-                                         at=instant)
+        generated = binding_key_generate(
+            binding=binding, event_id=event_id, context=context, at=instant
+        )
     except KeyGenerationError as exc:
-        raise ApplicationError(field=exc.field or "context", code=exc.code,
-                               message=exc.message) from exc
+        raise ApplicationError(
+            field=exc.field or "context", code=exc.code, message=exc.message
+        ) from exc
     notes = []
     if generated.fallback_reason:
         notes.append(generated.fallback_reason)
     if generated.settings.is_random:
-        notes.append(f"{generated.settings.strategy} generates a new random key for every "
-                     "event, so events are never deduplicated")
-    return KeyPreview(generated.key, generated.settings.strategy.value,
-                      generated.settings.is_random, "; ".join(notes) or None)
+        notes.append(
+            f"{generated.settings.strategy} generates a new random key for every "
+            "event, so events are never deduplicated"
+        )
+    return KeyPreview(
+        generated.key,
+        generated.settings.strategy.value,
+        generated.settings.is_random,
+        "; ".join(notes) or None,
+    )
 
 
 # --- events ---------------------------------------------------------------------------
+
 
 def _binding_run(
     binding: WorkflowTrigger, *, event_id: str | None, context: dict[str, Any], at: datetime
@@ -133,47 +149,64 @@ def _binding_run(
     workflow_key = binding.workflow.key
 
     def skipped(code: str, reason: str, key: str | None = None) -> BindingOutcome:
-        return BindingOutcome(binding.pk, workflow_key, OutcomeStatus.SKIPPED, None, key,
-                              reason, code)
+        return BindingOutcome(
+            binding.pk, workflow_key, OutcomeStatus.SKIPPED, None, key, reason, code
+        )
 
     try:
-        generated = binding_key_generate(binding=binding, event_id=event_id, context=context,
-                                         at=at)
+        generated = binding_key_generate(binding=binding, event_id=event_id, context=context, at=at)
     except KeyGenerationError as exc:
         log = logger.error if exc.code == "expression_error" else logger.warning
-        log("event %s: workflow trigger %s skipped: %s", binding.event_name, binding.pk,
-            exc.message)
+        log(
+            "event %s: workflow trigger %s skipped: %s", binding.event_name, binding.pk, exc.message
+        )
         return skipped(exc.code, exc.message)
     try:
         # Each binding in its own transaction (a savepoint under an outer one), so one
         # failing binding leaves the others' instances in place.
         with transaction.atomic():
-            result = trigger_create(workflow=binding.workflow, idempotency_key=generated.key,
-                                    payload=context)
+            result = trigger_create(
+                workflow=binding.workflow, idempotency_key=generated.key, payload=context
+            )
     except ApplicationError as exc:
-        logger.warning("event %s: workflow trigger %s skipped: %s", binding.event_name,
-                       binding.pk, exc.message)
+        logger.warning(
+            "event %s: workflow trigger %s skipped: %s", binding.event_name, binding.pk, exc.message
+        )
         return skipped(exc.code, exc.message, generated.key)
     except DatabaseError:
-        logger.exception("event %s: workflow trigger %s failed", binding.event_name,
-                         binding.pk)
+        logger.exception("event %s: workflow trigger %s failed", binding.event_name, binding.pk)
         return skipped("database_error", "the instance could not be stored", generated.key)
     instance_id = str(result.instance.pk)
     if result.created:
-        return BindingOutcome(binding.pk, workflow_key, OutcomeStatus.CREATED, instance_id,
-                              generated.key, generated.fallback_reason,
-                              "settings_fallback" if generated.fallback_reason else None)
-    logger.warning("event %s: duplicate for workflow trigger %s (key %r, instance %s); "
-                   "not executed again", binding.event_name, binding.pk, generated.key,
-                   instance_id)
-    return BindingOutcome(binding.pk, workflow_key, OutcomeStatus.DUPLICATE, instance_id,
-                          generated.key, "an instance with this idempotency key exists",
-                          "duplicate_key")
+        return BindingOutcome(
+            binding.pk,
+            workflow_key,
+            OutcomeStatus.CREATED,
+            instance_id,
+            generated.key,
+            generated.fallback_reason,
+            "settings_fallback" if generated.fallback_reason else None,
+        )
+    logger.warning(
+        "event %s: duplicate for workflow trigger %s (key %r, instance %s); not executed again",
+        binding.event_name,
+        binding.pk,
+        generated.key,
+        instance_id,
+    )
+    return BindingOutcome(
+        binding.pk,
+        workflow_key,
+        OutcomeStatus.DUPLICATE,
+        instance_id,
+        generated.key,
+        "an instance with this idempotency key exists",
+        "duplicate_key",
+    )
 
 
 def event_receive(
-    *, name: str, context: dict[str, Any], event_id: str | None = None,
-    at: datetime | None = None
+    *, name: str, context: dict[str, Any], event_id: str | None = None, at: datetime | None = None
 ) -> EventResult:
     """Fan an event out to every active workflow trigger bound to ``name``.
 
@@ -190,22 +223,28 @@ def event_receive(
     )
     outcomes = [_binding_run(b, event_id=event_id, context=context, at=at) for b in bindings]
     record = EventRecord.objects.create(
-        name=name, event_id=event_id,
+        name=name,
+        event_id=event_id,
         context_sha256=hashlib.sha256(_canonical_json(context)).hexdigest(),
-        outcomes=[o.as_json() for o in outcomes], received_at=at,
+        outcomes=[o.as_json() for o in outcomes],
+        received_at=at,
     )
     return EventResult(record, outcomes)
 
 
 # --- bindings -------------------------------------------------------------------------
 
+
 def _workflow_lookup(workflow: Workflow | str) -> Workflow:
     if isinstance(workflow, Workflow):
         return workflow
     found = Workflow.objects.filter(key=workflow).first()
     if found is None:
-        raise ApplicationError(field="workflow", code="unknown_workflow",
-                               message=f"workflow: no workflow with key {workflow!r}")
+        raise ApplicationError(
+            field="workflow",
+            code="unknown_workflow",
+            message=f"workflow: no workflow with key {workflow!r}",
+        )
     return found
 
 
@@ -216,8 +255,9 @@ def idempotency_setting_validate(raw: Any) -> dict[str, Any]:
         return IdempotencySettings.parse(raw).to_json()
     except SettingsError as exc:
         field = f"idempotency_setting.{exc.field}" if exc.field else "idempotency_setting"
-        raise ApplicationError(field=field, code=exc.code,
-                               message=f"{field}: {exc.message}") from exc
+        raise ApplicationError(
+            field=field, code=exc.code, message=f"{field}: {exc.message}"
+        ) from exc
 
 
 def workflow_trigger_save(
@@ -236,8 +276,9 @@ def workflow_trigger_save(
     setting = idempotency_setting_validate(idempotency_setting)
     wf = _workflow_lookup(workflow)
     if binding is None:
-        binding = WorkflowTrigger(event_name=event_name, workflow=wf, is_active=is_active,
-                                  idempotency_setting=setting)
+        binding = WorkflowTrigger(
+            event_name=event_name, workflow=wf, is_active=is_active, idempotency_setting=setting
+        )
     else:
         binding.event_name, binding.workflow = event_name, wf
         binding.is_active, binding.idempotency_setting = is_active, setting

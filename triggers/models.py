@@ -18,14 +18,17 @@ TERMINAL_STATUSES = frozenset({TriggerStatus.COMPLETED, TriggerStatus.FAILED})
 
 class TriggerInstance(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    workflow = models.ForeignKey("workflows.Workflow", on_delete=models.PROTECT,
-                                 related_name="instances")
-    workflow_version = models.ForeignKey("workflows.WorkflowVersion", on_delete=models.PROTECT,
-                                         related_name="instances")
+    workflow = models.ForeignKey(
+        "workflows.Workflow", on_delete=models.PROTECT, related_name="instances"
+    )
+    workflow_version = models.ForeignKey(
+        "workflows.WorkflowVersion", on_delete=models.PROTECT, related_name="instances"
+    )
     idempotency_key = models.CharField(max_length=255)
     payload = models.JSONField(default=dict)
-    status = models.CharField(max_length=16, choices=TriggerStatus.choices,
-                              default=TriggerStatus.ENQUEUED)
+    status = models.CharField(
+        max_length=16, choices=TriggerStatus.choices, default=TriggerStatus.ENQUEUED
+    )
     # The cursor: the node to execute next; null once the instance has finished.
     current_node_id = models.CharField(max_length=64, null=True, blank=True)
     vars = models.JSONField(default=dict, blank=True)
@@ -48,15 +51,20 @@ class TriggerInstance(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["workflow", "idempotency_key"],
-                                    name="trigger_unique_workflow_idempotency_key"),
-            models.CheckConstraint(condition=models.Q(status__in=TriggerStatus.values),
-                                   name="trigger_status_valid"),
-            models.CheckConstraint(condition=~models.Q(idempotency_key=""),
-                                   name="trigger_idempotency_key_not_empty"),
+            models.UniqueConstraint(
+                fields=["workflow", "idempotency_key"],
+                name="trigger_unique_workflow_idempotency_key",
+            ),
             models.CheckConstraint(
-                condition=models.Q(status="processing", lease_token__isnull=False,
-                                   locked_until__isnull=False)
+                condition=models.Q(status__in=TriggerStatus.values), name="trigger_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(idempotency_key=""), name="trigger_idempotency_key_not_empty"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    status="processing", lease_token__isnull=False, locked_until__isnull=False
+                )
                 | ~models.Q(status="processing"),
                 name="trigger_processing_has_lease",
             ),
@@ -64,22 +72,35 @@ class TriggerInstance(models.Model):
         indexes = [
             # "Due enqueued instances, oldest first" (claim scans, sweeper re-dispatch):
             # partial, so finished rows never enter it however many there are.
-            models.Index(fields=["available_at"], name="trigger_due_enqueued",
-                         condition=models.Q(status="enqueued")),
+            models.Index(
+                fields=["available_at"],
+                name="trigger_due_enqueued",
+                condition=models.Q(status="enqueued"),
+            ),
             # Sweeper: processing instances whose lease has expired.
-            models.Index(fields=["locked_until"], name="trigger_lease_processing",
-                         condition=models.Q(status="processing")),
+            models.Index(
+                fields=["locked_until"],
+                name="trigger_lease_processing",
+                condition=models.Q(status="processing"),
+            ),
             # API/admin filters: ?status= per workflow, newest first.
-            models.Index(fields=["workflow", "status", "-created_at"],
-                         name="trigger_workflow_status"),
+            models.Index(
+                fields=["workflow", "status", "-created_at"], name="trigger_workflow_status"
+            ),
             models.Index(fields=["status", "-created_at"], name="trigger_status_created"),
             models.Index(fields=["idempotency_key"], name="trigger_idempotency_key"),
             # Sweeper: due instances that were never handed to the broker (long delays).
-            models.Index(fields=["available_at"], name="trigger_enqueued_undispatched",
-                         condition=models.Q(status="enqueued", dispatched_at__isnull=True)),
+            models.Index(
+                fields=["available_at"],
+                name="trigger_enqueued_undispatched",
+                condition=models.Q(status="enqueued", dispatched_at__isnull=True),
+            ),
             # Admin overview: "failures in the last hour".
-            models.Index(fields=["finished_at"], name="trigger_failed_finished",
-                         condition=models.Q(status="failed")),
+            models.Index(
+                fields=["finished_at"],
+                name="trigger_failed_finished",
+                condition=models.Q(status="failed"),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -93,8 +114,9 @@ class TriggerInstance(models.Model):
 class TriggerStatusChange(models.Model):
     """Append-only audit of every status change of a trigger instance."""
 
-    instance = models.ForeignKey(TriggerInstance, on_delete=models.CASCADE,
-                                 related_name="status_changes")
+    instance = models.ForeignKey(
+        TriggerInstance, on_delete=models.CASCADE, related_name="status_changes"
+    )
     from_status = models.CharField(max_length=16, choices=TriggerStatus.choices)
     to_status = models.CharField(max_length=16, choices=TriggerStatus.choices)
     reason = models.TextField(blank=True, default="")

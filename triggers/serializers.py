@@ -25,16 +25,26 @@ class CursorSerializer(serializers.Serializer):
 
 class TriggerOutputSerializer(serializers.ModelSerializer):
     workflow = serializers.SlugRelatedField(slug_field="key", read_only=True)
-    workflow_version = serializers.IntegerField(source="workflow_version.version",
-                                                read_only=True)
+    workflow_version = serializers.IntegerField(source="workflow_version.version", read_only=True)
     cursor = serializers.SerializerMethodField()
 
     class Meta:
         model = TriggerInstance
         fields = [
-            "id", "workflow", "workflow_version", "idempotency_key", "status", "cursor",
-            "vars", "attempts", "available_at", "payload", "last_error", "created_at",
-            "updated_at", "finished_at",
+            "id",
+            "workflow",
+            "workflow_version",
+            "idempotency_key",
+            "status",
+            "cursor",
+            "vars",
+            "attempts",
+            "available_at",
+            "payload",
+            "last_error",
+            "created_at",
+            "updated_at",
+            "finished_at",
         ]
 
     def get_cursor(self, obj: TriggerInstance) -> dict:

@@ -36,8 +36,9 @@ class TriggerCreateResult:
 # Workflow key -> workflow (with its current version), so a POST costs no workflow
 # query. A save in this process drops it at once (TriggersConfig.ready); other processes
 # see an activation change or a new version within the TTL.
-workflows_by_key: ProcessCache[Workflow] = ProcessCache(name="workflows by key", maxsize=1000,
-                                                        ttl_s=2.0)
+workflows_by_key: ProcessCache[Workflow] = ProcessCache(
+    name="workflows by key", maxsize=1000, ttl_s=2.0
+)
 
 
 def _resolve_workflow(workflow: Workflow | str) -> Workflow:
@@ -48,8 +49,11 @@ def _resolve_workflow(workflow: Workflow | str) -> Workflow:
         lambda: Workflow.objects.select_related("current_version").filter(key=workflow).first(),
     )
     if found is None:
-        raise ApplicationError(field="workflow", code="unknown_workflow",
-                               message=f"workflow: no workflow with key {workflow!r}")
+        raise ApplicationError(
+            field="workflow",
+            code="unknown_workflow",
+            message=f"workflow: no workflow with key {workflow!r}",
+        )
     return found
 
 
@@ -71,23 +75,35 @@ def trigger_create(
     if existing is not None:
         return TriggerCreateResult(existing, False)
     if not wf.is_active:
-        raise ApplicationError(field="workflow", code="inactive_workflow",
-                               message=f"workflow: workflow {wf.key!r} is not active")
+        raise ApplicationError(
+            field="workflow",
+            code="inactive_workflow",
+            message=f"workflow: workflow {wf.key!r} is not active",
+        )
     if wf.current_version_id is None:
-        raise ApplicationError(field="workflow", code="workflow_has_no_definition",
-                               message=f"workflow: workflow {wf.key!r} has no definition")
+        raise ApplicationError(
+            field="workflow",
+            code="workflow_has_no_definition",
+            message=f"workflow: workflow {wf.key!r} has no definition",
+        )
     version = wf.current_version
+    assert version is not None  # current_version_id was checked above
     now = timezone.now()
     instance = TriggerInstance(
-        workflow=wf, workflow_version=version, idempotency_key=idempotency_key,
-        payload=payload, status=TriggerStatus.ENQUEUED,
-        current_node_id=version.definition["entry_node_id"], vars={}, attempts=0,
-        available_at=now, dispatched_at=now,
+        workflow=wf,
+        workflow_version=version,
+        idempotency_key=idempotency_key,
+        payload=payload,
+        status=TriggerStatus.ENQUEUED,
+        current_node_id=version.definition["entry_node_id"],
+        vars={},
+        attempts=0,
+        available_at=now,
+        dispatched_at=now,
     )
     # A single INSERT needs no explicit transaction (one round trip, atomic by itself);
     # under an outer transaction a savepoint keeps a lost race from breaking it.
-    guard = (transaction.atomic() if transaction.get_connection().in_atomic_block
-             else nullcontext())
+    guard = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
     try:
         with guard:
             instance.save(force_insert=True)
@@ -115,6 +131,7 @@ def _existing(workflow: Workflow | str, idempotency_key: str) -> TriggerInstance
 
 # --- operator actions (admin, API): the operator is the audited actor ------------------
 
+
 def instance_retry(*, instance_id: uuid.UUID | str, actor: str) -> bool:
     """failed -> enqueued now, attempts reset. False if the instance is not failed."""
     return state.retry_failed(instance_id=instance_id, actor=actor)
@@ -127,6 +144,7 @@ def instance_run_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
 
 # --- API keys ------------------------------------------------------------------------
 
+
 def api_key_create(*, name: str) -> tuple[ApiKey, str]:
     """Create an API key; return the row and the raw key (shown once, never stored)."""
     if not name or not name.strip():
@@ -137,6 +155,4 @@ def api_key_create(*, name: str) -> tuple[ApiKey, str]:
 
 
 def api_key_revoke(*, api_key: ApiKey) -> None:
-    ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
-        revoked_at=timezone.now()
-    )
+    ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())

@@ -93,8 +93,9 @@ def transition(
     ``also`` (PostgreSQL only): further statements executed in the same statement
     whatever the outcome (callers on other databases write those rows themselves).
     """
-    conditions, values, audit = _prepare(instance_id, from_status, to_status, reason, actor,
-                                         lease_token, where, updates)
+    conditions, values, audit = _prepare(
+        instance_id, from_status, to_status, reason, actor, lease_token, where, updates
+    )
     if connection.vendor == "postgresql":
         sql, params = _statement(conditions, values, audit, also, "SELECT 1 FROM moved")
         with connection.cursor() as cursor:
@@ -111,8 +112,9 @@ def transition(
     return True
 
 
-def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime,
-          join: Join | None = None) -> TriggerInstance | None:
+def claim(
+    *, instance_id: uuid.UUID | str, worker: str, now: datetime, join: Join | None = None
+) -> TriggerInstance | None:
     """enqueued -> processing for a due instance, under a new lease; None if it is not
     claimable (already claimed, finished, or not due yet).
 
@@ -121,10 +123,18 @@ def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime,
     row and the read of the row (plus ``join``'s columns) are one statement.
     """
     conditions, values, audit = _prepare(
-        instance_id, S.ENQUEUED, S.PROCESSING, "claimed", worker or "engine", None,
+        instance_id,
+        S.ENQUEUED,
+        S.PROCESSING,
+        "claimed",
+        worker or "engine",
+        None,
         {"available_at__lte": now},
-        {"lease_token": uuid.uuid4(), "locked_by": worker[:200],
-         "locked_until": now + timedelta(seconds=settings.NOTIFYFLOW_LEASE_S)},
+        {
+            "lease_token": uuid.uuid4(),
+            "locked_by": worker[:200],
+            "locked_until": now + timedelta(seconds=settings.NOTIFYFLOW_LEASE_S),
+        },
     )
     if connection.vendor == "postgresql":
         columns = ", ".join(["moved.*", *(join.columns if join else ())])
@@ -138,16 +148,29 @@ def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime,
     return TriggerInstance.objects.get(pk=instance_id)
 
 
-def requeue(*, instance_id: uuid.UUID | str, lease_token: uuid.UUID | None, due: datetime,
-            now: datetime, reason: str, actor: str, updates: dict[str, Any],
-            also: Sequence[Statement] = ()) -> bool:
+def requeue(
+    *,
+    instance_id: uuid.UUID | str,
+    lease_token: uuid.UUID | None,
+    due: datetime,
+    now: datetime,
+    reason: str,
+    actor: str,
+    updates: dict[str, Any],
+    also: Sequence[Statement] = (),
+) -> bool:
     """processing -> enqueued, due at ``due``. The message goes to the broker after
     commit, unless ``due`` is beyond the broker horizon: then the sweeper sends it."""
     countdown = (due - now).total_seconds()
     in_broker = countdown <= settings.NOTIFYFLOW_BROKER_HORIZON_S
     moved = transition(
-        instance_id=instance_id, from_status=S.PROCESSING, to_status=S.ENQUEUED,
-        reason=reason, actor=actor, lease_token=lease_token, also=also,
+        instance_id=instance_id,
+        from_status=S.PROCESSING,
+        to_status=S.ENQUEUED,
+        reason=reason,
+        actor=actor,
+        lease_token=lease_token,
+        also=also,
         updates={**updates, "available_at": due, "dispatched_at": now if in_broker else None},
     )
     if moved and in_broker:
@@ -159,10 +182,18 @@ def retry_failed(*, instance_id: uuid.UUID | str, actor: str) -> bool:
     """failed -> enqueued now, attempts reset: the only way out of failed."""
     now = timezone.now()
     moved = transition(
-        instance_id=instance_id, from_status=S.FAILED, to_status=S.ENQUEUED,
-        reason="retried by operator", actor=actor,
-        updates={"attempts": 0, "available_at": now, "dispatched_at": now,
-                 "finished_at": None, "last_error": ""},
+        instance_id=instance_id,
+        from_status=S.FAILED,
+        to_status=S.ENQUEUED,
+        reason="retried by operator",
+        actor=actor,
+        updates={
+            "attempts": 0,
+            "available_at": now,
+            "dispatched_at": now,
+            "finished_at": None,
+            "last_error": "",
+        },
     )
     if moved:
         dispatch_on_commit(instance_id)
@@ -173,9 +204,13 @@ def make_due_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
     """A waiting (delayed or backing-off) enqueued instance becomes due now."""
     now = timezone.now()
     moved = transition(
-        instance_id=instance_id, from_status=S.ENQUEUED, to_status=S.ENQUEUED,
-        reason="run now (delay skipped) by operator", actor=actor,
-        where={"available_at__gt": now}, updates={"available_at": now, "dispatched_at": now},
+        instance_id=instance_id,
+        from_status=S.ENQUEUED,
+        to_status=S.ENQUEUED,
+        reason="run now (delay skipped) by operator",
+        actor=actor,
+        where={"available_at__gt": now},
+        updates={"available_at": now, "dispatched_at": now},
     )
     if moved:
         dispatch_on_commit(instance_id)
@@ -184,10 +219,17 @@ def make_due_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
 
 # --- building the statements -----------------------------------------------------------
 
-def _prepare(instance_id: uuid.UUID | str, from_status: str, to_status: str, reason: str,
-             actor: str, lease_token: uuid.UUID | None, where: dict[str, Any] | None,
-             updates: dict[str, Any] | None
-             ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+
+def _prepare(
+    instance_id: uuid.UUID | str,
+    from_status: str,
+    to_status: str,
+    reason: str,
+    actor: str,
+    lease_token: uuid.UUID | None,
+    where: dict[str, Any] | None,
+    updates: dict[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     check_transition(from_status, to_status)
     now = timezone.now()
     conditions = {"pk": instance_id, "status": from_status, **(where or {})}
@@ -198,8 +240,14 @@ def _prepare(instance_id: uuid.UUID | str, from_status: str, to_status: str, rea
         values.setdefault("finished_at", now)
     if from_status == S.PROCESSING and to_status != S.PROCESSING:
         values.update(lease_token=None, locked_by="", locked_until=None)
-    audit = {"instance_id": instance_id, "from_status": from_status, "to_status": to_status,
-             "reason": reason[:2000], "actor": actor[:200], "at": now}
+    audit = {
+        "instance_id": instance_id,
+        "from_status": from_status,
+        "to_status": to_status,
+        "reason": reason[:2000],
+        "actor": actor[:200],
+        "at": now,
+    }
     return conditions, values, audit
 
 
@@ -207,11 +255,12 @@ _FIELDS = {f.name: f for f in TriggerInstance._meta.concrete_fields}
 _FIELDS["pk"] = TriggerInstance._meta.pk
 _OPERATORS = {"": "=", "lte": "<=", "lt": "<", "gte": ">=", "gt": ">"}
 _update_sql_cache: dict[tuple, str] = {}
-_AUDIT_FIELDS = [TriggerStatusChange._meta.get_field(name)
-                 for name in ("instance", "from_status", "to_status", "reason", "actor", "at")]
+_AUDIT_COLUMNS = ", ".join(
+    f'"{TriggerStatusChange._meta.get_field(name).column}"'  # type: ignore[union-attr]
+    for name in ("instance", "from_status", "to_status", "reason", "actor", "at")
+)
 _AUDIT_INSERT = (
-    f'INSERT INTO "{TriggerStatusChange._meta.db_table}"'
-    f' ({", ".join(chr(34) + f.column + chr(34) for f in _AUDIT_FIELDS)})'
+    f'INSERT INTO "{TriggerStatusChange._meta.db_table}" ({_AUDIT_COLUMNS})'
     f' SELECT "{TriggerInstance._meta.pk.column}", %s, %s, %s, %s, %s FROM moved'
 )
 
@@ -242,22 +291,33 @@ def _update_sql(conditions: dict[str, Any], values: dict[str, Any]) -> tuple[str
             wheres.append(f"{column} {_OPERATORS[op]} %s")
         sql = f'UPDATE "{TriggerInstance._meta.db_table}" SET {sets} WHERE {" AND ".join(wheres)}'
         _update_sql_cache[shape] = sql
-    params = [_FIELDS[name].get_db_prep_save(value, connection)
-              for name, value in values.items()]
-    params += [_FIELDS[lookup.partition("__")[0]].get_db_prep_value(value, connection)
-               for lookup, value in conditions.items()]
+    params = [_FIELDS[name].get_db_prep_save(value, connection) for name, value in values.items()]
+    params += [
+        _FIELDS[lookup.partition("__")[0]].get_db_prep_value(value, connection)
+        for lookup, value in conditions.items()
+    ]
     return sql, params
 
 
-def _statement(conditions: dict[str, Any], values: dict[str, Any], audit: dict[str, Any],
-               also: Sequence[Statement], select: str, returning: str | None = None
-               ) -> tuple[str, list[Any]]:
+def _statement(
+    conditions: dict[str, Any],
+    values: dict[str, Any],
+    audit: dict[str, Any],
+    also: Sequence[Statement],
+    select: str,
+    returning: str | None = None,
+) -> tuple[str, list[Any]]:
     """PostgreSQL: the conditional UPDATE, its audit row and ``also`` as one statement."""
     update, params = _update_sql(conditions, values)
     returning = returning or f'"{TriggerInstance._meta.pk.column}"'
     ctes = [f"moved AS ({update} RETURNING {returning})", f"audit AS ({_AUDIT_INSERT})"]
-    params += [audit["from_status"], audit["to_status"], audit["reason"], audit["actor"],
-               audit["at"]]
+    params += [
+        audit["from_status"],
+        audit["to_status"],
+        audit["reason"],
+        audit["actor"],
+        audit["at"],
+    ]
     for index, statement in enumerate(also):
         ctes.append(f"also_{index} AS ({statement.sql})")
         params += statement.params

@@ -25,24 +25,31 @@ class TriggerListCreateView(GenericAPIView):
     def get_queryset(self):
         return TriggerInstance.objects.select_related("workflow", "workflow_version")
 
-    @extend_schema(request=TriggerCreateInputSerializer,
-                   responses={201: TriggerOutputSerializer, 200: TriggerOutputSerializer})
+    @extend_schema(
+        request=TriggerCreateInputSerializer,
+        responses={201: TriggerOutputSerializer, 200: TriggerOutputSerializer},
+    )
     def post(self, request: Request) -> Response:
         body = validated_body(request, TriggerCreateInputSerializer)
-        result = trigger_create(workflow=body["workflow"],
-                                idempotency_key=body["idempotency_key"],
-                                payload=body["payload"])
+        result = trigger_create(
+            workflow=body["workflow"],
+            idempotency_key=body["idempotency_key"],
+            payload=body["payload"],
+        )
         data = TriggerOutputSerializer(result.instance).data
         if result.created:
             return Response(data, status=status.HTTP_201_CREATED)
-        return Response(data, status=status.HTTP_200_OK,
-                        headers={"Idempotent-Replayed": "true"})
+        return Response(data, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
 
     @extend_schema(parameters=[TriggerListFilterSerializer])
     def get(self, request: Request) -> Response:
-        return paginated_list(self, request, self.get_queryset(), TriggerListFilterSerializer,
-                              {"workflow": "workflow__key", "status": "status",
-                               "idempotency_key": "idempotency_key"})
+        return paginated_list(
+            self,
+            request,
+            self.get_queryset(),
+            TriggerListFilterSerializer,
+            {"workflow": "workflow__key", "status": "status", "idempotency_key": "idempotency_key"},
+        )
 
 
 class TriggerDetailView(GenericAPIView):

@@ -25,8 +25,11 @@ NEW_DEFINITION = {"entry_node_id": "", "nodes": [], "edges": []}
 
 def problem_message(problem: DefinitionProblem) -> str:
     """One form error per problem, naming the node (when there is one) and the field."""
-    where = f"Node “{problem.node}”, field {problem.field}" if problem.node else (
-        f"Field {problem.field}")
+    where = (
+        f"Node “{problem.node}”, field {problem.field}"
+        if problem.node
+        else (f"Field {problem.field}")
+    )
     return f"{where}: {problem.message}"
 
 
@@ -41,11 +44,15 @@ class DefinitionJSONField(forms.JSONField):
 
 class WorkflowForm(forms.ModelForm):
     definition = DefinitionJSONField(
-        widget=forms.Textarea(attrs={
-            "rows": 26, "class": "vLargeTextField nf-code", "spellcheck": "false",
-            "style": "font-family:ui-monospace,SFMono-Regular,Menlo,monospace;"
-                     "font-size:12px;width:100%;max-width:60em",
-        }),
+        widget=forms.Textarea(
+            attrs={
+                "rows": 26,
+                "class": "vLargeTextField nf-code",
+                "spellcheck": "false",
+                "style": "font-family:ui-monospace,SFMono-Regular,Menlo,monospace;"
+                "font-size:12px;width:100%;max-width:60em",
+            }
+        ),
         help_text=(
             "{entry_node_id, nodes: [{id, type, config}], edges: [{from, to, condition?}]}. "
             f"Node types: {', '.join(NODE_TYPES)}. Saving a changed definition adds a new "
@@ -89,9 +96,12 @@ class WorkflowVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
     @admin.display(description="definition")
     def definition_json(self, obj: WorkflowVersion) -> SafeString:
         nodes = obj.definition.get("nodes", [])
-        return format_html("<details><summary>{} node(s), {} edge(s)</summary>{}</details>",
-                           len(nodes), len(obj.definition.get("edges", [])),
-                           pretty_json(obj.definition))
+        return format_html(
+            "<details><summary>{} node(s), {} edge(s)</summary>{}</details>",
+            len(nodes),
+            len(obj.definition.get("edges", [])),
+            pretty_json(obj.definition),
+        )
 
 
 @admin.register(Workflow)
@@ -104,29 +114,35 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
     search_fields = ("key", "name")
     actions = ("activate", "deactivate")
     inlines = (WorkflowVersionInline,)
-    readonly_fields = ("version_display", "drawing", "definition_json", "created_at",
-                       "updated_at")
+    readonly_fields = ("version_display", "drawing", "definition_json", "created_at", "updated_at")
 
     def get_fieldsets(self, request: HttpRequest, obj: Workflow | None = None) -> list:
-        editing = (self.has_add_permission(request) if obj is None
-                   else self.has_change_permission(request, obj))
+        editing = (
+            self.has_add_permission(request)
+            if obj is None
+            else self.has_change_permission(request, obj)
+        )
         head = ("key", "name", "is_active")
         if obj is not None:
             head += ("version_display", "created_at", "updated_at")
         fieldsets: list = [(None, {"fields": head})]
-        fieldsets.append(("Definition",
-                          {"fields": ("definition" if editing else "definition_json",)}))
+        fieldsets.append(
+            ("Definition", {"fields": ("definition" if editing else "definition_json",)})
+        )
         if obj is not None:
             fieldsets.append(("Graph (current version)", {"fields": ("drawing",)}))
         return fieldsets
 
-    def save_model(self, request: HttpRequest, obj: Workflow, form: forms.ModelForm,
-                   change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: Workflow, form: forms.ModelForm, change: bool
+    ) -> None:
         saved = workflow_save(
-            key=form.cleaned_data["key"], name=form.cleaned_data["name"],
+            key=form.cleaned_data["key"],
+            name=form.cleaned_data["name"],
             is_active=form.cleaned_data["is_active"],
             definition=form.cleaned_data["definition"],
-            actor=request.user.get_username(), workflow=obj if change else None,
+            actor=request.user.get_username(),
+            workflow=obj if change else None,
         )
         # The admin goes on with ``obj`` (change message, redirect): make it the saved row.
         obj.pk, obj.current_version = saved.pk, saved.current_version

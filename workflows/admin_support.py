@@ -48,7 +48,9 @@ def status_badge(status: str, label: str | None = None) -> SafeString:
     return format_html(
         '<span class="nf-status nf-status-{}" style="display:inline-block;padding:1px 8px;'
         'border-radius:9px;color:#fff;background:{};font-weight:600;font-size:11px">{}</span>',
-        status, colour, label or status,
+        status,
+        colour,
+        label or status,
     )
 
 
@@ -168,7 +170,8 @@ class InputListFilter(admin.SimpleListFilter):
             "value": self.value() or "",
             "parameter_name": self.parameter_name,
             "other_params": [
-                (key, value) for key, value in changelist.params.items()
+                (key, value)
+                for key, value in changelist.params.items()
                 if key != self.parameter_name
             ],
             "clear_query_string": changelist.get_query_string(remove=[self.parameter_name]),
@@ -192,8 +195,9 @@ class LeanChangeListMixin:
         defer = self.changelist_defer
 
         class LeanChangeList(ChangeList):
-            def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None
-                             ) -> QuerySet:
+            def get_queryset(
+                self, request: HttpRequest, exclude_parameters: Any = None
+            ) -> QuerySet:
                 queryset = super().get_queryset(request, exclude_parameters)
                 return queryset.defer(*defer) if defer else queryset
 
@@ -207,12 +211,15 @@ def precise_time(value: datetime | None) -> str:
     return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def timestamp_column(field_name: str, description: str | None = None, *,
-                     sortable: bool = False) -> Callable[[Any, Model], str]:
+def timestamp_column(
+    field_name: str, description: str | None = None, *, sortable: bool = False
+) -> Callable[[Any, Model], str]:
     """A ModelAdmin display method showing ``field_name`` to the millisecond."""
 
-    @admin.display(description=description or field_name.replace("_", " "),
-                   ordering=field_name if sortable else None)
+    @admin.display(
+        description=description or field_name.replace("_", " "),
+        ordering=field_name if sortable else None,
+    )
     def column(model_admin: Any, obj: Model) -> str:
         return precise_time(getattr(obj, field_name))
 

@@ -73,8 +73,12 @@ class DefinitionError(ApplicationError):
             for p in errors
         ]
         first = details[0]
-        super().__init__(code=str(first["code"]), field=first["field"],
-                         message=str(first["message"]), details=details)
+        super().__init__(
+            code=str(first["code"]),
+            field=first["field"],
+            message=str(first["message"]),
+            details=details,
+        )
 
 
 def _api_field(problem: DefinitionProblem) -> str:
@@ -110,26 +114,41 @@ def validate_definition(definition: Any) -> dict[str, Any]:
         node_id = node.get("id")
         label = node_id if isinstance(node_id, str) else None
         if not isinstance(node_id, str) or not NODE_ID_RE.match(node_id):
-            problems.append(DefinitionProblem(
-                f"{path}.id", "must be 1-64 letters, digits, '_' or '-'", node=label,
-                code="invalid_node_id",
-            ))
+            problems.append(
+                DefinitionProblem(
+                    f"{path}.id",
+                    "must be 1-64 letters, digits, '_' or '-'",
+                    node=label,
+                    code="invalid_node_id",
+                )
+            )
         elif node_id in ids:
-            problems.append(DefinitionProblem(
-                f"{path}.id", f"duplicate node id {node_id!r}", node=node_id,
-                code="duplicate_node_id",
-            ))
+            problems.append(
+                DefinitionProblem(
+                    f"{path}.id",
+                    f"duplicate node id {node_id!r}",
+                    node=node_id,
+                    code="duplicate_node_id",
+                )
+            )
         else:
             ids.append(node_id)
         for key in sorted(set(node) - {"id", "type", "config"}):
-            problems.append(DefinitionProblem(f"{path}.{key}", "unknown field", node=label,
-                                              code="unknown_field"))
+            problems.append(
+                DefinitionProblem(
+                    f"{path}.{key}", "unknown field", node=label, code="unknown_field"
+                )
+            )
         node_type = node.get("type")
         if node_type not in NODE_CONFIG_SPECS:
-            problems.append(DefinitionProblem(
-                f"{path}.type", f"must be one of {', '.join(NODE_TYPES)}", node=label,
-                code="invalid_node_type",
-            ))
+            problems.append(
+                DefinitionProblem(
+                    f"{path}.type",
+                    f"must be one of {', '.join(NODE_TYPES)}",
+                    node=label,
+                    code="invalid_node_type",
+                )
+            )
             continue
         config = node.get("config", {})
         if not isinstance(config, dict):
@@ -141,9 +160,14 @@ def validate_definition(definition: Any) -> dict[str, Any]:
     if not isinstance(entry, str) or not entry:
         problems.append(DefinitionProblem("entry_node_id", "is required", code="required"))
     elif entry not in ids:
-        problems.append(DefinitionProblem(
-            "entry_node_id", f"no node has id {entry!r}", node=entry, code="unknown_node",
-        ))
+        problems.append(
+            DefinitionProblem(
+                "entry_node_id",
+                f"no node has id {entry!r}",
+                node=entry,
+                code="unknown_node",
+            )
+        )
 
     clean_edges: list[dict[str, Any]] = []
     for index, edge in enumerate(edges):
@@ -152,30 +176,42 @@ def validate_definition(definition: Any) -> dict[str, Any]:
             problems.append(DefinitionProblem(path, "must be an object {from, to, condition?}"))
             continue
         for key in sorted(set(edge) - {"from", "to", "condition"}):
-            problems.append(DefinitionProblem(f"{path}.{key}", "unknown field",
-                                              code="unknown_field"))
+            problems.append(
+                DefinitionProblem(f"{path}.{key}", "unknown field", code="unknown_field")
+            )
         ok = True
         for end in ("from", "to"):
             value = edge.get(end)
             if not isinstance(value, str) or value not in ids:
                 ok = False
-                problems.append(DefinitionProblem(
-                    f"{path}.{end}", f"no node has id {value!r}",
-                    node=value if isinstance(value, str) else None, code="unknown_node",
-                ))
+                problems.append(
+                    DefinitionProblem(
+                        f"{path}.{end}",
+                        f"no node has id {value!r}",
+                        node=value if isinstance(value, str) else None,
+                        code="unknown_node",
+                    )
+                )
         condition = edge.get("condition")
         if condition is not None:
             if not isinstance(condition, str):
-                problems.append(DefinitionProblem(f"{path}.condition", "must be a string",
-                                                  node=edge.get("from")))
+                problems.append(
+                    DefinitionProblem(
+                        f"{path}.condition", "must be a string", node=edge.get("from")
+                    )
+                )
             else:
                 try:
                     check_condition(condition)
                 except TemplateError as exc:
-                    problems.append(DefinitionProblem(
-                        f"{path}.condition", f"invalid Liquid expression: {exc}",
-                        node=edge.get("from"), code="invalid_template",
-                    ))
+                    problems.append(
+                        DefinitionProblem(
+                            f"{path}.condition",
+                            f"invalid Liquid expression: {exc}",
+                            node=edge.get("from"),
+                            code="invalid_template",
+                        )
+                    )
         if ok:
             clean = {"from": edge["from"], "to": edge["to"]}
             if isinstance(condition, str):
@@ -185,10 +221,14 @@ def validate_definition(definition: Any) -> dict[str, Any]:
     if not problems:
         cycle = _find_cycle(ids, clean_edges)
         if cycle:
-            problems.append(DefinitionProblem(
-                "edges", "the graph has a cycle: " + " -> ".join(cycle), node=cycle[0],
-                code="cycle",
-            ))
+            problems.append(
+                DefinitionProblem(
+                    "edges",
+                    "the graph has a cycle: " + " -> ".join(cycle),
+                    node=cycle[0],
+                    code="cycle",
+                )
+            )
     if problems:
         raise DefinitionError(problems)
     return {"entry_node_id": entry, "nodes": clean_nodes, "edges": clean_edges}
@@ -200,21 +240,27 @@ def _check_config(
     problems: list[DefinitionProblem] = []
     spec = NODE_CONFIG_SPECS[node_type]
     for key in sorted(set(config) - set(spec)):
-        problems.append(DefinitionProblem(
-            f"{path}.{key}", f"unknown field for a {node_type} node", node=node,
-            code="unknown_field",
-        ))
+        problems.append(
+            DefinitionProblem(
+                f"{path}.{key}",
+                f"unknown field for a {node_type} node",
+                node=node,
+                code="unknown_field",
+            )
+        )
     for key, field in spec.items():
         value = config.get(key)
         if value is None:
             if field.required:
-                problems.append(DefinitionProblem(f"{path}.{key}", "is required", node=node,
-                                                  code="required"))
+                problems.append(
+                    DefinitionProblem(f"{path}.{key}", "is required", node=node, code="required")
+                )
             continue
         if field.kind == "int":
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                problems.append(DefinitionProblem(f"{path}.{key}", "must be an integer >= 0",
-                                                  node=node))
+                problems.append(
+                    DefinitionProblem(f"{path}.{key}", "must be an integer >= 0", node=node)
+                )
         elif field.kind == "duration":
             try:
                 parse_duration(value)
@@ -225,23 +271,34 @@ def _check_config(
                 problems.append(DefinitionProblem(f"{path}.{key}", "must be a string", node=node))
                 continue
             if field.required and not value.strip():
-                problems.append(DefinitionProblem(f"{path}.{key}", "must not be empty",
-                                                  node=node, code="required"))
+                problems.append(
+                    DefinitionProblem(
+                        f"{path}.{key}", "must not be empty", node=node, code="required"
+                    )
+                )
                 continue
             try:
                 check_template(value, html=field.kind == "html_template")
             except TemplateError as exc:
-                problems.append(DefinitionProblem(
-                    f"{path}.{key}", f"invalid Liquid template: {exc}", node=node,
-                    code="invalid_template",
-                ))
+                problems.append(
+                    DefinitionProblem(
+                        f"{path}.{key}",
+                        f"invalid Liquid template: {exc}",
+                        node=node,
+                        code="invalid_template",
+                    )
+                )
     if node_type == "delay":
         given = [k for k in ("delay_ms", "duration", "until") if config.get(k) is not None]
         if len(given) != 1:
-            problems.append(DefinitionProblem(
-                path, "a delay needs exactly one of delay_ms, duration, until", node=node,
-                code="invalid_delay",
-            ))
+            problems.append(
+                DefinitionProblem(
+                    path,
+                    "a delay needs exactly one of delay_ms, duration, until",
+                    node=node,
+                    code="invalid_delay",
+                )
+            )
     return problems
 
 
@@ -258,7 +315,7 @@ def _find_cycle(ids: list[str], edges: list[dict[str, Any]]) -> list[str] | None
         stack.append(node)
         for nxt in graph[node]:
             if color[nxt] == grey:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if color[nxt] == white:
                 found = visit(nxt)
                 if found:

@@ -95,11 +95,11 @@ def _positions(ids: list[str], edges: list[tuple[str, str]]) -> dict[str, tuple[
     return positions
 
 
-def _barycentre(node_id: str, parents: Mapping[str, list[str]], rows: Mapping[str, float],
-                ids: list[str]) -> tuple[float, int]:
+def _barycentre(
+    node_id: str, parents: Mapping[str, list[str]], rows: Mapping[str, float], ids: list[str]
+) -> tuple[float, int]:
     placed = [rows[p] for p in parents[node_id] if p in rows]
-    return (sum(placed) / len(placed) if placed else float(ids.index(node_id)),
-            ids.index(node_id))
+    return (sum(placed) / len(placed) if placed else float(ids.index(node_id)), ids.index(node_id))
 
 
 def draw_workflow_svg(
@@ -144,9 +144,16 @@ def draw_workflow_svg(
     ]
     parts.extend(_edges_svg(edges, positions))
     for node_id in ids:
-        parts.append(_node_svg(by_id[node_id], node_id, positions[node_id],
-                               state=states.get(node_id), current=node_id == current_node,
-                               entry=node_id == entry))
+        parts.append(
+            _node_svg(
+                by_id[node_id],
+                node_id,
+                positions[node_id],
+                state=states.get(node_id),
+                current=node_id == current_node,
+                entry=node_id == entry,
+            )
+        )
     if show_legend:
         parts.append(_legend_svg(height))
     parts.append("</svg>")
@@ -154,8 +161,9 @@ def draw_workflow_svg(
     return mark_safe("".join(parts))
 
 
-def _edges_svg(edges: Iterable[Mapping[str, Any]], positions: Mapping[str, tuple[int, int]]
-               ) -> list[str]:
+def _edges_svg(
+    edges: Iterable[Mapping[str, Any]], positions: Mapping[str, tuple[int, int]]
+) -> list[str]:
     out: list[str] = []
     labels: list[str] = []
     per_source: dict[str, list[Mapping[str, Any]]] = {}
@@ -198,8 +206,15 @@ def _edges_svg(edges: Iterable[Mapping[str, Any]], positions: Mapping[str, tuple
     return out + labels
 
 
-def _node_svg(node: Mapping[str, Any], node_id: str, pos: tuple[int, int], *,
-              state: str | None, current: bool, entry: bool) -> str:
+def _node_svg(
+    node: Mapping[str, Any],
+    node_id: str,
+    pos: tuple[int, int],
+    *,
+    state: str | None,
+    current: bool,
+    entry: bool,
+) -> str:
     x, y = pos
     fill, stroke, caption = STATE_STYLES.get(state, STATE_STYLES[None])
     kind = str(node.get("type", "?"))

@@ -15,7 +15,7 @@ _ISO = re.compile(
 def parse_duration(text: str) -> timedelta:
     """Parse a duration; raise ValueError with a readable message if it is not one."""
     if not isinstance(text, str):
-        raise ValueError("must be a string such as \"90s\", \"1h30m\" or \"PT15M\"")
+        raise ValueError('must be a string such as "90s", "1h30m" or "PT15M"')
     value = text.strip()
     match = _COMPACT.match(value.lower())
     if value and match and any(match.groupdict().values()):
@@ -25,7 +25,10 @@ def parse_duration(text: str) -> timedelta:
     if value and match and any(match.groupdict().values()) and not value.upper().endswith("T"):
         g = match.groupdict()
         return timedelta(
-            weeks=int(g["w"] or 0), days=int(g["d"] or 0), hours=int(g["h"] or 0),
-            minutes=int(g["m"] or 0), seconds=float(g["s"] or 0),
+            weeks=int(g["w"] or 0),
+            days=int(g["d"] or 0),
+            hours=int(g["h"] or 0),
+            minutes=int(g["m"] or 0),
+            seconds=float(g["s"] or 0),
         )
-    raise ValueError(f"{text!r} is not a duration such as \"90s\", \"1h30m\", \"1d\" or \"PT15M\"")
+    raise ValueError(f'{text!r} is not a duration such as "90s", "1h30m", "1d" or "PT15M"')

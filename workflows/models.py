@@ -11,7 +11,10 @@ class Workflow(models.Model):
     is_active = models.BooleanField(default=True)
     # The version new trigger instances pin; every definition change adds a version.
     current_version = models.ForeignKey(
-        "workflows.WorkflowVersion", null=True, blank=True, on_delete=models.PROTECT,
+        "workflows.WorkflowVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True)

@@ -13,11 +13,11 @@ class WorkflowInputSerializer(serializers.Serializer):
 
 
 class WorkflowOutputSerializer(serializers.ModelSerializer):
-    version = serializers.IntegerField(source="current_version.version", read_only=True,
-                                       allow_null=True)
+    version = serializers.IntegerField(
+        source="current_version.version", read_only=True, allow_null=True
+    )
     definition = serializers.JSONField(source="current_version.definition", read_only=True)
 
     class Meta:
         model = Workflow
-        fields = ["key", "name", "is_active", "version", "definition", "created_at",
-                  "updated_at"]
+        fields = ["key", "name", "is_active", "version", "definition", "created_at", "updated_at"]

@@ -31,8 +31,15 @@ def workflow_save(
     """
     try:
         with transaction.atomic():
-            return _save(key=key, name=name, definition=definition, is_active=is_active,
-                         actor=actor, workflow=workflow, create_only=create_only)
+            return _save(
+                key=key,
+                name=name,
+                definition=definition,
+                is_active=is_active,
+                actor=actor,
+                workflow=workflow,
+                create_only=create_only,
+            )
     except IntegrityError as exc:
         if not Workflow.objects.filter(key=key).exists():
             raise
@@ -40,12 +47,23 @@ def workflow_save(
 
 
 def _duplicate(key: str) -> ApplicationError:
-    return ApplicationError(code="duplicate_key", field="key",
-                            message=f"key: a workflow with key {key!r} exists; use PUT")
+    return ApplicationError(
+        code="duplicate_key",
+        field="key",
+        message=f"key: a workflow with key {key!r} exists; use PUT",
+    )
 
 
-def _save(*, key: str, name: str, definition: Any, is_active: bool, actor: str,
-          workflow: Workflow | None, create_only: bool) -> Workflow:
+def _save(
+    *,
+    key: str,
+    name: str,
+    definition: Any,
+    is_active: bool,
+    actor: str,
+    workflow: Workflow | None,
+    create_only: bool,
+) -> Workflow:
     clean = validate_definition(definition)
     if workflow is None:
         workflow = Workflow.objects.select_for_update().filter(key=key).first()

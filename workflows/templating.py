@@ -44,7 +44,7 @@ def check_template(source: str, *, html: bool = False) -> None:
 
 def check_condition(expression: str) -> None:
     if not expression.strip() or "%}" in expression or "{%" in expression:
-        raise TemplateError("a condition is a Liquid expression, e.g. payload.plan == \"pro\"")
+        raise TemplateError('a condition is a Liquid expression, e.g. payload.plan == "pro"')
     try:
         _compile_condition(expression)
     except LiquidError as exc:

@@ -18,11 +18,18 @@ from .services import workflow_save
 def _save(request: Request, workflow: Workflow | None) -> Workflow:
     data = validated_body(request, WorkflowInputSerializer)
     if workflow is not None and data["key"] != workflow.key:
-        raise ApplicationError(code="key_mismatch", field="key",
-                               message="key: must match the workflow key in the URL")
-    return workflow_save(key=data["key"], name=data["name"], is_active=data["is_active"],
-                         definition=data["definition"], workflow=workflow,
-                         create_only=workflow is None, actor=str(request.user))
+        raise ApplicationError(
+            code="key_mismatch", field="key", message="key: must match the workflow key in the URL"
+        )
+    return workflow_save(
+        key=data["key"],
+        name=data["name"],
+        is_active=data["is_active"],
+        definition=data["definition"],
+        workflow=workflow,
+        create_only=workflow is None,
+        actor=str(request.user),
+    )
 
 
 class WorkflowListCreateView(GenericAPIView):

@@ -17,8 +17,9 @@ class RefTrigger(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["workflow_key", "idempotency_key"],
-                                    name="bench_ref_unique_key"),
+            models.UniqueConstraint(
+                fields=["workflow_key", "idempotency_key"], name="bench_ref_unique_key"
+            ),
         ]
 
     def __str__(self) -> str:

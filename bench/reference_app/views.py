@@ -15,10 +15,16 @@ class RefTriggerView(APIView):
     def post(self, request: Request) -> Response:
         body = request.data
         obj, created = RefTrigger.objects.get_or_create(
-            workflow_key=body.get("workflow", ""), idempotency_key=body["idempotency_key"],
+            workflow_key=body.get("workflow", ""),
+            idempotency_key=body["idempotency_key"],
             defaults={"payload": body.get("payload", {})},
         )
-        data = {"id": str(obj.id), "workflow": obj.workflow_key,
-                "idempotency_key": obj.idempotency_key, "status": obj.status,
-                "payload": obj.payload, "created_at": obj.created_at.isoformat()}
+        data = {
+            "id": str(obj.id),
+            "workflow": obj.workflow_key,
+            "idempotency_key": obj.idempotency_key,
+            "status": obj.status,
+            "payload": obj.payload,
+            "created_at": obj.created_at.isoformat(),
+        }
         return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

@@ -5,57 +5,111 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('triggers', '0001_initial'),
-        ('workflows', '0001_initial'),
+        ("triggers", "0001_initial"),
+        ("workflows", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Delivery',
+            name="Delivery",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('node_id', models.CharField(max_length=64)),
-                ('channel', models.CharField(max_length=16)),
-                ('status', models.CharField(choices=[('sending', 'Sending'), ('sent', 'Sent'), ('failed', 'Failed')], max_length=16)),
-                ('provider_message_id', models.CharField(blank=True, default='', max_length=255)),
-                ('output', models.JSONField(blank=True, default=dict)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('instance', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='triggers.triggerinstance')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("node_id", models.CharField(max_length=64)),
+                ("channel", models.CharField(max_length=16)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("sending", "Sending"), ("sent", "Sent"), ("failed", "Failed")],
+                        max_length=16,
+                    ),
+                ),
+                ("provider_message_id", models.CharField(blank=True, default="", max_length=255)),
+                ("output", models.JSONField(blank=True, default=dict)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "instance",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="deliveries",
+                        to="triggers.triggerinstance",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'deliveries',
-                'constraints': [models.UniqueConstraint(fields=('instance', 'node_id'), name='delivery_unique_instance_node')],
+                "verbose_name_plural": "deliveries",
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("instance", "node_id"), name="delivery_unique_instance_node"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='StepExecutionLog',
+            name="StepExecutionLog",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('workflow_version', models.PositiveIntegerField()),
-                ('node_id', models.CharField(max_length=64)),
-                ('node_type', models.CharField(max_length=16)),
-                ('attempt', models.PositiveIntegerField(help_text='1 for the first try of this node')),
-                ('started_at', models.DateTimeField()),
-                ('finished_at', models.DateTimeField()),
-                ('input_context', models.JSONField(default=dict)),
-                ('output', models.JSONField(blank=True, default=dict)),
-                ('success', models.BooleanField()),
-                ('error', models.TextField(blank=True, default='')),
-                ('error_kind', models.CharField(blank=True, default='', help_text='transient, permanent or lease_expired', max_length=16)),
-                ('task_id', models.CharField(blank=True, default='', max_length=64)),
-                ('worker', models.CharField(blank=True, default='', max_length=200)),
-                ('trigger', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='step_logs', to='triggers.triggerinstance')),
-                ('workflow', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='step_logs', to='workflows.workflow')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("workflow_version", models.PositiveIntegerField()),
+                ("node_id", models.CharField(max_length=64)),
+                ("node_type", models.CharField(max_length=16)),
+                (
+                    "attempt",
+                    models.PositiveIntegerField(help_text="1 for the first try of this node"),
+                ),
+                ("started_at", models.DateTimeField()),
+                ("finished_at", models.DateTimeField()),
+                ("input_context", models.JSONField(default=dict)),
+                ("output", models.JSONField(blank=True, default=dict)),
+                ("success", models.BooleanField()),
+                ("error", models.TextField(blank=True, default="")),
+                (
+                    "error_kind",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="transient, permanent or lease_expired",
+                        max_length=16,
+                    ),
+                ),
+                ("task_id", models.CharField(blank=True, default="", max_length=64)),
+                ("worker", models.CharField(blank=True, default="", max_length=200)),
+                (
+                    "trigger",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="step_logs",
+                        to="triggers.triggerinstance",
+                    ),
+                ),
+                (
+                    "workflow",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="step_logs",
+                        to="workflows.workflow",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['started_at', 'id'],
-                'indexes': [models.Index(fields=['trigger', 'started_at'], name='steplog_trigger_started'), models.Index(fields=['node_id', '-started_at'], name='steplog_node_started')],
+                "ordering": ["started_at", "id"],
+                "indexes": [
+                    models.Index(fields=["trigger", "started_at"], name="steplog_trigger_started"),
+                    models.Index(fields=["node_id", "-started_at"], name="steplog_node_started"),
+                ],
             },
         ),
     ]

@@ -13,9 +13,14 @@ def register(apps, schema_editor):
     every = max(1, int(round(settings.NOTIFYFLOW_SWEEP_INTERVAL_S)))
     schedule, _ = IntervalSchedule.objects.get_or_create(every=every, period="seconds")
     PeriodicTask.objects.update_or_create(
-        name=NAME, defaults={"task": TASK, "interval": schedule, "enabled": True,
-                             "description": "Re-dispatches due instances whose message was "
-                                            "lost and recovers instances whose lease expired."},
+        name=NAME,
+        defaults={
+            "task": TASK,
+            "interval": schedule,
+            "enabled": True,
+            "description": "Re-dispatches due instances whose message was "
+            "lost and recovers instances whose lease expired.",
+        },
     )
 
 

@@ -21,8 +21,9 @@ def execute(step: StepContext) -> NodeResult:
         try:
             resume_at = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError as exc:
-            raise ProviderError(f"until: {text!r} is not an ISO-8601 timestamp",
-                                permanent=True) from exc
+            raise ProviderError(
+                f"until: {text!r} is not an ISO-8601 timestamp", permanent=True
+            ) from exc
         if resume_at.tzinfo is None:
             resume_at = resume_at.replace(tzinfo=UTC)
         how = f"until={text}"

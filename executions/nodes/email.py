@@ -18,13 +18,21 @@ def execute(step: StepContext) -> NodeResult:
 
     def send() -> dict:
         result = send_email(
-            to=to, subject=subject, body=body, html_body=html_body, from_email=from_email,
+            to=to,
+            subject=subject,
+            body=body,
+            html_body=html_body,
+            from_email=from_email,
             reply_to=split_addresses(reply_to) if reply_to else None,
             message_id=f"<{step.instance_id}.{step.node_id}@notifyflow>",
             idempotency_key=step.idempotency_key,
         )
-        return {"message_id": result.message_id, "to": to, "subject": subject,
-                "sent_at": step.now.isoformat()}
+        return {
+            "message_id": result.message_id,
+            "to": to,
+            "subject": subject,
+            "sent_at": step.now.isoformat(),
+        }
 
     output = guarded_send(step=step, channel="email", send=send)
     return NodeResult(output=output, vars_key=f"email_{step.node_id}")

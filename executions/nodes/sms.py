@@ -15,8 +15,9 @@ def execute(step: StepContext) -> NodeResult:
         raise ProviderError("body: rendered to an empty message", permanent=True)
 
     def send() -> dict:
-        result = send_sms(SmsMessage(to=to, body=body, from_number="",
-                                     idempotency_key=step.idempotency_key))
+        result = send_sms(
+            SmsMessage(to=to, body=body, from_number="", idempotency_key=step.idempotency_key)
+        )
         return {"message_id": result.message_id, "to": to, "sent_at": step.now.isoformat()}
 
     output = guarded_send(step=step, channel="sms", send=send)

@@ -38,8 +38,15 @@ setting_changed.connect(_reset_connection)
 
 
 def send_email(
-    *, to: list[str], subject: str, body: str, html_body: str | None, from_email: str | None,
-    reply_to: list[str] | None, message_id: str, idempotency_key: str,
+    *,
+    to: list[str],
+    subject: str,
+    body: str,
+    html_body: str | None,
+    from_email: str | None,
+    reply_to: list[str] | None,
+    message_id: str,
+    idempotency_key: str,
 ) -> EmailSendResult:
     """Send one message; raise ProviderError classified per SPEC §2.
 
@@ -47,8 +54,11 @@ def send_email(
     re-send after an unknown outcome carries the same id and receivers can dedupe it.
     """
     message = EmailMultiAlternatives(
-        subject=subject, body=body, from_email=from_email or settings.DEFAULT_FROM_EMAIL,
-        to=to, reply_to=reply_to or None,
+        subject=subject,
+        body=body,
+        from_email=from_email or settings.DEFAULT_FROM_EMAIL,
+        to=to,
+        reply_to=reply_to or None,
         headers={"Message-ID": message_id, "X-NotifyFlow-Idempotency-Key": idempotency_key},
         connection=_get_connection(),
     )
@@ -59,13 +69,20 @@ def send_email(
     except smtplib.SMTPRecipientsRefused as exc:
         codes = [code for code, _ in exc.recipients.values()]
         transient = bool(codes) and all(400 <= c < 500 for c in codes)
-        raise ProviderError(f"SMTP refused recipients: {exc.recipients}",
-                            permanent=not transient) from exc
+        raise ProviderError(
+            f"SMTP refused recipients: {exc.recipients}", permanent=not transient
+        ) from exc
     except smtplib.SMTPResponseException as exc:
-        raise ProviderError(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}",
-                            permanent=exc.smtp_code >= 500) from exc
-    except (TimeoutError, smtplib.SMTPServerDisconnected, smtplib.SMTPConnectError,
-            ConnectionError, OSError) as exc:
+        raise ProviderError(
+            f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", permanent=exc.smtp_code >= 500
+        ) from exc
+    except (
+        TimeoutError,
+        smtplib.SMTPServerDisconnected,
+        smtplib.SMTPConnectError,
+        ConnectionError,
+        OSError,
+    ) as exc:
         raise ProviderError(f"email connection error: {exc}", permanent=False) from exc
     except Exception as exc:
         _raise_anymail(exc)
@@ -76,9 +93,7 @@ def send_email(
     esp_id = getattr(status, "message_id", None) if status is not None else None
     if isinstance(esp_id, set):  # several recipients with different ids
         esp_id = ",".join(sorted(str(i) for i in esp_id))
-    return EmailSendResult(
-        message_id=str(esp_id) if esp_id not in (None, "") else message_id
-    )
+    return EmailSendResult(message_id=str(esp_id) if esp_id not in (None, "") else message_id)
 
 
 def _raise_anymail(exc: Exception) -> None:

@@ -70,8 +70,13 @@ class FileSmsBackend(BaseSmsBackend):
     def send(self, message: SmsMessage) -> SmsSendResult:
         message_id = f"file-{uuid.uuid4()}"
         stamp = timezone.now().strftime("%Y%m%d-%H%M%S-%f")
-        record = {"message_id": message_id, "to": message.to, "from": message.from_number,
-                  "body": message.body, "idempotency_key": message.idempotency_key}
+        record = {
+            "message_id": message_id,
+            "to": message.to,
+            "from": message.from_number,
+            "body": message.body,
+            "idempotency_key": message.idempotency_key,
+        }
         target = self.path / f"{stamp}-{message_id}.json"
         tmp = target.with_suffix(".tmp")
         try:
@@ -90,8 +95,9 @@ class TwilioSmsBackend(BaseSmsBackend):
         from twilio.rest import Client
 
         if not settings.TWILIO_ACCOUNT_SID or not settings.TWILIO_AUTH_TOKEN:
-            raise ProviderError("TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN must be set",
-                                permanent=True)
+            raise ProviderError(
+                "TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN must be set", permanent=True
+            )
         base = settings.TWILIO_API_BASE_URL.rstrip("/")
 
         class _HttpClient(TwilioHttpClient):
@@ -101,8 +107,11 @@ class TwilioSmsBackend(BaseSmsBackend):
                     url = url.replace("https://api.twilio.com", base)
                 return super().request(method, url, *args, **kwargs)
 
-        self.client = Client(settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN,
-                             http_client=_HttpClient(timeout=settings.TWILIO_TIMEOUT_S))
+        self.client = Client(
+            settings.TWILIO_ACCOUNT_SID,
+            settings.TWILIO_AUTH_TOKEN,
+            http_client=_HttpClient(timeout=settings.TWILIO_TIMEOUT_S),
+        )
 
     def send(self, message: SmsMessage) -> SmsSendResult:
         from requests import RequestException
@@ -110,13 +119,15 @@ class TwilioSmsBackend(BaseSmsBackend):
 
         try:
             sent = self.client.messages.create(
-                to=message.to, from_=message.from_number or settings.SMS_DEFAULT_FROM,
+                to=message.to,
+                from_=message.from_number or settings.SMS_DEFAULT_FROM,
                 body=message.body,
             )
         except TwilioRestException as exc:
             transient = exc.status >= 500 or exc.status in (408, 429)
-            raise ProviderError(f"Twilio {exc.status} (code {exc.code}): {exc.msg}",
-                                permanent=not transient) from exc
+            raise ProviderError(
+                f"Twilio {exc.status} (code {exc.code}): {exc.msg}", permanent=not transient
+            ) from exc
         except RequestException as exc:
             raise ProviderError(f"Twilio connection error: {exc}", permanent=False) from exc
         return SmsSendResult(sent.sid)

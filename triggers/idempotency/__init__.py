@@ -10,8 +10,18 @@ from .factory import ResolvedSettings, generator_for, resolve_settings
 from .generators import KeyGenerationError, KeyGenerator, cap_key, window_start_ms
 
 __all__ = [
-    "ExpressionError", "IdempotencySettings", "KeyGenerationError", "KeyGenerator",
-    "MissingValueError", "ResolvedSettings", "SettingsError", "Strategy", "cap_key",
-    "default_setting_json", "generator_for", "parse_template", "resolve_settings",
+    "ExpressionError",
+    "IdempotencySettings",
+    "KeyGenerationError",
+    "KeyGenerator",
+    "MissingValueError",
+    "ResolvedSettings",
+    "SettingsError",
+    "Strategy",
+    "cap_key",
+    "default_setting_json",
+    "generator_for",
+    "parse_template",
+    "resolve_settings",
     "window_start_ms",
 ]

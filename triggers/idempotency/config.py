@@ -39,8 +39,14 @@ WINDOW_STRATEGIES = frozenset({Strategy.TIME_WINDOW, Strategy.CONTEXT_TIME_WINDO
 CONTEXT_STRATEGIES = frozenset({Strategy.CONTEXT_BASED, Strategy.CONTEXT_TIME_WINDOW})
 
 KNOWN_KEYS = (
-    "strategy", "ttlMinutes", "contextFields", "includeTriggerId", "includeEventType",
-    "includeEventId", "customExpression", "failOnMissingContext",
+    "strategy",
+    "ttlMinutes",
+    "contextFields",
+    "includeTriggerId",
+    "includeEventType",
+    "includeEventId",
+    "customExpression",
+    "failOnMissingContext",
 )
 
 
@@ -95,7 +101,8 @@ class IdempotencySettings:
         for key in raw:
             if key not in KNOWN_KEYS:
                 raise SettingsError(
-                    str(key), f"unknown option; known options: {', '.join(KNOWN_KEYS)}",
+                    str(key),
+                    f"unknown option; known options: {', '.join(KNOWN_KEYS)}",
                     "unknown_option",
                 )
 
@@ -106,8 +113,10 @@ class IdempotencySettings:
             strategy = Strategy(strategy_raw)
         else:
             raise SettingsError(
-                "strategy", f"unknown strategy {strategy_raw!r}; one of: "
-                f"{', '.join(s.value for s in Strategy)}", "unknown_strategy",
+                "strategy",
+                f"unknown strategy {strategy_raw!r}; one of: "
+                f"{', '.join(s.value for s in Strategy)}",
+                "unknown_strategy",
             )
 
         ttl = raw.get("ttlMinutes")
@@ -115,11 +124,9 @@ class IdempotencySettings:
             if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
                 raise SettingsError("ttlMinutes", "must be a positive integer", "invalid_type")
             if ttl > MAX_TTL_MINUTES:
-                raise SettingsError("ttlMinutes", f"must be at most {MAX_TTL_MINUTES}",
-                                    "too_large")
+                raise SettingsError("ttlMinutes", f"must be at most {MAX_TTL_MINUTES}", "too_large")
         elif strategy in WINDOW_STRATEGIES:
-            raise SettingsError("ttlMinutes", f"required by the {strategy} strategy",
-                                "required")
+            raise SettingsError("ttlMinutes", f"required by the {strategy} strategy", "required")
 
         fields_raw = raw.get("contextFields")
         context_fields: tuple[str, ...] = ()
@@ -127,34 +134,40 @@ class IdempotencySettings:
             if not isinstance(fields_raw, list):
                 raise SettingsError("contextFields", "must be a list of strings", "invalid_type")
             if len(fields_raw) > MAX_CONTEXT_FIELDS:
-                raise SettingsError("contextFields", f"at most {MAX_CONTEXT_FIELDS} fields",
-                                    "too_long")
+                raise SettingsError(
+                    "contextFields", f"at most {MAX_CONTEXT_FIELDS} fields", "too_long"
+                )
             for index, name in enumerate(fields_raw):
                 where = f"contextFields[{index}]"
                 if not isinstance(name, str) or not name.strip():
                     raise SettingsError(where, "must be a non-empty string", "invalid_type")
                 if len(name) > MAX_CONTEXT_FIELD_LENGTH:
-                    raise SettingsError(where, f"at most {MAX_CONTEXT_FIELD_LENGTH} characters",
-                                        "too_long")
+                    raise SettingsError(
+                        where, f"at most {MAX_CONTEXT_FIELD_LENGTH} characters", "too_long"
+                    )
                 if name in fields_raw[:index]:
                     raise SettingsError(where, f"duplicate field {name!r}", "duplicate")
             context_fields = tuple(fields_raw)
         if strategy in CONTEXT_STRATEGIES and not context_fields:
-            raise SettingsError("contextFields",
-                                f"a non-empty list is required by the {strategy} strategy",
-                                "required")
+            raise SettingsError(
+                "contextFields",
+                f"a non-empty list is required by the {strategy} strategy",
+                "required",
+            )
 
         expression = raw.get("customExpression")
         if expression is not None:
             if not isinstance(expression, str):
                 raise SettingsError("customExpression", "must be a string", "invalid_type")
             if len(expression) > MAX_EXPRESSION_LENGTH:
-                raise SettingsError("customExpression",
-                                    f"at most {MAX_EXPRESSION_LENGTH} characters", "too_long")
+                raise SettingsError(
+                    "customExpression", f"at most {MAX_EXPRESSION_LENGTH} characters", "too_long"
+                )
         if strategy is Strategy.CUSTOM_EXPRESSION:
             if expression is None or not expression.strip():
-                raise SettingsError("customExpression",
-                                    "required by the CUSTOM_EXPRESSION strategy", "required")
+                raise SettingsError(
+                    "customExpression", "required by the CUSTOM_EXPRESSION strategy", "required"
+                )
             try:
                 parse_template(expression)
             except ExpressionError as exc:

@@ -68,8 +68,12 @@ class Template:
         """The rendered key. A missing value renders as ``null``, or raises
         MissingValueError when ``fail_on_missing``. Raises ExpressionError when a value
         cannot be indexed or rendered, or when the result is empty."""
-        roots = {"triggerId": trigger_id, "eventName": event_name, "eventId": event_id,
-                 "ctx": context}
+        roots = {
+            "triggerId": trigger_id,
+            "eventName": event_name,
+            "eventId": event_id,
+            "ctx": context,
+        }
         out: list[str] = []
         for part in self.parts:
             if isinstance(part, str):
@@ -105,8 +109,11 @@ def _resolve(value: Any, placeholder: Placeholder) -> tuple[bool, Any]:
                     return False, None
             except TypeError as exc:  # an exotic mapping refusing the key type
                 raise ExpressionError(f"#{{{placeholder.source}}}: {exc}") from exc
-        elif (isinstance(value, Sequence) and not isinstance(value, (str, bytes))
-              and isinstance(step, int)):
+        elif (
+            isinstance(value, Sequence)
+            and not isinstance(value, (str, bytes))
+            and isinstance(step, int)
+        ):
             if not -len(value) <= step < len(value):
                 return False, None
             value = value[step]
@@ -140,7 +147,7 @@ class _Parser:
             raise self.error("expected a name")
         while self.peek() and self.peek() in _IDENT_CHARS:
             self.pos += 1
-        return self.text[start:self.pos]
+        return self.text[start : self.pos]
 
     def string(self) -> str:
         quote = self.peek()
@@ -168,12 +175,12 @@ class _Parser:
             self.pos += 1
         while self.peek() and self.peek() in _DIGITS:
             self.pos += 1
-        digits = self.text[start:self.pos].lstrip("-")
+        digits = self.text[start : self.pos].lstrip("-")
         if not digits:
             raise self.error("expected a quoted key or an integer index")
         if len(digits) > _MAX_INDEX_DIGITS:
             raise self.error("index too large")
-        return int(self.text[start:self.pos])
+        return int(self.text[start : self.pos])
 
     def placeholder(self) -> Placeholder:
         start = self.pos  # just after "#{"
@@ -188,7 +195,7 @@ class _Parser:
             self.skip_spaces()
             char = self.peek()
             if char == "}":
-                source = self.text[start:self.pos].strip()
+                source = self.text[start : self.pos].strip()
                 self.pos += 1
                 return Placeholder(variable, tuple(path), source)
             if char not in (".", "["):

@@ -46,10 +46,14 @@ def resolve_settings(raw: Any, *, label: str = "") -> ResolvedSettings:
     try:
         return ResolvedSettings(IdempotencySettings.parse(raw))
     except SettingsError as exc:
-        logger.warning("invalid idempotency_setting%s (%s); falling back to UUID",
-                       f" on {label}" if label else "", exc)
-        return ResolvedSettings(IdempotencySettings(), f"invalid idempotency_setting ({exc}); "
-                                                       "used UUID")
+        logger.warning(
+            "invalid idempotency_setting%s (%s); falling back to UUID",
+            f" on {label}" if label else "",
+            exc,
+        )
+        return ResolvedSettings(
+            IdempotencySettings(), f"invalid idempotency_setting ({exc}); used UUID"
+        )
 
 
 def generator_for(settings: IdempotencySettings | Any, *, label: str = "") -> KeyGenerator:

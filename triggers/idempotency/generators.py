@@ -45,8 +45,13 @@ class KeyGenerationError(Exception):
 
 class KeyGenerator(Protocol):
     def generate(
-        self, *, trigger_id: int | None, event_name: str, event_id: str | None,
-        context: Mapping[str, Any], at: datetime,
+        self,
+        *,
+        trigger_id: int | None,
+        event_name: str,
+        event_id: str | None,
+        context: Mapping[str, Any],
+        at: datetime,
     ) -> str: ...
 
 
@@ -68,7 +73,7 @@ def cap_key(key: str) -> str:
     if len(key) <= MAX_KEY_LENGTH:
         return key
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"{key[:MAX_KEY_LENGTH - 72]}_sha256_{digest}"
+    return f"{key[: MAX_KEY_LENGTH - 72]}_sha256_{digest}"
 
 
 class _Base:
@@ -84,8 +89,9 @@ class _Base:
         try:
             return render_value(value)
         except UnrenderableValueError as exc:
-            raise KeyGenerationError(code="unrenderable_value", field=field,
-                                     message=f"{field}: {exc}") from exc
+            raise KeyGenerationError(
+                code="unrenderable_value", field=field, message=f"{field}: {exc}"
+            ) from exc
 
     def _context_parts(self, context: Mapping[str, Any]) -> list[str]:
         parts: list[str] = []
@@ -94,9 +100,10 @@ class _Base:
             if value is None:
                 if self.settings.fail_on_missing_context:
                     raise KeyGenerationError(
-                        code="missing_context", field=f"context.{name}",
+                        code="missing_context",
+                        field=f"context.{name}",
                         message=f"context field {name!r} is missing and the binding has "
-                                "failOnMissingContext",
+                        "failOnMissingContext",
                     )
                 parts += [name, MISSING_TEXT]
             else:
@@ -107,28 +114,55 @@ class _Base:
 class RandomKeyGenerator(_Base):
     """NONE and UUID: a fresh uuid4 every time, so nothing is ever deduplicated."""
 
-    def generate(self, *, trigger_id: int | None, event_name: str, event_id: str | None,
-                 context: Mapping[str, Any], at: datetime) -> str:
+    def generate(
+        self,
+        *,
+        trigger_id: int | None,
+        event_name: str,
+        event_id: str | None,
+        context: Mapping[str, Any],
+        at: datetime,
+    ) -> str:
         return self._prefixed(trigger_id, [str(uuid.uuid4())])
 
 
 class TimeWindowKeyGenerator(_Base):
-    def generate(self, *, trigger_id: int | None, event_name: str, event_id: str | None,
-                 context: Mapping[str, Any], at: datetime) -> str:
+    def generate(
+        self,
+        *,
+        trigger_id: int | None,
+        event_name: str,
+        event_id: str | None,
+        context: Mapping[str, Any],
+        at: datetime,
+    ) -> str:
         assert self.settings.ttl_minutes is not None
-        return self._prefixed(trigger_id,
-                              [str(window_start_ms(at, self.settings.ttl_minutes))])
+        return self._prefixed(trigger_id, [str(window_start_ms(at, self.settings.ttl_minutes))])
 
 
 class ContextKeyGenerator(_Base):
-    def generate(self, *, trigger_id: int | None, event_name: str, event_id: str | None,
-                 context: Mapping[str, Any], at: datetime) -> str:
+    def generate(
+        self,
+        *,
+        trigger_id: int | None,
+        event_name: str,
+        event_id: str | None,
+        context: Mapping[str, Any],
+        at: datetime,
+    ) -> str:
         return self._prefixed(trigger_id, self._context_parts(context))
 
 
 class ContextTimeWindowKeyGenerator(_Base):
-    def generate(self, *, trigger_id: int | None, event_name: str, event_id: str | None,
-                 context: Mapping[str, Any], at: datetime) -> str:
+    def generate(
+        self,
+        *,
+        trigger_id: int | None,
+        event_name: str,
+        event_id: str | None,
+        context: Mapping[str, Any],
+        at: datetime,
+    ) -> str:
         assert self.settings.ttl_minutes is not None
         parts = self._context_parts(context)
         parts.append(str(window_start_ms(at, self.settings.ttl_minutes)))
@@ -136,8 +170,15 @@ class ContextTimeWindowKeyGenerator(_Base):
 
 
 class EventKeyGenerator(_Base):
-    def generate(self, *, trigger_id: int | None, event_name: str, event_id: str | None,
-                 context: Mapping[str, Any], at: datetime) -> str:
+    def generate(
+        self,
+        *,
+        trigger_id: int | None,
+        event_name: str,
+        event_id: str | None,
+        context: Mapping[str, Any],
+        at: datetime,
+    ) -> str:
         parts: list[str] = []
         if self.settings.include_event_type:
             parts += ["eventType", event_name]
@@ -145,7 +186,8 @@ class EventKeyGenerator(_Base):
             # Never "null": every id-less event would then share one key forever.
             if not event_id:
                 raise KeyGenerationError(
-                    code="missing_event_id", field="event_id",
+                    code="missing_event_id",
+                    field="event_id",
                     message="event_id is required: this binding's key includes the event id",
                 )
             parts += ["eventId", event_id]
@@ -158,24 +200,41 @@ class ExpressionKeyGenerator(_Base):
         try:
             self.template = parse_template(settings.custom_expression)
         except ExpressionError as exc:
-            raise KeyGenerationError(code="expression_error", field="customExpression",
-                                     message=f"customExpression: {exc}") from exc
+            raise KeyGenerationError(
+                code="expression_error",
+                field="customExpression",
+                message=f"customExpression: {exc}",
+            ) from exc
 
-    def generate(self, *, trigger_id: int | None, event_name: str, event_id: str | None,
-                 context: Mapping[str, Any], at: datetime) -> str:
+    def generate(
+        self,
+        *,
+        trigger_id: int | None,
+        event_name: str,
+        event_id: str | None,
+        context: Mapping[str, Any],
+        at: datetime,
+    ) -> str:
         try:
             key = self.template.render(
-                trigger_id=trigger_id, event_name=event_name, event_id=event_id,
-                context=context, fail_on_missing=self.settings.fail_on_missing_context,
+                trigger_id=trigger_id,
+                event_name=event_name,
+                event_id=event_id,
+                context=context,
+                fail_on_missing=self.settings.fail_on_missing_context,
             )
         except MissingValueError as exc:
             raise KeyGenerationError(
-                code="missing_context", field=_field_of(exc.source),
+                code="missing_context",
+                field=_field_of(exc.source),
                 message=f"{exc} and the binding has failOnMissingContext",
             ) from exc
         except ExpressionError as exc:
-            raise KeyGenerationError(code="expression_error", field="customExpression",
-                                     message=f"customExpression: {exc}") from exc
+            raise KeyGenerationError(
+                code="expression_error",
+                field="customExpression",
+                message=f"customExpression: {exc}",
+            ) from exc
         return cap_key(key)
 
 

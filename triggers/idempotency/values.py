@@ -19,7 +19,8 @@ def render_value(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          default=str)
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        )
     except (ValueError, TypeError, RecursionError) as exc:
         raise UnrenderableValueError(f"cannot render value: {exc}") from exc

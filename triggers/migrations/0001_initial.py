@@ -6,109 +6,215 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('workflows', '0001_initial'),
+        ("workflows", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ApiKey',
+            name="ApiKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('prefix', models.CharField(help_text='First characters, to recognise a key', max_length=12)),
-                ('key_hash', models.CharField(editable=False, max_length=64, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                (
+                    "prefix",
+                    models.CharField(
+                        help_text="First characters, to recognise a key", max_length=12
+                    ),
+                ),
+                ("key_hash", models.CharField(editable=False, max_length=64, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'verbose_name': 'API key',
-                'ordering': ['-created_at'],
+                "verbose_name": "API key",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='TriggerInstance',
+            name="TriggerInstance",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('idempotency_key', models.CharField(max_length=255)),
-                ('payload', models.JSONField(default=dict)),
-                ('status', models.CharField(choices=[('enqueued', 'Enqueued'), ('processing', 'Processing'), ('completed', 'Completed'), ('failed', 'Failed')], default='enqueued', max_length=16)),
-                ('current_node_id', models.CharField(blank=True, max_length=64, null=True)),
-                ('vars', models.JSONField(blank=True, default=dict)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('available_at', models.DateTimeField()),
-                ('lease_token', models.UUIDField(blank=True, null=True)),
-                ('locked_by', models.CharField(blank=True, default='', max_length=200)),
-                ('locked_until', models.DateTimeField(blank=True, null=True)),
-                ('dispatched_at', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.TextField(blank=True, default='')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('workflow', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='instances', to='workflows.workflow')),
-                ('workflow_version', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='instances', to='workflows.workflowversion')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("idempotency_key", models.CharField(max_length=255)),
+                ("payload", models.JSONField(default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("enqueued", "Enqueued"),
+                            ("processing", "Processing"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                        ],
+                        default="enqueued",
+                        max_length=16,
+                    ),
+                ),
+                ("current_node_id", models.CharField(blank=True, max_length=64, null=True)),
+                ("vars", models.JSONField(blank=True, default=dict)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("available_at", models.DateTimeField()),
+                ("lease_token", models.UUIDField(blank=True, null=True)),
+                ("locked_by", models.CharField(blank=True, default="", max_length=200)),
+                ("locked_until", models.DateTimeField(blank=True, null=True)),
+                ("dispatched_at", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.TextField(blank=True, default="")),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "workflow",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="instances",
+                        to="workflows.workflow",
+                    ),
+                ),
+                (
+                    "workflow_version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="instances",
+                        to="workflows.workflowversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='TriggerStatusChange',
+            name="TriggerStatusChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('from_status', models.CharField(choices=[('enqueued', 'Enqueued'), ('processing', 'Processing'), ('completed', 'Completed'), ('failed', 'Failed')], max_length=16)),
-                ('to_status', models.CharField(choices=[('enqueued', 'Enqueued'), ('processing', 'Processing'), ('completed', 'Completed'), ('failed', 'Failed')], max_length=16)),
-                ('reason', models.TextField(blank=True, default='')),
-                ('actor', models.CharField(blank=True, default='', max_length=200)),
-                ('at', models.DateTimeField(auto_now_add=True)),
-                ('instance', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='status_changes', to='triggers.triggerinstance')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "from_status",
+                    models.CharField(
+                        choices=[
+                            ("enqueued", "Enqueued"),
+                            ("processing", "Processing"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "to_status",
+                    models.CharField(
+                        choices=[
+                            ("enqueued", "Enqueued"),
+                            ("processing", "Processing"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("reason", models.TextField(blank=True, default="")),
+                ("actor", models.CharField(blank=True, default="", max_length=200)),
+                ("at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "instance",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="status_changes",
+                        to="triggers.triggerinstance",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['at', 'id'],
+                "ordering": ["at", "id"],
             },
         ),
         migrations.AddIndex(
-            model_name='triggerinstance',
-            index=models.Index(condition=models.Q(('status', 'enqueued')), fields=['available_at'], name='trigger_due_enqueued'),
+            model_name="triggerinstance",
+            index=models.Index(
+                condition=models.Q(("status", "enqueued")),
+                fields=["available_at"],
+                name="trigger_due_enqueued",
+            ),
         ),
         migrations.AddIndex(
-            model_name='triggerinstance',
-            index=models.Index(condition=models.Q(('status', 'processing')), fields=['locked_until'], name='trigger_lease_processing'),
+            model_name="triggerinstance",
+            index=models.Index(
+                condition=models.Q(("status", "processing")),
+                fields=["locked_until"],
+                name="trigger_lease_processing",
+            ),
         ),
         migrations.AddIndex(
-            model_name='triggerinstance',
-            index=models.Index(fields=['workflow', 'status', '-created_at'], name='trigger_workflow_status'),
+            model_name="triggerinstance",
+            index=models.Index(
+                fields=["workflow", "status", "-created_at"], name="trigger_workflow_status"
+            ),
         ),
         migrations.AddIndex(
-            model_name='triggerinstance',
-            index=models.Index(fields=['status', '-created_at'], name='trigger_status_created'),
+            model_name="triggerinstance",
+            index=models.Index(fields=["status", "-created_at"], name="trigger_status_created"),
         ),
         migrations.AddIndex(
-            model_name='triggerinstance',
-            index=models.Index(fields=['idempotency_key'], name='trigger_idempotency_key'),
+            model_name="triggerinstance",
+            index=models.Index(fields=["idempotency_key"], name="trigger_idempotency_key"),
         ),
         migrations.AddConstraint(
-            model_name='triggerinstance',
-            constraint=models.UniqueConstraint(fields=('workflow', 'idempotency_key'), name='trigger_unique_workflow_idempotency_key'),
+            model_name="triggerinstance",
+            constraint=models.UniqueConstraint(
+                fields=("workflow", "idempotency_key"),
+                name="trigger_unique_workflow_idempotency_key",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='triggerinstance',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['enqueued', 'processing', 'completed', 'failed'])), name='trigger_status_valid'),
+            model_name="triggerinstance",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("status__in", ["enqueued", "processing", "completed", "failed"])
+                ),
+                name="trigger_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='triggerinstance',
-            constraint=models.CheckConstraint(condition=models.Q(('idempotency_key', ''), _negated=True), name='trigger_idempotency_key_not_empty'),
+            model_name="triggerinstance",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("idempotency_key", ""), _negated=True),
+                name="trigger_idempotency_key_not_empty",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='triggerinstance',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('lease_token__isnull', False), ('locked_until__isnull', False), ('status', 'processing')), models.Q(('status', 'processing'), _negated=True), _connector='OR'), name='trigger_processing_has_lease'),
+            model_name="triggerinstance",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("lease_token__isnull", False),
+                        ("locked_until__isnull", False),
+                        ("status", "processing"),
+                    ),
+                    models.Q(("status", "processing"), _negated=True),
+                    _connector="OR",
+                ),
+                name="trigger_processing_has_lease",
+            ),
         ),
         migrations.AddIndex(
-            model_name='triggerstatuschange',
-            index=models.Index(fields=['instance', 'at'], name='status_change_instance_at'),
+            model_name="triggerstatuschange",
+            index=models.Index(fields=["instance", "at"], name="status_change_instance_at"),
         ),
     ]

@@ -6,8 +6,6 @@ dead index entries pile up at the head of the ready index. Default autovacuum wa
 from django.db import migrations
 
 
-
-
 def tune(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return

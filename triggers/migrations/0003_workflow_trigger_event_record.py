@@ -7,43 +7,81 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('triggers', '0002_queue_table_autovacuum'),
-        ('workflows', '0001_initial'),
+        ("triggers", "0002_queue_table_autovacuum"),
+        ("workflows", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EventRecord',
+            name="EventRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('event_id', models.CharField(blank=True, max_length=255, null=True)),
-                ('context_sha256', models.CharField(max_length=64)),
-                ('outcomes', models.JSONField(blank=True, default=list)),
-                ('received_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("event_id", models.CharField(blank=True, max_length=255, null=True)),
+                ("context_sha256", models.CharField(max_length=64)),
+                ("outcomes", models.JSONField(blank=True, default=list)),
+                ("received_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'ordering': ['-received_at', '-id'],
-                'indexes': [models.Index(fields=['name', '-received_at'], name='event_record_name_received'), models.Index(fields=['-received_at'], name='event_record_received'), models.Index(fields=['event_id'], name='event_record_event_id')],
+                "ordering": ["-received_at", "-id"],
+                "indexes": [
+                    models.Index(
+                        fields=["name", "-received_at"], name="event_record_name_received"
+                    ),
+                    models.Index(fields=["-received_at"], name="event_record_received"),
+                    models.Index(fields=["event_id"], name="event_record_event_id"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='WorkflowTrigger',
+            name="WorkflowTrigger",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event_name', models.CharField(max_length=200)),
-                ('is_active', models.BooleanField(default=True)),
-                ('idempotency_setting', models.JSONField(blank=True, default=triggers.idempotency.config.default_setting_json)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('workflow', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='event_triggers', to='workflows.workflow')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("event_name", models.CharField(max_length=200)),
+                ("is_active", models.BooleanField(default=True)),
+                (
+                    "idempotency_setting",
+                    models.JSONField(
+                        blank=True, default=triggers.idempotency.config.default_setting_json
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "workflow",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="event_triggers",
+                        to="workflows.workflow",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['event_name', 'id'],
-                'indexes': [models.Index(condition=models.Q(('is_active', True)), fields=['event_name'], name='wftrigger_active_by_event')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('event_name', ''), _negated=True), name='workflow_trigger_event_name_not_empty')],
+                "ordering": ["event_name", "id"],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("is_active", True)),
+                        fields=["event_name"],
+                        name="wftrigger_active_by_event",
+                    )
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("event_name", ""), _negated=True),
+                        name="workflow_trigger_event_name_not_empty",
+                    )
+                ],
             },
         ),
     ]

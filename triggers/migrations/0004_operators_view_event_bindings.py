@@ -22,10 +22,12 @@ def grant_view(apps, schema_editor):
     Permission = apps.get_model("auth", "Permission")
     Group = apps.get_model("auth", "Group")
     group, _ = Group.objects.get_or_create(name=GROUP)
-    group.permissions.add(*Permission.objects.filter(
-        content_type__app_label="triggers",
-        codename__in=[f"view_{model}" for model in MODELS],
-    ))
+    group.permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="triggers",
+            codename__in=[f"view_{model}" for model in MODELS],
+        )
+    )
 
 
 def revoke_view(apps, schema_editor):
@@ -33,10 +35,12 @@ def revoke_view(apps, schema_editor):
     Group = apps.get_model("auth", "Group")
     group = Group.objects.filter(name=GROUP).first()
     if group is not None:
-        group.permissions.remove(*Permission.objects.filter(
-            content_type__app_label="triggers",
-            codename__in=[f"view_{model}" for model in MODELS],
-        ))
+        group.permissions.remove(
+            *Permission.objects.filter(
+                content_type__app_label="triggers",
+                codename__in=[f"view_{model}" for model in MODELS],
+            )
+        )
 
 
 class Migration(migrations.Migration):

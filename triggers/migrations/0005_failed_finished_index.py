@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('triggers', '0004_operators_view_event_bindings'),
-        ('workflows', '0002_operators_group'),
+        ("triggers", "0004_operators_view_event_bindings"),
+        ("workflows", "0002_operators_group"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='triggerinstance',
-            index=models.Index(condition=models.Q(('status', 'failed')), fields=['finished_at'], name='trigger_failed_finished'),
+            model_name="triggerinstance",
+            index=models.Index(
+                condition=models.Q(("status", "failed")),
+                fields=["finished_at"],
+                name="trigger_failed_finished",
+            ),
         ),
     ]

@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('triggers', '0005_failed_finished_index'),
-        ('workflows', '0002_operators_group'),
+        ("triggers", "0005_failed_finished_index"),
+        ("workflows", "0002_operators_group"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='triggerinstance',
-            index=models.Index(condition=models.Q(('dispatched_at__isnull', True), ('status', 'enqueued')), fields=['available_at'], name='trigger_enqueued_undispatched'),
+            model_name="triggerinstance",
+            index=models.Index(
+                condition=models.Q(("dispatched_at__isnull", True), ("status", "enqueued")),
+                fields=["available_at"],
+                name="trigger_enqueued_undispatched",
+            ),
         ),
     ]

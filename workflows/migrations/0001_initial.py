@@ -5,52 +5,77 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Workflow',
+            name="Workflow",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.SlugField(max_length=100, unique=True)),
-                ('name', models.CharField(max_length=200)),
-                ('is_active', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.SlugField(max_length=100, unique=True)),
+                ("name", models.CharField(max_length=200)),
+                ("is_active", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['key'],
+                "ordering": ["key"],
             },
         ),
         migrations.CreateModel(
-            name='WorkflowVersion',
+            name="WorkflowVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.PositiveIntegerField()),
-                ('definition', models.JSONField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('created_by', models.CharField(blank=True, default='', max_length=150)),
-                ('workflow', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='workflows.workflow')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("version", models.PositiveIntegerField()),
+                ("definition", models.JSONField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("created_by", models.CharField(blank=True, default="", max_length=150)),
+                (
+                    "workflow",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="versions",
+                        to="workflows.workflow",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['workflow_id', '-version'],
+                "ordering": ["workflow_id", "-version"],
             },
         ),
         migrations.AddField(
-            model_name='workflow',
-            name='current_version',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='workflows.workflowversion'),
+            model_name="workflow",
+            name="current_version",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="workflows.workflowversion",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='workflowversion',
-            constraint=models.UniqueConstraint(fields=('workflow', 'version'), name='workflow_version_unique_number'),
+            model_name="workflowversion",
+            constraint=models.UniqueConstraint(
+                fields=("workflow", "version"), name="workflow_version_unique_number"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='workflowversion',
-            constraint=models.CheckConstraint(condition=models.Q(('version__gte', 1)), name='workflow_version_positive'),
+            model_name="workflowversion",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("version__gte", 1)), name="workflow_version_positive"
+            ),
         ),
     ]

@@ -55,8 +55,7 @@ def remove_operators_group(apps, schema_editor):
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     Group.objects.filter(name=GROUP).delete()
-    Permission.objects.filter(content_type__app_label="triggers",
-                              codename=OPERATE[0]).delete()
+    Permission.objects.filter(content_type__app_label="triggers", codename=OPERATE[0]).delete()
 
 
 class Migration(migrations.Migration):

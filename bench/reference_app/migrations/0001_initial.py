@@ -11,7 +11,12 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="RefTrigger",
             fields=[
-                ("id", models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
                 ("workflow_key", models.CharField(max_length=100)),
                 ("idempotency_key", models.CharField(max_length=255)),
                 ("payload", models.JSONField(default=dict)),
@@ -20,7 +25,9 @@ class Migration(migrations.Migration):
             ],
             options={
                 "constraints": [
-                    models.UniqueConstraint(fields=("workflow_key", "idempotency_key"), name="bench_ref_unique_key"),
+                    models.UniqueConstraint(
+                        fields=("workflow_key", "idempotency_key"), name="bench_ref_unique_key"
+                    ),
                 ],
             },
         ),

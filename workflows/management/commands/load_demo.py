@@ -8,7 +8,9 @@ class Command(BaseCommand):
     help = "Create or update the demo workflow (email -> delay 10s -> sms)."
 
     def handle(self, *args, **options):
-        workflow = workflow_save(key=DEMO_KEY, name="Welcome demo", definition=DEMO_DEFINITION,
-                                 actor="load_demo")
-        self.stdout.write(f"Demo workflow {workflow.key!r} at version "
-                          f"{workflow.current_version.version}")
+        workflow = workflow_save(
+            key=DEMO_KEY, name="Welcome demo", definition=DEMO_DEFINITION, actor="load_demo"
+        )
+        self.stdout.write(
+            f"Demo workflow {workflow.key!r} at version {workflow.current_version.version}"
+        )
