@@ -191,15 +191,20 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
         task_id=task_id[:64],
         worker=worker[:200],
     )
+    prefix = outcome.error + "; " if outcome.error else ""
+    # What the log says when the fenced outcome could not be written.
     lost = {
-        "error": (outcome.error + "; " if outcome.error else "")
-        + "lease lost before the outcome was recorded; result discarded",
+        "error": prefix + "lease lost before the outcome was recorded; result discarded",
         "error_kind": "lease_lost",
+    }
+    cancelled = {
+        "error": prefix + "instance cancelled while this step ran; delivery recorded, not advanced",
+        "error_kind": "cancelled",
     }
     if connection.vendor == "postgresql":
         # The delivery's outcome, the step log, the instance's transition and its audit
         # row: one statement, one round trip, one commit.
-        also = [_step_log_insert(log, lost)]
+        also = [_step_log_insert(log, lost, cancelled)]
         if step is not None and step.pending_delivery:
             also.append(delivery_outcome_update(step))
         with transaction.atomic():
@@ -213,7 +218,10 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
             if step is not None:
                 record_delivery(step)
             if not _record(instance, lease, outcome, result, next_node, finished):
-                log.update(lost)
+                was_cancelled = TriggerInstance.objects.filter(
+                    pk=instance.pk, status=S.CANCELLED
+                ).exists()
+                log.update(cancelled if was_cancelled else lost)
             StepExecutionLog.objects.create(**log)
     if not outcome.success:
         return f"failed:{outcome.error_kind}"
@@ -249,15 +257,27 @@ def _run_node(
 _LOG_FIELDS = {f.attname: f for f in StepExecutionLog._meta.concrete_fields if not f.primary_key}
 
 
-def _step_log_insert(log: dict[str, Any], lost: dict[str, str]) -> Statement:
+_CANCELLED_NOW = (
+    f'EXISTS (SELECT 1 FROM "{_INSTANCE.db_table}" WHERE "{_INSTANCE.pk.column}" = %s'
+    f' AND "{_INSTANCE.get_field("status").column}" = %s)'
+)
+
+
+def _step_log_insert(
+    log: dict[str, Any], lost: dict[str, str], cancelled: dict[str, str]
+) -> Statement:
     """INSERT of the step's log row for the transition statement; its error columns
-    depend on whether the fenced transition applied (``moved`` is empty if not)."""
+    depend on whether the fenced transition applied (``moved`` is empty if not) and,
+    if not, on whether the instance was cancelled meanwhile."""
     columns, selects, params = [], [], []
     for name, field in _LOG_FIELDS.items():
         columns.append(f'"{field.column}"')
         if name in lost:
-            selects.append("CASE WHEN EXISTS (SELECT 1 FROM moved) THEN %s ELSE %s END")
-            params += [log[name], lost[name]]
+            selects.append(
+                f"CASE WHEN EXISTS (SELECT 1 FROM moved) THEN %s WHEN {_CANCELLED_NOW}"
+                " THEN %s ELSE %s END"
+            )
+            params += [log[name], log["trigger_id"], S.CANCELLED, cancelled[name], lost[name]]
         else:
             selects.append("%s")
             params.append(field.get_db_prep_save(log[name], connection))
@@ -459,7 +479,12 @@ def redispatch_due(*, now: datetime, batch: int) -> int:
     dispatched (a long delay held in the database) or dispatched long enough ago that
     the message must be lost (broker flushed or restarted)."""
     stale = now - timedelta(seconds=settings.NOTIFYFLOW_REDISPATCH_AFTER_S)
-    enqueued = TriggerInstance.objects.filter(status=S.ENQUEUED).order_by("available_at")
+    # A paused workflow's instances wait for its resume, which dispatches them.
+    enqueued = (
+        TriggerInstance.objects.filter(status=S.ENQUEUED)
+        .exclude(workflow__is_paused=True)
+        .order_by("available_at")
+    )
     # Two queries, each served by its own partial index, rather than one OR that would
     # read every due row: never dispatched (trigger_enqueued_undispatched), and
     # dispatched but still unclaimed long after it was due (trigger_due_enqueued).

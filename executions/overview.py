@@ -65,7 +65,7 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
     """
     now = now or timezone.now()
     S = TriggerStatus
-    active = [S.ENQUEUED, S.PROCESSING, S.FAILED]
+    active = [S.ENQUEUED, S.PROCESSING, S.FAILED, S.CANCELLED]
     counts = dict(
         TriggerInstance.objects.filter(status__in=active)
         .order_by()

@@ -11,7 +11,13 @@ from triggers.event_views import (
     WorkflowTriggerListCreateView,
     WorkflowTriggerPreviewKeyView,
 )
-from triggers.views import TriggerDetailView, TriggerListCreateView
+from triggers.views import (
+    TriggerCancelByKeyView,
+    TriggerCancelView,
+    TriggerDetailView,
+    TriggerListCreateView,
+    WorkflowPauseView,
+)
 from workflows.views import WorkflowDetailView, WorkflowListCreateView
 
 from .celery import app as celery_app
@@ -40,11 +46,23 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 api_v1 = [
     path("triggers/", TriggerListCreateView.as_view(), name="trigger-list"),
+    path("triggers/cancel/", TriggerCancelByKeyView.as_view(), name="trigger-cancel-by-key"),
     path("triggers/<uuid:id>/", TriggerDetailView.as_view(), name="trigger-detail"),
+    path("triggers/<uuid:id>/cancel/", TriggerCancelView.as_view(), name="trigger-cancel"),
     path("triggers/<uuid:id>/steps/", TriggerStepsView.as_view(), name="trigger-steps"),
     path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
+    path(
+        "workflows/<slug:key>/pause/",
+        WorkflowPauseView.as_view(pause=True),
+        name="workflow-pause",
+    ),
+    path(
+        "workflows/<slug:key>/resume/",
+        WorkflowPauseView.as_view(pause=False),
+        name="workflow-resume",
+    ),
     path("events/", EventReceiveView.as_view(), name="event-receive"),
     path(
         "workflow-triggers/", WorkflowTriggerListCreateView.as_view(), name="workflow-trigger-list"

@@ -39,6 +39,7 @@ def queue():
         TriggerInstanceFactory(status=S.COMPLETED, current_node_id=None, finished_at=now)
     TriggerInstanceFactory(status=S.FAILED, finished_at=now - timedelta(minutes=10))
     TriggerInstanceFactory(status=S.FAILED, finished_at=now - timedelta(hours=2))
+    TriggerInstanceFactory(status=S.CANCELLED, current_node_id=None, finished_at=now)
     return now
 
 
@@ -49,8 +50,9 @@ def test_overview_numbers(queue):
         "processing": 1,
         "completed": 3,
         "failed": 2,
+        "cancelled": 1,
     }
-    assert overview.total == 9
+    assert overview.total == 10
     assert overview.failed_last_hour == 1
     assert overview.backlog == 2
     assert overview.oldest_backlog_age == timedelta(minutes=7)
@@ -71,7 +73,7 @@ def test_overview_is_a_few_queries(queue):
 def test_completed_is_estimated_on_a_huge_table(queue, monkeypatch):
     from executions import overview as overview_module
 
-    monkeypatch.setattr(overview_module, "table_row_estimate", lambda model: 2_000_006)
+    monkeypatch.setattr(overview_module, "table_row_estimate", lambda model: 2_000_007)
     with CaptureQueriesContext(connection) as queries:
         overview = console_overview_get(now=queue)
     counts = {row.status: (row.count, row.approximate) for row in overview.status_counts}
@@ -80,6 +82,7 @@ def test_completed_is_estimated_on_a_huge_table(queue, monkeypatch):
         "enqueued": (3, False),
         "processing": (1, False),
         "failed": (2, False),
+        "cancelled": (1, False),
         "completed": (2_000_000, True),
     }
     # No query touches the completed rows.

@@ -49,7 +49,10 @@ def test_email_delay_sms_completes_with_three_step_logs(tmp_path):
     assert sent_email(tmp_path) == {f"{instance.pk}:hello": 1}
     assert sent_sms(tmp_path) == {f"{instance.pk}:text": 1}
     changes = list(instance.status_changes.values_list("from_status", "to_status"))
-    assert changes == [("enqueued", "processing"), ("processing", "enqueued")] * 2 + [
+    assert changes == [("", "enqueued")] + [
+        ("enqueued", "processing"),
+        ("processing", "enqueued"),
+    ] * 2 + [
         ("enqueued", "processing"),
         ("processing", "completed"),
     ]

@@ -21,6 +21,8 @@ def test_transition_table_is_the_spec():
         (S.FAILED, S.ENQUEUED),
         # run now: an operator's intervention, audited like a transition
         (S.ENQUEUED, S.ENQUEUED),
+        (S.ENQUEUED, S.CANCELLED),
+        (S.PROCESSING, S.CANCELLED),
     }
 
 

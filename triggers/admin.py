@@ -21,6 +21,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from notifyflow.errors import ApplicationError
+from workflows.admin import WorkflowAdmin
 from workflows.admin_support import (
     LargeTableAdminMixin,
     LeanChangeListMixin,
@@ -32,11 +34,20 @@ from workflows.admin_support import (
     timestamp_column,
 )
 from workflows.drawing import draw_workflow_svg
+from workflows.models import Workflow
 
 from . import admin_bindings  # noqa: F401 - registers the event-binding admin
 from .admin_support import instance_link
 from .models import ApiKey, TriggerInstance, TriggerStatus, TriggerStatusChange
-from .services import api_key_create, api_key_revoke, instance_retry, instance_run_now
+from .services import (
+    api_key_create,
+    api_key_revoke,
+    instance_cancel,
+    instance_retry,
+    instance_run_now,
+    workflow_pause,
+    workflow_resume,
+)
 
 # An action over "all N matching" could name a million rows; each retry is a
 # transaction plus a broker message, so one click handles at most this many.
@@ -80,7 +91,7 @@ class TriggerInstanceAdmin(
     ordering = ("-created_at",)
     search_fields = ("idempotency_key",)
     search_help_text = "Exact instance id (UUID) or exact idempotency key."
-    actions = ("retry_failed", "run_now")
+    actions = ("retry_failed", "run_now", "cancel")
     inlines: tuple[type[admin.options.InlineModelAdmin], ...] = (StatusChangeInline,)
     fieldsets = (
         (
@@ -248,6 +259,21 @@ class TriggerInstanceAdmin(
             instance_run_now,
             verb="Made due now",
             skip_reason="not waiting for a later time, skipped",
+        )
+
+    @admin.action(description="Cancel selected unfinished instances", permissions=["operate"])
+    def cancel(self, request: HttpRequest, queryset: QuerySet) -> None:
+        def cancel_one(*, instance_id: Any, actor: str) -> bool:
+            try:
+                instance_cancel(
+                    instance_id=instance_id, actor=actor, reason="cancelled by operator"
+                )
+            except ApplicationError:
+                return False
+            return True
+
+        self._apply(
+            request, queryset, cancel_one, verb="Cancelled", skip_reason="already finished, skipped"
         )
 
     def _apply(
@@ -441,3 +467,31 @@ class ApiKeyAdmin(admin.ModelAdmin):
         for key in keys:
             api_key_revoke(api_key=key)
         self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)
+
+
+class WorkflowWithPauseAdmin(WorkflowAdmin):
+    """Pause and resume act on the workflow's instances (resume dispatches the due
+    ones), so they are added here, in the triggers layer."""
+
+    list_display = (*WorkflowAdmin.list_display, "is_paused")
+    list_filter = (*WorkflowAdmin.list_filter, "is_paused")
+    actions = (*WorkflowAdmin.actions, "pause", "resume")
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return can_operate(request)
+
+    @admin.action(description="Pause selected workflows (no step starts)", permissions=["operate"])
+    def pause(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for workflow in queryset:
+            workflow_pause(workflow=workflow, actor=request.user.get_username())
+        self.message_user(request, f"Paused {queryset.count()} workflow(s).", messages.SUCCESS)
+
+    @admin.action(description="Resume selected workflows", permissions=["operate"])
+    def resume(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for workflow in queryset:
+            workflow_resume(workflow=workflow, actor=request.user.get_username())
+        self.message_user(request, f"Resumed {queryset.count()} workflow(s).", messages.SUCCESS)
+
+
+admin.site.unregister(Workflow)
+admin.site.register(Workflow, WorkflowWithPauseAdmin)

@@ -11,9 +11,12 @@ class TriggerStatus(models.TextChoices):
     PROCESSING = "processing", "Processing"
     COMPLETED = "completed", "Completed"
     FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
 
 
-TERMINAL_STATUSES = frozenset({TriggerStatus.COMPLETED, TriggerStatus.FAILED})
+TERMINAL_STATUSES = frozenset(
+    {TriggerStatus.COMPLETED, TriggerStatus.FAILED, TriggerStatus.CANCELLED}
+)
 
 
 class TriggerInstance(models.Model):
@@ -117,7 +120,8 @@ class TriggerStatusChange(models.Model):
     instance = models.ForeignKey(
         TriggerInstance, on_delete=models.CASCADE, related_name="status_changes"
     )
-    from_status = models.CharField(max_length=16, choices=TriggerStatus.choices)
+    # Empty for the creation (none -> enqueued).
+    from_status = models.CharField(max_length=16, choices=TriggerStatus.choices, blank=True)
     to_status = models.CharField(max_length=16, choices=TriggerStatus.choices)
     reason = models.TextField(blank=True, default="")
     actor = models.CharField(max_length=200, blank=True, default="")

@@ -86,3 +86,18 @@ class TriggerListFilterSerializer(serializers.Serializer):
     workflow = serializers.SlugField(required=False)
     status = serializers.ChoiceField(choices=TriggerStatus.values, required=False)
     idempotency_key = serializers.CharField(required=False, max_length=255)
+
+
+class CancelInputSerializer(serializers.Serializer):
+    reason = serializers.CharField(
+        max_length=2000,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="Written into the audit row",
+    )
+
+
+class CancelByKeyInputSerializer(CancelInputSerializer):
+    workflow = StrictCharField(max_length=100, help_text="Workflow key")
+    idempotency_key = StrictCharField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)

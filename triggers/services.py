@@ -7,6 +7,7 @@ or inactive workflow, a finished instance).
 
 from __future__ import annotations
 
+import logging
 import secrets
 import uuid
 from contextlib import nullcontext
@@ -17,12 +18,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from notifyflow.caching import ProcessCache
-from notifyflow.errors import ApplicationError
+from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
 from workflows.models import Workflow
+from workflows.services import workflow_set_paused
 
 from . import state
 from .dispatch import dispatch_on_commit
 from .models import ApiKey, TriggerInstance, TriggerStatus
+
+logger = logging.getLogger("notifyflow.triggers")
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 
@@ -58,7 +62,7 @@ def _resolve_workflow(workflow: Workflow | str) -> Workflow:
 
 
 def trigger_create(
-    *, workflow: Workflow | str, idempotency_key: str, payload: dict[str, Any]
+    *, workflow: Workflow | str, idempotency_key: str, payload: dict[str, Any], actor: str = "api"
 ) -> TriggerCreateResult:
     """Create a trigger instance, or return the existing one for the same key.
 
@@ -101,12 +105,12 @@ def trigger_create(
         available_at=now,
         dispatched_at=now,
     )
-    # A single INSERT needs no explicit transaction (one round trip, atomic by itself);
+    # A single statement needs no explicit transaction (one round trip, atomic by itself);
     # under an outer transaction a savepoint keeps a lost race from breaking it.
     guard = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
     try:
         with guard:
-            instance.save(force_insert=True)
+            state.create(instance=instance, actor=actor)
             dispatch_on_commit(instance.pk)
     except IntegrityError:
         # Lost the race for this key: the winner has committed (the unique index made
@@ -140,6 +144,85 @@ def instance_retry(*, instance_id: uuid.UUID | str, actor: str) -> bool:
 def instance_run_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
     """Skip the delay or backoff of a waiting enqueued instance. False if not waiting."""
     return state.make_due_now(instance_id=instance_id, actor=actor)
+
+
+def instance_cancel(
+    *, instance_id: uuid.UUID | str, actor: str, reason: str = ""
+) -> TriggerInstance:
+    """Cancel an unfinished instance: its pending delay, retry or wait never runs; a step
+    running now finishes and records its delivery but does not advance. The caller's
+    ``reason`` goes into the audit row. Raises NotFoundError, or ConflictError
+    ``already_finished`` (naming the status) for a finished instance."""
+    for _ in range(3):  # the status may move between the read and the fenced write
+        instance = _instance_or_404(instance_id)
+        if instance.is_terminal:
+            raise ConflictError(
+                code="already_finished",
+                field=None,
+                message=f"instance {instance.pk} is already {instance.status}",
+            )
+        why = reason.strip() or "cancelled"
+        if state.cancel(
+            instance_id=instance.pk, from_status=instance.status, reason=why, actor=actor
+        ):
+            instance.refresh_from_db()
+            return instance
+    raise ConflictError(
+        code="busy", field=None, message=f"instance {instance_id} changed state; try again"
+    )
+
+
+def instance_cancel_by_key(
+    *, workflow: str, idempotency_key: str, actor: str, reason: str = ""
+) -> TriggerInstance:
+    """``instance_cancel`` for the instance of (workflow key, idempotency key)."""
+    found = _existing(workflow, idempotency_key)
+    if found is None:
+        raise NotFoundError(
+            code="not_found",
+            field="idempotency_key",
+            message=f"idempotency_key: no instance of workflow {workflow!r} with this key",
+        )
+    return instance_cancel(instance_id=found.pk, actor=actor, reason=reason)
+
+
+def _instance_or_404(instance_id: uuid.UUID | str) -> TriggerInstance:
+    instance = (
+        TriggerInstance.objects.select_related("workflow", "workflow_version")
+        .filter(pk=instance_id)
+        .first()
+    )
+    if instance is None:
+        raise NotFoundError(code="not_found", field=None, message="no such trigger instance")
+    return instance
+
+
+def workflow_pause(*, workflow: Workflow, actor: str) -> Workflow:
+    """No step of the workflow's instances starts until resumed (the claim checks it);
+    triggers and events are still accepted."""
+    workflow_set_paused(workflow=workflow, is_paused=True)
+    logger.warning("workflow %s paused by %s", workflow.key, actor)
+    return workflow
+
+
+def workflow_resume(*, workflow: Workflow, actor: str, batch: int = 10_000) -> Workflow:
+    """Unpause, and dispatch the instances that became due meanwhile at once (later ones
+    keep their own messages or the sweeper's)."""
+    workflow_set_paused(workflow=workflow, is_paused=False)
+    now = timezone.now()
+    with transaction.atomic():
+        due = list(
+            TriggerInstance.objects.filter(
+                workflow=workflow, status=TriggerStatus.ENQUEUED, available_at__lte=now
+            ).values_list("id", flat=True)[:batch]
+        )
+        TriggerInstance.objects.filter(pk__in=due).update(dispatched_at=now)
+        for instance_id in due:
+            dispatch_on_commit(instance_id)
+    logger.warning(
+        "workflow %s resumed by %s; %d due instances dispatched", workflow.key, actor, len(due)
+    )
+    return workflow
 
 
 # --- API keys ------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from .dispatch import dispatch_on_commit
@@ -41,7 +42,14 @@ ALLOWED_TRANSITIONS: dict[tuple[str, str], str] = {
     (S.FAILED, S.ENQUEUED): "retried by an operator",
     # Not a change of status, but an operator's intervention worth the audit trail.
     (S.ENQUEUED, S.ENQUEUED): "made due now by an operator",
+    # Cancellation (API, admin): a pending delay, retry or wait never runs; a running
+    # step finishes and records its delivery, but its fenced outcome cannot advance.
+    (S.ENQUEUED, S.CANCELLED): "cancelled while waiting",
+    (S.PROCESSING, S.CANCELLED): "cancelled while a step ran",
 }
+
+# Creation is audited too, as none -> enqueued (``from_status`` empty).
+CREATED = ("", S.ENQUEUED)
 
 
 class IllegalTransition(Exception):
@@ -119,8 +127,9 @@ def claim(
     claimable (already claimed, finished, or not due yet).
 
     The conditional UPDATE re-checks status and due time, so any number of workers
-    racing on one instance get exactly one winner. On PostgreSQL the claim, its audit
-    row and the read of the row (plus ``join``'s columns) are one statement.
+    racing on one instance get exactly one winner; an instance of a paused workflow is
+    not claimable. On PostgreSQL the claim, its audit row and the read of the row (plus
+    ``join``'s columns) are one statement.
     """
     conditions, values, audit = _prepare(
         instance_id,
@@ -139,10 +148,13 @@ def claim(
     if connection.vendor == "postgresql":
         columns = ", ".join(["moved.*", *(join.columns if join else ())])
         select = f"SELECT {columns} FROM moved {join.clause if join else ''}"
-        sql, params = _statement(conditions, values, audit, (), select, returning="*")
+        sql, params = _statement(
+            conditions, values, audit, (), select, returning="*", extra_where=_NOT_PAUSED
+        )
         return next(iter(TriggerInstance.objects.raw(sql, params)), None)
     with transaction.atomic(savepoint=False):
-        if TriggerInstance.objects.filter(**conditions).update(**values) != 1:
+        claimable = TriggerInstance.objects.filter(**conditions).exclude(workflow__is_paused=True)
+        if claimable.update(**values) != 1:
             return None
         TriggerStatusChange.objects.create(**audit)
     return TriggerInstance.objects.get(pk=instance_id)
@@ -176,6 +188,51 @@ def requeue(
     if moved and in_broker:
         dispatch_on_commit(instance_id, countdown=countdown)
     return moved
+
+
+def cancel(*, instance_id: uuid.UUID | str, from_status: str, reason: str, actor: str) -> bool:
+    """enqueued/processing -> cancelled, cursor cleared. Not fenced on the lease: a step
+    running now still finishes and records its delivery, but its outcome - fenced on
+    the lease - can no longer advance the instance."""
+    return transition(
+        instance_id=instance_id,
+        from_status=from_status,
+        to_status=S.CANCELLED,
+        reason=reason,
+        actor=actor,
+        updates={"current_node_id": None},
+    )
+
+
+def create(*, instance: TriggerInstance, actor: str) -> None:
+    """INSERT a new instance with its creation audit row (none -> enqueued), atomically.
+
+    On PostgreSQL one statement (the ORM's own INSERT, wrapped in a CTE): a POST stays
+    one round trip. Raises IntegrityError for a taken (workflow, idempotency_key).
+    """
+    if connection.vendor != "postgresql":
+        with transaction.atomic(savepoint=False):
+            instance.save(force_insert=True)
+            TriggerStatusChange.objects.create(
+                instance=instance,
+                from_status=CREATED[0],
+                to_status=CREATED[1],
+                reason="created",
+                actor=actor[:200],
+                at=instance.created_at,
+            )
+        return
+    query = InsertQuery(TriggerInstance)
+    query.insert_values(TriggerInstance._meta.concrete_fields, [instance])
+    [(insert, params)] = query.get_compiler(connection=connection).as_sql()
+    sql = (
+        f'WITH created AS ({insert} RETURNING "{TriggerInstance._meta.pk.column}") '
+        + _AUDIT_INSERT.replace("FROM moved", "FROM created")
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *CREATED, "created", actor[:200], instance.created_at])
+    instance._state.adding = False
+    instance._state.db = connection.alias
 
 
 def retry_failed(*, instance_id: uuid.UUID | str, actor: str) -> bool:
@@ -236,7 +293,7 @@ def _prepare(
     if lease_token is not None:
         conditions["lease_token"] = lease_token
     values = {"status": to_status, "updated_at": now, **(updates or {})}
-    if to_status in (S.COMPLETED, S.FAILED):
+    if to_status in (S.COMPLETED, S.FAILED, S.CANCELLED):
         values.setdefault("finished_at", now)
     if from_status == S.PROCESSING and to_status != S.PROCESSING:
         values.update(lease_token=None, locked_by="", locked_until=None)
@@ -265,7 +322,19 @@ _AUDIT_INSERT = (
 )
 
 
-def _update_sql(conditions: dict[str, Any], values: dict[str, Any]) -> tuple[str, list[Any]]:
+_WORKFLOW = TriggerInstance._meta.get_field("workflow").related_model._meta
+# The claim's test that the workflow is not paused (a primary-key probe per claim).
+_NOT_PAUSED = (
+    f'NOT EXISTS (SELECT 1 FROM "{_WORKFLOW.db_table}" w'
+    f' WHERE w."{_WORKFLOW.pk.column}" = "{TriggerInstance._meta.db_table}".'
+    f'"{TriggerInstance._meta.get_field("workflow").column}"'
+    f' AND w."{_WORKFLOW.get_field("is_paused").column}")'  # type: ignore[union-attr]
+)
+
+
+def _update_sql(
+    conditions: dict[str, Any], values: dict[str, Any], extra_where: str = ""
+) -> tuple[str, list[Any]]:
     """``UPDATE triggerinstance SET values WHERE conditions`` as SQL and parameters.
 
     Built from the model's fields and cached by shape (the ORM's compiler was ~14% of a
@@ -273,7 +342,7 @@ def _update_sql(conditions: dict[str, Any], values: dict[str, Any]) -> tuple[str
     UUID and datetimes adapt as the ORM would. Conditions are ``field`` or
     ``field__lte``-style lookups.
     """
-    shape = (tuple(conditions), tuple(values))
+    shape = (tuple(conditions), tuple(values), extra_where)
     sql = _update_sql_cache.get(shape)
     if sql is None:
         sets = ", ".join(f'"{_FIELDS[name].column}" = %s' for name in values)
@@ -289,6 +358,8 @@ def _update_sql(conditions: dict[str, Any], values: dict[str, Any]) -> tuple[str
                 # it implies no partial index, so the plan is always the primary key.
                 column = f"({column} || '')"
             wheres.append(f"{column} {_OPERATORS[op]} %s")
+        if extra_where:
+            wheres.append(extra_where)
         sql = f'UPDATE "{TriggerInstance._meta.db_table}" SET {sets} WHERE {" AND ".join(wheres)}'
         _update_sql_cache[shape] = sql
     params = [_FIELDS[name].get_db_prep_save(value, connection) for name, value in values.items()]
@@ -306,9 +377,10 @@ def _statement(
     also: Sequence[Statement],
     select: str,
     returning: str | None = None,
+    extra_where: str = "",
 ) -> tuple[str, list[Any]]:
     """PostgreSQL: the conditional UPDATE, its audit row and ``also`` as one statement."""
-    update, params = _update_sql(conditions, values)
+    update, params = _update_sql(conditions, values, extra_where)
     returning = returning or f'"{TriggerInstance._meta.pk.column}"'
     ctes = [f"moved AS ({update} RETURNING {returning})", f"audit AS ({_AUDIT_INSERT})"]
     params += [

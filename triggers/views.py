@@ -8,14 +8,24 @@ from rest_framework.response import Response
 
 from notifyflow.api import paginated_list, validated_body
 from notifyflow.pagination import NewestFirst
+from workflows.models import Workflow
+from workflows.serializers import WorkflowOutputSerializer
 
 from .models import TriggerInstance
 from .serializers import (
+    CancelByKeyInputSerializer,
+    CancelInputSerializer,
     TriggerCreateInputSerializer,
     TriggerListFilterSerializer,
     TriggerOutputSerializer,
 )
-from .services import trigger_create
+from .services import (
+    instance_cancel,
+    instance_cancel_by_key,
+    trigger_create,
+    workflow_pause,
+    workflow_resume,
+)
 
 
 class TriggerListCreateView(GenericAPIView):
@@ -62,3 +72,55 @@ class TriggerDetailView(GenericAPIView):
     @extend_schema(parameters=[OpenApiParameter("id", str, OpenApiParameter.PATH)])
     def get(self, request: Request, id: str) -> Response:
         return Response(self.get_serializer(self.get_object()).data)
+
+
+def _actor(request: Request) -> str:
+    """The audited actor of an API call: the API key's name."""
+    return f"api:{getattr(request.user, 'name', request.user)}"
+
+
+class TriggerCancelView(GenericAPIView):
+    """Cancel one instance (SPEC §8): 200 with the instance, 409 already_finished."""
+
+    serializer_class = TriggerOutputSerializer
+
+    @extend_schema(request=CancelInputSerializer, responses={200: TriggerOutputSerializer})
+    def post(self, request: Request, id: str) -> Response:
+        body = validated_body(request, CancelInputSerializer)
+        instance = instance_cancel(instance_id=id, actor=_actor(request), reason=body["reason"])
+        return Response(TriggerOutputSerializer(instance).data)
+
+
+class TriggerCancelByKeyView(GenericAPIView):
+    """Cancel the instance of (workflow, idempotency_key), as Knock and Novu do by key."""
+
+    serializer_class = TriggerOutputSerializer
+
+    @extend_schema(request=CancelByKeyInputSerializer, responses={200: TriggerOutputSerializer})
+    def post(self, request: Request) -> Response:
+        body = validated_body(request, CancelByKeyInputSerializer)
+        instance = instance_cancel_by_key(
+            workflow=body["workflow"],
+            idempotency_key=body["idempotency_key"],
+            actor=_actor(request),
+            reason=body["reason"],
+        )
+        return Response(TriggerOutputSerializer(instance).data)
+
+
+class WorkflowPauseView(GenericAPIView):
+    """Pause (no step starts) or resume (due instances dispatched at once) a workflow."""
+
+    serializer_class = WorkflowOutputSerializer
+    queryset = Workflow.objects.select_related("current_version")
+    lookup_field = "key"
+    pause = True
+
+    @extend_schema(request=None, responses={200: WorkflowOutputSerializer})
+    def post(self, request: Request, key: str) -> Response:
+        workflow = self.get_object()
+        if self.pause:
+            workflow_pause(workflow=workflow, actor=_actor(request))
+        else:
+            workflow_resume(workflow=workflow, actor=_actor(request))
+        return Response(self.get_serializer(workflow).data)

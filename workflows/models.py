@@ -9,6 +9,9 @@ class Workflow(models.Model):
     key = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)
     is_active = models.BooleanField(default=True)
+    # Paused: triggers and events are still accepted, but no step of its instances
+    # starts (the claim checks it); resume dispatches the due ones at once.
+    is_paused = models.BooleanField(default=False)
     # The version new trigger instances pin; every definition change adds a version.
     current_version = models.ForeignKey(
         "workflows.WorkflowVersion",

@@ -20,4 +20,13 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Workflow
-        fields = ["key", "name", "is_active", "version", "definition", "created_at", "updated_at"]
+        fields = [
+            "key",
+            "name",
+            "is_active",
+            "is_paused",
+            "version",
+            "definition",
+            "created_at",
+            "updated_at",
+        ]

@@ -85,6 +85,12 @@ def _save(
     return workflow
 
 
+def workflow_set_paused(*, workflow: Workflow, is_paused: bool) -> Workflow:
+    workflow.is_paused = is_paused
+    workflow.save(update_fields=["is_paused", "updated_at"])
+    return workflow
+
+
 def workflow_set_active(*, workflow: Workflow, is_active: bool) -> Workflow:
     workflow.is_active = is_active
     workflow.save(update_fields=["is_active", "updated_at"])  # post_save drops caches
