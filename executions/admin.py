@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from triggers.admin import StatusChangeInline, TriggerInstanceAdmin
+from triggers.admin import InboxInline, StatusChangeInline, TriggerInstanceAdmin
 from triggers.admin_support import instance_link
 from triggers.models import TriggerInstance
 from workflows.admin_support import (
@@ -74,7 +74,7 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 class InstanceWithStepsAdmin(TriggerInstanceAdmin):
-    inlines = (StepLogInline, StatusChangeInline)
+    inlines = (StepLogInline, InboxInline, StatusChangeInline)
 
     def node_states(self, obj: TriggerInstance) -> dict[str, str]:
         states: dict[str, str] = {}

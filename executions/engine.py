@@ -19,8 +19,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from triggers import state
+from triggers import inbox, state
 from triggers.dispatch import dispatch_on_commit
+from triggers.inbox_models import InboxEvent, OutboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.state import Join, Statement
 from workflows.definition import node_by_id, outgoing_edges
@@ -170,6 +171,8 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
             lease_token=lease,
             delivery_status=claimed.delivery_status,
             delivery_output=claimed.delivery_output,
+            wait_deadline=instance.wait_deadline,
+            waiting_for_event=instance.waiting_for_event,
         )
         outcome, result, next_node = _run_node(step, version.definition, instance.vars)
     finished = timezone.now()
@@ -207,25 +210,91 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
         also = [_step_log_insert(log, lost, cancelled)]
         if step is not None and step.pending_delivery:
             also.append(delivery_outcome_update(step))
+        if result is not None:
+            also += _running_instance_statements(instance, result, finished)
         with transaction.atomic():
             # Durable whatever the session's setting (workers default to asynchronous
             # commit): a lost 'sent' record or advance would mean a duplicate send.
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit TO on")
-            _record(instance, lease, outcome, result, next_node, finished, also=also)
+            recorded = _record(instance, lease, outcome, result, next_node, finished, also=also)
     else:
         with transaction.atomic():
             if step is not None:
                 record_delivery(step)
-            if not _record(instance, lease, outcome, result, next_node, finished):
+            recorded = _record(instance, lease, outcome, result, next_node, finished)
+            if not recorded:
                 was_cancelled = TriggerInstance.objects.filter(
                     pk=instance.pk, status=S.CANCELLED
                 ).exists()
                 log.update(cancelled if was_cancelled else lost)
+            elif result is not None:
+                _write_running_instance_rows(instance, result, finished)
             StepExecutionLog.objects.create(**log)
+    if recorded and result is not None:
+        _after_commit(instance, result)
     if not outcome.success:
         return f"failed:{outcome.error_kind}"
+    if result is not None and result.park_until is not None:
+        return "waiting"
     return "advanced" if next_node else "completed"
+
+
+def _running_instance_statements(
+    instance: TriggerInstance, result: NodeResult, now: datetime
+) -> list[Statement]:
+    """PostgreSQL: the wait's consumed event and the emit's outbox row, in the step's
+    outcome statement (each applies only if the fenced transition did)."""
+    statements = []
+    if result.consume_inbox_id is not None:
+        statements.append(
+            inbox.inbox_consume(
+                inbox_id=result.consume_inbox_id, node_id=instance.current_node_id or "", now=now
+            )
+        )
+    if result.emit is not None:
+        statements.append(
+            inbox.outbox_insert(
+                instance_id=instance.pk,
+                node_id=instance.current_node_id or "",
+                now=now,
+                **result.emit,
+            )
+        )
+    return statements
+
+
+def _write_running_instance_rows(
+    instance: TriggerInstance, result: NodeResult, now: datetime
+) -> None:
+    """``_running_instance_statements`` through the ORM (other databases)."""
+    node_id = instance.current_node_id or ""
+    if result.consume_inbox_id is not None:
+        InboxEvent.objects.filter(pk=result.consume_inbox_id, consumed_at__isnull=True).update(
+            consumed_at=now, consumed_by_node=node_id
+        )
+    if result.emit is not None:
+        OutboxEvent.objects.get_or_create(
+            instance_id=instance.pk, node_id=node_id, defaults={**result.emit, "created_at": now}
+        )
+
+
+def _after_commit(instance: TriggerInstance, result: NodeResult) -> None:
+    """After the outcome committed: process an emitted event at once (the sweeper
+    catches one whose processing is lost), and close the parked wait's window - an
+    event delivered between the wait's look at the inbox and its park commit woke
+    nothing, so look again and wake now if one arrived."""
+    node_id = instance.current_node_id or ""
+    if result.emit is not None:
+        try:
+            inbox.outbox_process(instance_id=instance.pk, node_id=node_id)
+        except Exception:  # the sweeper retries it; the step itself is done
+            logger.exception("outbox %s:%s processing failed", instance.pk, node_id)
+    if result.park_until is not None and result.wait_event is not None:
+        if inbox.has_events_after(
+            instance_id=instance.pk, name=result.wait_event, after_id=result.inbox_seen_id
+        ):
+            inbox.wake_waiting(instance_ids=[instance.pk], event=result.wait_event)
 
 
 def _run_node(
@@ -234,6 +303,8 @@ def _run_node(
     """Run the node's executor and choose the next node; classify any failure."""
     try:
         result = EXECUTORS[step.node_type](step)
+        if result.park_until is not None:  # a wait with nothing yet: stay at this node
+            return _Outcome(True, result.output), result, step.node_id
         new_vars = dict(current_vars)
         if result.vars_key:
             new_vars[result.vars_key] = result.output
@@ -311,10 +382,34 @@ def _record_success(
     now: datetime,
     also: Sequence[Statement] = (),
 ) -> bool:
+    if result.park_until is not None:
+        return state.requeue(
+            instance_id=instance.pk,
+            lease_token=lease,
+            due=result.park_until,
+            now=now,
+            actor=ENGINE_ACTOR,
+            reason=f"node {instance.current_node_id} waits for event {result.wait_event!r} "
+            f"until {result.park_until.isoformat()}",
+            updates={
+                "waiting_for_event": result.wait_event,
+                "wait_deadline": result.park_until,
+                "attempts": 0,
+                "last_error": "",
+            },
+            also=also,
+        )
     new_vars = dict(instance.vars)
     if result.vars_key:
         new_vars[result.vars_key] = result.output
-    updates = {"vars": new_vars, "current_node_id": next_node, "attempts": 0, "last_error": ""}
+    updates = {
+        "vars": new_vars,
+        "current_node_id": next_node,
+        "attempts": 0,
+        "last_error": "",
+        "waiting_for_event": None,
+        "wait_deadline": None,
+    }
     if next_node is None:
         return state.transition(
             instance_id=instance.pk,
@@ -393,16 +488,20 @@ def _not_claimed(instance_id: uuid.UUID | str) -> str:
 
 
 def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str, int]:
-    """Recover expired leases, then re-dispatch due instances with no live message.
+    """Recover expired leases, re-dispatch due instances with no live message, and
+    process emitted events whose after-commit processing was lost.
 
-    Both queries walk partial indexes (status='processing' by locked_until,
-    status='enqueued' by available_at), so finished rows cost nothing.
+    Every query walks a partial index (status='processing' by locked_until,
+    status='enqueued' by available_at, unprocessed outbox rows), so finished rows cost
+    nothing.
     """
     now = now or timezone.now()
     batch = batch or settings.NOTIFYFLOW_SWEEP_BATCH
+    stale = now - timedelta(seconds=settings.NOTIFYFLOW_REDISPATCH_AFTER_S)
     return {
         "recovered": recover_expired_leases(now=now, batch=batch),
         "dispatched": redispatch_due(now=now, batch=batch),
+        "outbox": inbox.outbox_process_pending(older_than=stale, batch=batch),
     }
 
 

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from executions.views import StepLogListView, TriggerStepsView
 from triggers.event_views import (
     EventReceiveView,
+    InstanceEventView,
     WorkflowTriggerDetailView,
     WorkflowTriggerListCreateView,
     WorkflowTriggerPreviewKeyView,
@@ -49,6 +50,7 @@ api_v1 = [
     path("triggers/cancel/", TriggerCancelByKeyView.as_view(), name="trigger-cancel-by-key"),
     path("triggers/<uuid:id>/", TriggerDetailView.as_view(), name="trigger-detail"),
     path("triggers/<uuid:id>/cancel/", TriggerCancelView.as_view(), name="trigger-cancel"),
+    path("triggers/<uuid:id>/events/", InstanceEventView.as_view(), name="trigger-events"),
     path("triggers/<uuid:id>/steps/", TriggerStepsView.as_view(), name="trigger-steps"),
     path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),

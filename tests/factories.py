@@ -82,3 +82,38 @@ class WorkflowTriggerFactory(factory.django.DjangoModelFactory):
     workflow = factory.SubFactory(WorkflowFactory)
     is_active = True
     idempotency_setting = factory.LazyFunction(lambda: {"strategy": "UUID"})
+
+
+def wait_definition(
+    *,
+    event: str = "reply",
+    timeout: str = "1h",
+    match: str | None = None,
+    interests: list[str] | None = None,
+    cancel_on: list[dict] | None = None,
+) -> dict:
+    """Wait for ``event`` (or time out), then email "got it" or SMS "no reply"."""
+    wait_config: dict = {"event": event, "timeout": timeout}
+    if match:
+        wait_config["match"] = match
+    definition: dict = {
+        "entry_node_id": "listen",
+        "nodes": [
+            {"id": "listen", "type": "wait", "config": wait_config},
+            {
+                "id": "thanks",
+                "type": "email",
+                "config": {"to": "{{ payload.email }}", "subject": "Got it", "body": "thanks"},
+            },
+            {"id": "nudge", "type": "sms", "config": {"to": "{{ payload.phone }}", "body": "?"}},
+        ],
+        "edges": [
+            {"from": "listen", "to": "thanks", "condition": "vars.wait_listen.received"},
+            {"from": "listen", "to": "nudge"},
+        ],
+    }
+    if interests is not None:
+        definition["interests"] = interests
+    if cancel_on is not None:
+        definition["cancel_on"] = cancel_on
+    return definition

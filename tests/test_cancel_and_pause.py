@@ -84,6 +84,7 @@ def test_a_cancelled_instances_pending_message_is_a_no_op(dispatched):
     assert engine.sweep(now=timezone.now() + timedelta(hours=1)) == {
         "recovered": 0,
         "dispatched": 0,
+        "outbox": 0,
     }
     assert not sms.outbox
 

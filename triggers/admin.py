@@ -38,6 +38,7 @@ from workflows.models import Workflow
 
 from . import admin_bindings  # noqa: F401 - registers the event-binding admin
 from .admin_support import instance_link
+from .inbox_models import InboxEvent
 from .models import ApiKey, TriggerInstance, TriggerStatus, TriggerStatusChange
 from .services import (
     api_key_create,
@@ -68,6 +69,28 @@ class StatusChangeInline(ReadOnlyAdminMixin, admin.TabularInline):
     when = timestamp_column("at")
 
 
+class InboxInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """Events delivered to the instance: pending ones wait for a wait node."""
+
+    model = InboxEvent
+    fk_name = "instance"
+    verbose_name = "inbox event"
+    verbose_name_plural = "inbox"
+    fields = ("name", "event_id", "received", "state", "consumed_by_node")
+    readonly_fields = fields
+    ordering = ("received_at", "id")
+    extra = 0
+    max_num = 0
+    can_delete = False
+    received = timestamp_column("received_at", "received")
+
+    @admin.display(description="state")
+    def state(self, obj: InboxEvent) -> str:
+        if obj.consumed_at is None:
+            return "pending"
+        return f"consumed {obj.consumed_at.isoformat(timespec='seconds')}"
+
+
 @admin.register(TriggerInstance)
 class TriggerInstanceAdmin(
     LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin, admin.ModelAdmin
@@ -92,7 +115,10 @@ class TriggerInstanceAdmin(
     search_fields = ("idempotency_key",)
     search_help_text = "Exact instance id (UUID) or exact idempotency key."
     actions = ("retry_failed", "run_now", "cancel")
-    inlines: tuple[type[admin.options.InlineModelAdmin], ...] = (StatusChangeInline,)
+    inlines: tuple[type[admin.options.InlineModelAdmin], ...] = (
+        InboxInline,
+        StatusChangeInline,
+    )
     fieldsets = (
         (
             None,
@@ -110,6 +136,7 @@ class TriggerInstanceAdmin(
                     "created",
                     "updated",
                     "finished",
+                    "waiting_display",
                 )
             },
         ),
@@ -125,6 +152,7 @@ class TriggerInstanceAdmin(
         ),
     )
     readonly_fields = (
+        "waiting_display",
         "version_display",
         "status_display",
         "available",
@@ -175,6 +203,13 @@ class TriggerInstanceAdmin(
             return queryset.get(**{field.name: field.to_python(object_id)})
         except (TriggerInstance.DoesNotExist, ValueError, forms.ValidationError):
             return None
+
+    @admin.display(description="waiting for")
+    def waiting_display(self, obj: TriggerInstance) -> str:
+        if obj.status != TriggerStatus.ENQUEUED or not obj.waiting_for_event:
+            return "-"
+        deadline = obj.wait_deadline.isoformat() if obj.wait_deadline else "?"
+        return f"event {obj.waiting_for_event!r} until {deadline} (then times out)"
 
     @admin.display(description="workflow version")
     def version_display(self, obj: TriggerInstance) -> str:

@@ -9,6 +9,7 @@ from notifyflow.fields import JsonObjectField, StrictBooleanField, StrictCharFie
 
 from .event_models import EventRecord, WorkflowTrigger
 from .events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
+from .inbox import MAX_SUBJECTS
 
 
 class EventInputSerializer(serializers.Serializer):
@@ -17,6 +18,26 @@ class EventInputSerializer(serializers.Serializer):
         max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
     )
     context = JsonObjectField(help_text="Becomes the instances' payload")
+    subjects = serializers.ListField(
+        child=StrictCharField(max_length=255),
+        required=False,
+        default=list,
+        max_length=MAX_SUBJECTS,
+        help_text="Deliver the event to running instances with one of these interests "
+        "(e.g. order:42, instance:<id>)",
+    )
+
+
+class InstanceEventInputSerializer(serializers.Serializer):
+    name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
+    event_id = StrictCharField(
+        max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
+    )
+    context = JsonObjectField()
+
+
+class InstanceEventOutputSerializer(serializers.Serializer):
+    delivered = serializers.IntegerField()
 
 
 class EventRecordSerializer(serializers.ModelSerializer):
@@ -38,6 +59,10 @@ class BindingOutcomeSerializer(serializers.Serializer):
 class EventOutputSerializer(serializers.Serializer):
     event = EventRecordSerializer()
     outcomes = BindingOutcomeSerializer(many=True)
+    delivered = serializers.IntegerField(help_text="Running instances the event reached")
+    instances = serializers.ListField(
+        child=serializers.UUIDField(), help_text="Up to 100 of their ids"
+    )
 
 
 class WorkflowTriggerInputSerializer(serializers.Serializer):

@@ -17,6 +17,8 @@ from .event_serializers import (
     EventInputSerializer,
     EventOutputSerializer,
     EventRecordSerializer,
+    InstanceEventInputSerializer,
+    InstanceEventOutputSerializer,
     PreviewKeyInputSerializer,
     PreviewKeyOutputSerializer,
     WorkflowTriggerFilterSerializer,
@@ -29,6 +31,7 @@ from .events import (
     workflow_trigger_delete,
     workflow_trigger_save,
 )
+from .inbox import deliver_to_instance
 
 
 class EventReceiveView(GenericAPIView):
@@ -38,15 +41,36 @@ class EventReceiveView(GenericAPIView):
     def post(self, request: Request) -> Response:
         body = validated_body(request, EventInputSerializer)
         result = event_receive(
-            name=body["name"], event_id=body["event_id"], context=body["context"]
+            name=body["name"],
+            event_id=body["event_id"],
+            context=body["context"],
+            subjects=body["subjects"],
         )
         return Response(
             {
                 "event": EventRecordSerializer(result.record).data,
                 "outcomes": [o.as_json() for o in result.outcomes],
+                "delivered": len(result.delivered),
+                "instances": [str(i) for i in result.delivered[:100]],
             },
             status=status.HTTP_202_ACCEPTED,
         )
+
+
+class InstanceEventView(GenericAPIView):
+    """Deliver an event to one running instance's inbox (SPEC §8)."""
+
+    serializer_class = InstanceEventOutputSerializer
+
+    @extend_schema(
+        request=InstanceEventInputSerializer, responses={202: InstanceEventOutputSerializer}
+    )
+    def post(self, request: Request, id: str) -> Response:
+        body = validated_body(request, InstanceEventInputSerializer)
+        delivered = deliver_to_instance(
+            instance_id=id, name=body["name"], event_id=body["event_id"], context=body["context"]
+        )
+        return Response({"delivered": delivered.count}, status=status.HTTP_202_ACCEPTED)
 
 
 def _save_kwargs(request: Request) -> dict:

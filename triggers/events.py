@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +28,7 @@ from .idempotency import (
     generator_for,
     resolve_settings,
 )
+from .inbox import deliver
 from .services import trigger_create
 
 logger = logging.getLogger("notifyflow.events")
@@ -61,6 +64,8 @@ class BindingOutcome:
 class EventResult:
     record: EventRecord
     outcomes: list[BindingOutcome]
+    #: Running instances the event was delivered to (SPEC §8).
+    delivered: list[uuid.UUID] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -206,14 +211,21 @@ def _binding_run(
 
 
 def event_receive(
-    *, name: str, context: dict[str, Any], event_id: str | None = None, at: datetime | None = None
+    *,
+    name: str,
+    context: dict[str, Any],
+    event_id: str | None = None,
+    subjects: Sequence[str] = (),
+    at: datetime | None = None,
 ) -> EventResult:
-    """Fan an event out to every active workflow trigger bound to ``name``.
+    """Fan an event out to every active workflow trigger bound to ``name``, and deliver
+    it to every running instance interested in one of ``subjects``.
 
     For each binding: generate its idempotency key and call ``trigger_create`` with the
     context as payload. The outcome says created, duplicate or skipped (with a reason);
     a skipped binding never stops the others. The event and all outcomes are recorded
-    in EventRecord.
+    in EventRecord. Delivery (``triggers.inbox.deliver``) comes after the bindings, so
+    an instance a binding just created hears the event too when it is interested.
     """
     at = at or timezone.now()
     bindings = (
@@ -229,7 +241,13 @@ def event_receive(
         outcomes=[o.as_json() for o in outcomes],
         received_at=at,
     )
-    return EventResult(record, outcomes)
+    delivered: list[uuid.UUID] = []
+    if subjects:
+        with transaction.atomic():
+            delivered = deliver(
+                name=name, event_id=event_id, context=context, subjects=subjects, received_at=at
+            ).instance_ids
+    return EventResult(record, outcomes, delivered)
 
 
 # --- bindings -------------------------------------------------------------------------

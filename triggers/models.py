@@ -47,6 +47,10 @@ class TriggerInstance(models.Model):
     # sweeper re-sends only when that message looks lost.
     dispatched_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
+    # Parked at a wait node: the event it waits for and its deadline. A delivery of
+    # that event makes it due at once (triggers.inbox).
+    waiting_for_event = models.CharField(max_length=200, null=True, blank=True)
+    wait_deadline = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -166,3 +170,4 @@ class ApiKey(models.Model):
 
 # Event bindings live in their own module; imported here so Django registers them.
 from .event_models import EventRecord, WorkflowTrigger  # noqa: E402, F401
+from .inbox_models import InboxEvent, Interest, OutboxEvent  # noqa: E402, F401

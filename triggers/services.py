@@ -24,6 +24,7 @@ from workflows.services import workflow_set_paused
 
 from . import state
 from .dispatch import dispatch_on_commit
+from .inbox import interests_render
 from .models import ApiKey, TriggerInstance, TriggerStatus
 
 logger = logging.getLogger("notifyflow.triggers")
@@ -105,12 +106,17 @@ def trigger_create(
         available_at=now,
         dispatched_at=now,
     )
+    interests = interests_render(
+        templates=version.definition.get("interests", ()),
+        payload=payload,
+        trigger={"id": str(instance.pk), "idempotency_key": idempotency_key},
+    )
     # A single statement needs no explicit transaction (one round trip, atomic by itself);
     # under an outer transaction a savepoint keeps a lost race from breaking it.
     guard = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
     try:
         with guard:
-            state.create(instance=instance, actor=actor)
+            state.create(instance=instance, actor=actor, interests=interests)
             dispatch_on_commit(instance.pk)
     except IntegrityError:
         # Lost the race for this key: the winner has committed (the unique index made

@@ -27,6 +27,7 @@ from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from .dispatch import dispatch_on_commit
+from .inbox_models import Interest
 from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
 
 S = TriggerStatus
@@ -204,8 +205,9 @@ def cancel(*, instance_id: uuid.UUID | str, from_status: str, reason: str, actor
     )
 
 
-def create(*, instance: TriggerInstance, actor: str) -> None:
-    """INSERT a new instance with its creation audit row (none -> enqueued), atomically.
+def create(*, instance: TriggerInstance, actor: str, interests: Sequence[str] = ()) -> None:
+    """INSERT a new instance with its creation audit row (none -> enqueued) and its
+    interest rows, atomically: an event posted the moment this returns reaches it.
 
     On PostgreSQL one statement (the ORM's own INSERT, wrapped in a CTE): a POST stays
     one round trip. Raises IntegrityError for a taken (workflow, idempotency_key).
@@ -221,16 +223,26 @@ def create(*, instance: TriggerInstance, actor: str) -> None:
                 actor=actor[:200],
                 at=instance.created_at,
             )
+            Interest.objects.bulk_create(
+                [Interest(instance=instance, subject=subject) for subject in interests]
+            )
         return
     query = InsertQuery(TriggerInstance)
     query.insert_values(TriggerInstance._meta.concrete_fields, [instance])
     [(insert, params)] = query.get_compiler(connection=connection).as_sql()
     sql = (
-        f'WITH created AS ({insert} RETURNING "{TriggerInstance._meta.pk.column}") '
-        + _AUDIT_INSERT.replace("FROM moved", "FROM created")
+        f'WITH created AS ({insert} RETURNING "{TriggerInstance._meta.pk.column}"), '
+        f"audit AS ({_AUDIT_INSERT.replace('FROM moved', 'FROM created')}) "
     )
+    params += [*CREATED, "created", actor[:200], instance.created_at]
+    if interests:
+        pk = TriggerInstance._meta.pk.column
+        sql += f'{_INTEREST_INSERT} SELECT "{pk}", subject FROM created, unnest(%s::text[]) subject'
+        params.append(list(interests))
+    else:
+        sql += "SELECT 1"
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *CREATED, "created", actor[:200], instance.created_at])
+        cursor.execute(sql, params)
     instance._state.adding = False
     instance._state.db = connection.alias
 
@@ -329,6 +341,12 @@ _NOT_PAUSED = (
     f' WHERE w."{_WORKFLOW.pk.column}" = "{TriggerInstance._meta.db_table}".'
     f'"{TriggerInstance._meta.get_field("workflow").column}"'
     f' AND w."{_WORKFLOW.get_field("is_paused").column}")'  # type: ignore[union-attr]
+)
+
+
+_INTEREST_INSERT = (
+    f'INSERT INTO "{Interest._meta.db_table}" ("{Interest._meta.get_field("instance").column}",'
+    f' "{Interest._meta.get_field("subject").column}")'
 )
 
 

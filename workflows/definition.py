@@ -22,7 +22,9 @@ NODE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 @dataclass(frozen=True)
 class FieldSpec:
     required: bool
-    kind: str  # "template" | "html_template" | "int" | "duration"
+    # "template" | "html_template" | "int" | "duration" | "name" (a plain non-empty
+    # string) | "condition" (a Liquid expression) | "template_list" | "template_object"
+    kind: str
 
 
 NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
@@ -43,7 +45,23 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
         "duration": FieldSpec(False, "duration"),
         "until": FieldSpec(False, "template"),
     },
+    # Wait for an event in the instance's inbox (SPEC §8), at most until the timeout.
+    "wait": {
+        "event": FieldSpec(True, "name"),
+        "timeout": FieldSpec(False, "duration"),
+        "timeout_ms": FieldSpec(False, "int"),
+        "match": FieldSpec(False, "condition"),
+    },
+    # Raise an event, processed like POST /events/ after the step commits.
+    "emit": {
+        "event": FieldSpec(True, "template"),
+        "subjects": FieldSpec(False, "template_list"),
+        "context": FieldSpec(False, "template_object"),
+        "event_id": FieldSpec(False, "template"),
+    },
 }
+MAX_INTERESTS = 20
+MAX_NAME_LENGTH = 200
 NODE_TYPES = tuple(NODE_CONFIG_SPECS)
 
 
@@ -90,7 +108,7 @@ def validate_definition(definition: Any) -> dict[str, Any]:
     problems: list[DefinitionProblem] = []
     if not isinstance(definition, dict):
         raise DefinitionError([DefinitionProblem("definition", "must be a JSON object")])
-    unknown = set(definition) - {"entry_node_id", "nodes", "edges"}
+    unknown = set(definition) - {"entry_node_id", "nodes", "edges", "interests", "cancel_on"}
     for key in sorted(unknown):
         problems.append(DefinitionProblem(key, "unknown field", code="unknown_field"))
 
@@ -229,9 +247,105 @@ def validate_definition(definition: Any) -> dict[str, Any]:
                     code="cycle",
                 )
             )
+    interests = definition.get("interests", [])
+    problems.extend(_check_interests(interests))
+    cancel_on = definition.get("cancel_on", [])
+    problems.extend(_check_cancel_on(cancel_on))
     if problems:
         raise DefinitionError(problems)
-    return {"entry_node_id": entry, "nodes": clean_nodes, "edges": clean_edges}
+    clean_definition: dict[str, Any] = {
+        "entry_node_id": entry,
+        "nodes": clean_nodes,
+        "edges": clean_edges,
+    }
+    if interests:
+        clean_definition["interests"] = interests
+    if cancel_on:
+        clean_definition["cancel_on"] = [
+            {k: v for k, v in rule.items() if v is not None} for rule in cancel_on
+        ]
+    return clean_definition
+
+
+def _check_interests(interests: Any) -> list[DefinitionProblem]:
+    """``interests``: Liquid templates over payload and trigger, rendered at creation."""
+    if not isinstance(interests, list) or len(interests) > MAX_INTERESTS:
+        return [
+            DefinitionProblem("interests", f"must be a list of at most {MAX_INTERESTS} templates")
+        ]
+    problems = []
+    for index, template in enumerate(interests):
+        path = f"interests[{index}]"
+        if not isinstance(template, str) or not template.strip():
+            problems.append(DefinitionProblem(path, "must be a non-empty template string"))
+            continue
+        try:
+            check_template(template)
+        except TemplateError as exc:
+            problems.append(
+                DefinitionProblem(path, f"invalid Liquid template: {exc}", code="invalid_template")
+            )
+    return problems
+
+
+def _check_cancel_on(rules: Any) -> list[DefinitionProblem]:
+    """``cancel_on: [{event, match?}]``: a delivered event that matches cancels."""
+    if not isinstance(rules, list):
+        return [DefinitionProblem("cancel_on", "must be a list of {event, match?}")]
+    problems = []
+    for index, rule in enumerate(rules):
+        path = f"cancel_on[{index}]"
+        if not isinstance(rule, dict):
+            problems.append(DefinitionProblem(path, "must be an object {event, match?}"))
+            continue
+        for key in sorted(set(rule) - {"event", "match"}):
+            problems.append(
+                DefinitionProblem(f"{path}.{key}", "unknown field", code="unknown_field")
+            )
+        event = rule.get("event")
+        if not isinstance(event, str) or not event.strip() or len(event) > MAX_NAME_LENGTH:
+            problems.append(
+                DefinitionProblem(f"{path}.event", "must be an event name", code="required")
+            )
+        match = rule.get("match")
+        if match is not None:
+            problems.extend(_check_condition_field(match, f"{path}.match", None))
+    return problems
+
+
+def _check_condition_field(value: Any, path: str, node: str | None) -> list[DefinitionProblem]:
+    if not isinstance(value, str) or not value.strip():
+        return [DefinitionProblem(path, "must be a Liquid expression", node=node)]
+    try:
+        check_condition(value)
+    except TemplateError as exc:
+        return [
+            DefinitionProblem(
+                path, f"invalid Liquid expression: {exc}", node=node, code="invalid_template"
+            )
+        ]
+    return []
+
+
+def _check_template_value(value: Any, path: str, node: str | None) -> list[DefinitionProblem]:
+    """A template string, or (for lists and objects) any JSON whose strings are templates."""
+    if isinstance(value, str):
+        try:
+            check_template(value)
+        except TemplateError as exc:
+            return [
+                DefinitionProblem(
+                    path, f"invalid Liquid template: {exc}", node=node, code="invalid_template"
+                )
+            ]
+        return []
+    if isinstance(value, list):
+        return [
+            p for i, v in enumerate(value) for p in _check_template_value(v, f"{path}[{i}]", node)
+        ]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _check_template_value(v, f"{path}.{k}", node)]
+    return []
 
 
 def _check_config(
@@ -256,7 +370,28 @@ def _check_config(
                     DefinitionProblem(f"{path}.{key}", "is required", node=node, code="required")
                 )
             continue
-        if field.kind == "int":
+        if field.kind == "name":
+            if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME_LENGTH:
+                problems.append(
+                    DefinitionProblem(
+                        f"{path}.{key}", "must be an event name", node=node, code="required"
+                    )
+                )
+        elif field.kind == "condition":
+            problems.extend(_check_condition_field(value, f"{path}.{key}", node))
+        elif field.kind == "template_list":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                problems.append(
+                    DefinitionProblem(f"{path}.{key}", "must be a list of templates", node=node)
+                )
+            else:
+                problems.extend(_check_template_value(value, f"{path}.{key}", node))
+        elif field.kind == "template_object":
+            if not isinstance(value, dict):
+                problems.append(DefinitionProblem(f"{path}.{key}", "must be an object", node=node))
+            else:
+                problems.extend(_check_template_value(value, f"{path}.{key}", node))
+        elif field.kind == "int":
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 problems.append(
                     DefinitionProblem(f"{path}.{key}", "must be an integer >= 0", node=node)
@@ -297,6 +432,17 @@ def _check_config(
                     "a delay needs exactly one of delay_ms, duration, until",
                     node=node,
                     code="invalid_delay",
+                )
+            )
+    if node_type == "wait":
+        given = [k for k in ("timeout", "timeout_ms") if config.get(k) is not None]
+        if len(given) != 1:
+            problems.append(
+                DefinitionProblem(
+                    f"{path}.timeout",
+                    "a wait needs exactly one of timeout, timeout_ms",
+                    node=node,
+                    code="invalid_timeout",
                 )
             )
     return problems

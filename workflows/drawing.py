@@ -20,7 +20,13 @@ PAD = 24
 LEGEND_H = 28
 CHAR_W = 6.4  # average glyph width at 11px, to size label backgrounds
 
-TYPE_COLOURS = {"email": "#0b6bcb", "sms": "#7b3fb3", "delay": "#5f6b7a"}
+TYPE_COLOURS = {
+    "email": "#0b6bcb",
+    "sms": "#7b3fb3",
+    "delay": "#5f6b7a",
+    "wait": "#b26a00",
+    "emit": "#1d7f4e",
+}
 STATE_STYLES = {
     # state -> (fill, stroke, caption)
     "succeeded": ("#dff3e4", "#1a7f37", "executed"),
@@ -46,6 +52,11 @@ def _summary(node: Mapping[str, Any]) -> str:
                 return f"{value} ms" if key == "delay_ms" else f"{key} {value}"
     if kind in ("email", "sms"):
         return f"to {config.get('to', '')}"
+    if kind == "wait":
+        timeout = config.get("timeout") or f"{config.get('timeout_ms')} ms"
+        return f"for {config.get('event', '')} ≤ {timeout}"
+    if kind == "emit":
+        return f"event {config.get('event', '')}"
     return ""
 
 

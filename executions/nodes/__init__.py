@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import delay, email, sms
+from . import delay, email, emit, sms, wait
 from .base import NodeResult, StepContext
 
 EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "email": email.execute,
     "sms": sms.execute,
     "delay": delay.execute,
+    "wait": wait.execute,
+    "emit": emit.execute,
 }
 
 __all__ = ["EXECUTORS", "NodeResult", "StepContext"]

@@ -26,6 +26,9 @@ class StepContext:
     delivery_output: dict[str, Any] | None = None
     # Set by the delivery guard: the outcome to record with the step's result.
     pending_delivery: dict[str, Any] = field(default_factory=dict)
+    # A wait node already parked here: its deadline and event (None on the first run).
+    wait_deadline: datetime | None = None
+    waiting_for_event: str | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -52,6 +55,16 @@ class NodeResult:
     output: dict[str, Any] = field(default_factory=dict)
     vars_key: str | None = None
     resume_at: datetime | None = None
+    # A wait with nothing to consume yet: stay at this node until ``park_until``,
+    # woken earlier by a delivery of ``wait_event`` (events up to ``inbox_seen_id`` were
+    # looked at and did not match).
+    park_until: datetime | None = None
+    wait_event: str | None = None
+    inbox_seen_id: int = 0
+    # A wait that took an event: consumed in the step's outcome transaction.
+    consume_inbox_id: int | None = None
+    # An emit: the outbox row written in the step's outcome transaction.
+    emit: dict[str, Any] | None = None
 
 
 def split_addresses(value: str) -> list[str]:

@@ -1,0 +1,369 @@
+"""Events reaching running instances (SPEC §8): interests, the inbox, waking waiting
+instances, ``cancel_on``, and the outbox of ``emit`` nodes.
+
+Delivery is one set-based INSERT ... SELECT over the interest index, in the caller's
+transaction; waking happens after commit, and a wait node re-checks its inbox after it
+parks (executions.engine), so an event is never missed whichever commits first:
+- the event commits before the step's re-check: the re-check sees it and wakes itself;
+- it commits after: the wake UPDATE (issued after that commit) sees the parked row.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
+from workflows.models import WorkflowVersion
+from workflows.templating import TemplateError, condition_holds, render
+
+from . import state
+from .dispatch import dispatch_on_commit
+from .inbox_models import InboxEvent, Interest, OutboxEvent
+from .models import TriggerInstance, TriggerStatus
+
+logger = logging.getLogger("notifyflow.inbox")
+S = TriggerStatus
+MAX_SUBJECTS = 100
+INSTANCE_SUBJECT = "instance:"
+_CHUNK = 500  # ids per IN (...) list (SQLite's parameter limit)
+
+
+# --- interests ---------------------------------------------------------------------------
+
+
+def interests_render(
+    *, templates: Sequence[str], payload: dict[str, Any], trigger: dict[str, Any]
+) -> list[str]:
+    """The definition's ``interests`` rendered for a new instance (duplicates and the
+    implicit ``instance:<id>`` dropped: that one is matched by id, no row needed).
+    Raises ApplicationError (field ``payload``) naming the interest that fails."""
+    subjects: list[str] = []
+    for index, template in enumerate(templates):
+        try:
+            subject = render(template, {"payload": payload, "trigger": trigger}).strip()
+        except TemplateError as exc:
+            raise ApplicationError(
+                code="invalid_interest",
+                field="payload",
+                message=f"payload: interest {index} ({template!r}) does not render: {exc}",
+            ) from exc
+        if not subject or len(subject) > 255:
+            raise ApplicationError(
+                code="invalid_interest",
+                field="payload",
+                message=f"payload: interest {index} ({template!r}) renders to "
+                f"{'nothing' if not subject else 'more than 255 characters'}",
+            )
+        if subject not in subjects and not subject.startswith(INSTANCE_SUBJECT):
+            subjects.append(subject)
+    return subjects
+
+
+# --- delivery ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delivered:
+    instance_ids: list[uuid.UUID]
+
+    @property
+    def count(self) -> int:
+        return len(self.instance_ids)
+
+
+def deliver(
+    *,
+    name: str,
+    event_id: str | None,
+    context: dict[str, Any],
+    subjects: Sequence[str],
+    received_at: datetime | None = None,
+) -> Delivered:
+    """Append the event to the inbox of every unfinished instance interested in one of
+    ``subjects`` (``instance:<id>`` names one instance), at most once per instance and
+    ``event_id``: one INSERT ... SELECT however many match. Then, in the same
+    transaction, ``cancel_on`` rules that match cancel; after commit, instances waiting
+    for ``name`` become due and are dispatched."""
+    received_at = received_at or timezone.now()
+    ids = _insert_inbox_rows(name, event_id, context, subjects, received_at)
+    if ids:
+        _apply_cancel_on(ids, name, event_id, context, received_at)
+        transaction.on_commit(lambda: wake_waiting(instance_ids=ids, event=name))
+    return Delivered(ids)
+
+
+def deliver_to_instance(
+    *, instance_id: uuid.UUID | str, name: str, event_id: str | None, context: dict[str, Any]
+) -> Delivered:
+    """``deliver`` to one instance. NotFoundError if unknown; ConflictError
+    ``already_finished`` if it has finished (an event for it would never be read)."""
+    instance = TriggerInstance.objects.filter(pk=instance_id).only("id", "status").first()
+    if instance is None:
+        raise NotFoundError(code="not_found", field=None, message="no such trigger instance")
+    if instance.is_terminal:
+        raise ConflictError(
+            code="already_finished",
+            field=None,
+            message=f"instance {instance.pk} is already {instance.status}",
+        )
+    with transaction.atomic():
+        return deliver(
+            name=name,
+            event_id=event_id,
+            context=context,
+            subjects=[f"{INSTANCE_SUBJECT}{instance.pk}"],
+        )
+
+
+_INBOX = InboxEvent._meta
+_INTEREST = Interest._meta
+_INSTANCE = TriggerInstance._meta
+
+
+def _column(meta: Any, name: str) -> str:
+    return f'"{meta.get_field(name).column}"'
+
+
+def _insert_inbox_rows(
+    name: str,
+    event_id: str | None,
+    context: dict[str, Any],
+    subjects: Sequence[str],
+    received_at: datetime,
+) -> list[uuid.UUID]:
+    """The set-based delivery statement; returns the ids of the instances reached."""
+    by_id: list[Any] = []
+    by_interest: list[str] = []
+    for subject in subjects:
+        if subject.startswith(INSTANCE_SUBJECT):
+            try:
+                by_id.append(uuid.UUID(subject[len(INSTANCE_SUBJECT) :]))
+            except ValueError:
+                continue
+        else:
+            by_interest.append(subject)
+    if not by_id and not by_interest:
+        return []
+    pk = _column(_INSTANCE, "id")
+    matches = []
+    params: list[Any] = [
+        name,
+        event_id,
+        _INBOX.get_field("context").get_db_prep_save(context, connection),
+        _INBOX.get_field("received_at").get_db_prep_save(received_at, connection),
+    ]
+    if by_interest:
+        matches.append(
+            f"t.{pk} IN (SELECT i.{_column(_INTEREST, 'instance')} FROM "
+            f'"{_INTEREST.db_table}" i WHERE i.{_column(_INTEREST, "subject")} IN '
+            f"({', '.join(['%s'] * len(by_interest))}))"
+        )
+        params += by_interest
+    if by_id:
+        matches.append(f"t.{pk} IN ({', '.join(['%s'] * len(by_id))})")
+        params += [_INSTANCE.pk.get_db_prep_value(value, connection) for value in by_id]
+    params += [S.ENQUEUED, S.PROCESSING]
+    sql = (
+        f'INSERT INTO "{_INBOX.db_table}" ({_column(_INBOX, "instance")}, '
+        f"{_column(_INBOX, 'name')}, {_column(_INBOX, 'event_id')}, "
+        f"{_column(_INBOX, 'context')}, {_column(_INBOX, 'received_at')}, "
+        f"{_column(_INBOX, 'consumed_by_node')}) "
+        f"SELECT t.{pk}, %s, %s, %s, %s, '' FROM \"{_INSTANCE.db_table}\" t "
+        f"WHERE ({' OR '.join(matches)}) AND t.{_column(_INSTANCE, 'status')} IN (%s, %s) "
+        f"ON CONFLICT ({_column(_INBOX, 'instance')}, {_column(_INBOX, 'event_id')}) "
+        f"DO NOTHING RETURNING {_column(_INBOX, 'instance')}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [value if isinstance(value, uuid.UUID) else uuid.UUID(value) for (value,) in rows]
+
+
+def wake_waiting(*, instance_ids: Iterable[uuid.UUID | str], event: str) -> int:
+    """Instances among ``instance_ids`` parked at a wait for ``event`` become due now and
+    are dispatched (a duplicate message for one already running is a harmless no-op)."""
+    now = timezone.now()
+    ids = list(instance_ids)
+    woken: list[Any] = []
+    for start in range(0, len(ids), _CHUNK):
+        waiting = TriggerInstance.objects.filter(
+            pk__in=ids[start : start + _CHUNK],
+            status=S.ENQUEUED,
+            waiting_for_event=event,
+            available_at__gt=now,
+        )
+        chunk = list(waiting.values_list("id", flat=True))
+        if chunk:
+            TriggerInstance.objects.filter(
+                pk__in=chunk, status=S.ENQUEUED, waiting_for_event=event
+            ).update(available_at=now, dispatched_at=now)
+            woken += chunk
+    for instance_id in woken:
+        dispatch_on_commit(instance_id)
+    return len(woken)
+
+
+def _apply_cancel_on(
+    ids: list[uuid.UUID],
+    name: str,
+    event_id: str | None,
+    context: dict[str, Any],
+    received_at: datetime,
+) -> None:
+    """Cancel the delivered instances whose version's ``cancel_on`` matches the event,
+    in the delivery's transaction: a wait on the same event can never win the race."""
+    rows: list[tuple[Any, int, str, dict[str, Any], str]] = []
+    for start in range(0, len(ids), _CHUNK):
+        rows += TriggerInstance.objects.filter(pk__in=ids[start : start + _CHUNK]).values_list(
+            "id", "workflow_version_id", "status", "payload", "idempotency_key"
+        )
+    version_ids = {row[1] for row in rows}
+    rules_by_version = {
+        version_id: [r for r in definition.get("cancel_on", []) if r["event"] == name]
+        for version_id, definition in WorkflowVersion.objects.filter(
+            pk__in=version_ids
+        ).values_list("id", "definition")
+    }
+    if not any(rules_by_version.values()):
+        return
+    event = _event_json(name, event_id, context, received_at)
+    for instance_id, version_id, status, payload, key in rows:
+        rules = rules_by_version.get(version_id) or []
+        scope = {
+            "payload": payload,
+            "trigger": {"id": str(instance_id), "idempotency_key": key},
+            "event": event,
+        }
+        if any("match" not in rule or condition_holds(rule["match"], scope) for rule in rules):
+            state.cancel(
+                instance_id=instance_id,
+                from_status=status,
+                reason=f"cancel_on event {name!r} ({event_id or 'no event id'})",
+                actor=f"event:{name}"[:200],
+            )
+
+
+def _event_json(
+    name: str, event_id: str | None, context: dict[str, Any], received_at: datetime
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "event_id": event_id,
+        "context": context,
+        "received_at": received_at.isoformat(),
+    }
+
+
+def inbox_event_json(event: InboxEvent) -> dict[str, Any]:
+    """What a wait node's ``match`` and ``vars.wait_<node>`` see of an event."""
+    return _event_json(event.name, event.event_id, event.context, event.received_at)
+
+
+def pending_events(*, instance_id: uuid.UUID | str, name: str) -> list[InboxEvent]:
+    """Unconsumed events named ``name`` in the instance's inbox, oldest first
+    (inbox_pending)."""
+    return list(
+        InboxEvent.objects.filter(
+            instance_id=instance_id, name=name, consumed_at__isnull=True
+        ).order_by("received_at", "id")
+    )
+
+
+def has_events_after(*, instance_id: uuid.UUID | str, name: str, after_id: int) -> bool:
+    return InboxEvent.objects.filter(
+        instance_id=instance_id, name=name, consumed_at__isnull=True, id__gt=after_id
+    ).exists()
+
+
+# --- the outbox of emit nodes ---------------------------------------------------------------
+
+
+def outbox_process(*, instance_id: uuid.UUID | str, node_id: str) -> bool:
+    """Process one emitted event through the events service, exactly once: the row is
+    locked and marked processed in the transaction that starts the bound workflows."""
+    from .events import event_receive  # events imports this module for delivery
+
+    with transaction.atomic():
+        row = (
+            OutboxEvent.objects.select_for_update(skip_locked=True)
+            .filter(instance_id=instance_id, node_id=node_id, processed_at__isnull=True)
+            .first()
+        )
+        if row is None:
+            return False
+        event_receive(
+            name=row.name, event_id=row.event_id, context=row.context, subjects=row.subjects
+        )
+        row.processed_at = timezone.now()
+        row.save(update_fields=["processed_at"])
+    return True
+
+
+def outbox_process_pending(*, older_than: datetime, batch: int) -> int:
+    """The sweeper's share: outbox rows whose after-commit processing was lost."""
+    pending = list(
+        OutboxEvent.objects.filter(processed_at__isnull=True, created_at__lte=older_than)
+        .order_by("created_at")
+        .values_list("instance_id", "node_id")[:batch]
+    )
+    done = 0
+    for instance_id, node_id in pending:
+        try:
+            done += outbox_process(instance_id=instance_id, node_id=node_id)
+        except Exception:  # one bad row must not stop the sweep
+            logger.exception("outbox %s:%s could not be processed", instance_id, node_id)
+    return done
+
+
+def outbox_insert(
+    *,
+    instance_id: uuid.UUID,
+    node_id: str,
+    name: str,
+    event_id: str,
+    subjects: list[str],
+    context: dict[str, Any],
+    now: datetime,
+) -> state.Statement:
+    """The outbox INSERT for the step's outcome statement (PostgreSQL): written only if
+    the fenced transition applied (``moved``), and once per (instance, node)."""
+    fields = {f.name: f for f in OutboxEvent._meta.concrete_fields if not f.primary_key}
+    values = {
+        "instance": instance_id,
+        "node_id": node_id,
+        "name": name,
+        "event_id": event_id,
+        "subjects": subjects,
+        "context": context,
+        "created_at": now,
+        "processed_at": None,
+    }
+    columns = ", ".join(f'"{fields[n].column}"' for n in values)
+    params = [fields[n].get_db_prep_save(v, connection) for n, v in values.items()]
+    return state.Statement(
+        f'INSERT INTO "{OutboxEvent._meta.db_table}" ({columns}) '
+        f"SELECT {', '.join(['%s'] * len(values))} WHERE EXISTS (SELECT 1 FROM moved) "
+        f"ON CONFLICT ({_column(OutboxEvent._meta, 'instance')}, "
+        f"{_column(OutboxEvent._meta, 'node_id')}) DO NOTHING",
+        params,
+    )
+
+
+def inbox_consume(*, inbox_id: int, node_id: str, now: datetime) -> state.Statement:
+    """Consume the event a wait node took, in the step's outcome statement (PostgreSQL),
+    only if the fenced transition applied: a cancelled or recovered step consumes
+    nothing."""
+    return state.Statement(
+        f'UPDATE "{_INBOX.db_table}" SET {_column(_INBOX, "consumed_at")} = %s, '
+        f"{_column(_INBOX, 'consumed_by_node')} = %s WHERE {_column(_INBOX, 'id')} = %s "
+        f"AND {_column(_INBOX, 'consumed_at')} IS NULL AND EXISTS (SELECT 1 FROM moved)",
+        [_INBOX.get_field("consumed_at").get_db_prep_save(now, connection), node_id, inbox_id],
+    )
