@@ -234,7 +234,7 @@ def create(*, instance: TriggerInstance, actor: str, interests: Sequence[str] = 
         f'WITH created AS ({insert} RETURNING "{TriggerInstance._meta.pk.column}"), '
         f"audit AS ({_AUDIT_INSERT.replace('FROM moved', 'FROM created')}) "
     )
-    params += [*CREATED, "created", actor[:200], instance.created_at]
+    params = [*params, *CREATED, "created", actor[:200], instance.created_at]
     if interests:
         pk = TriggerInstance._meta.pk.column
         sql += f'{_INTEREST_INSERT} SELECT "{pk}", subject FROM created, unnest(%s::text[]) subject'
