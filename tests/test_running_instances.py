@@ -331,3 +331,16 @@ def test_the_sweeper_processes_an_outbox_row_left_unprocessed(dispatched):
     assert engine.sweep()["outbox"] == 1
     assert TriggerInstance.objects.filter(workflow=follower).count() == 1
     assert engine.sweep()["outbox"] == 0
+
+
+def test_a_redelivered_emit_step_never_emits_twice(dispatched):
+    follower = WorkflowFactory()
+    WorkflowTriggerFactory(event_name="welcome.sent", workflow=follower)  # UUID keys
+    instance = _create(WorkflowFactory(definition=_emit_then_wait()))
+    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    # the same step runs again (a redelivered message after a lost outcome, an operator
+    # rewinding it): the outbox row is once per (instance, node)
+    TriggerInstance.objects.filter(pk=instance.pk).update(current_node_id="shout")
+    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert OutboxEvent.objects.filter(instance=instance).count() == 1
+    assert TriggerInstance.objects.filter(workflow=follower).count() == 1
