@@ -16,6 +16,8 @@ from triggers.views import (
     TriggerCancelView,
     TriggerDetailView,
     TriggerListCreateView,
+    TriggerRetryView,
+    TriggerRunNowView,
     WorkflowPauseView,
 )
 from workflows.views import WorkflowDetailView, WorkflowListCreateView
@@ -49,6 +51,8 @@ api_v1 = [
     path("triggers/cancel/", TriggerCancelByKeyView.as_view(), name="trigger-cancel-by-key"),
     path("triggers/<uuid:id>/", TriggerDetailView.as_view(), name="trigger-detail"),
     path("triggers/<uuid:id>/cancel/", TriggerCancelView.as_view(), name="trigger-cancel"),
+    path("triggers/<uuid:id>/retry/", TriggerRetryView.as_view(), name="trigger-retry"),
+    path("triggers/<uuid:id>/run-now/", TriggerRunNowView.as_view(), name="trigger-run-now"),
     path("triggers/<uuid:id>/steps/", TriggerStepsView.as_view(), name="trigger-steps"),
     path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
