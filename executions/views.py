@@ -10,7 +10,12 @@ from notifyflow.pagination import StepLogsOldestFirst
 from triggers.models import TriggerInstance
 
 from .models import StepExecutionLog
-from .serializers import StepLogFilterSerializer, StepLogOutputSerializer
+from .selectors import instance_timeline
+from .serializers import (
+    StepLogFilterSerializer,
+    StepLogOutputSerializer,
+    TimelineOutputSerializer,
+)
 
 
 class TriggerStepsView(GenericAPIView):
@@ -39,3 +44,13 @@ class StepLogListView(GenericAPIView):
             StepLogFilterSerializer,
             {"trigger": "trigger_id", "node": "node_id"},
         )
+
+
+class TriggerTimelineView(GenericAPIView):
+    """Where an instance is, what happened and what it waits for (SPEC §9): its status
+    history (creation included), step logs, inbox and pending work; 404 unknown."""
+
+    serializer_class = TimelineOutputSerializer
+
+    def get(self, request: Request, id: str) -> Response:
+        return Response(self.get_serializer(instance_timeline(instance_id=id)).data)

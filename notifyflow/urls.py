@@ -4,7 +4,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from executions.views import StepLogListView, TriggerStepsView
+from executions.views import StepLogListView, TriggerStepsView, TriggerTimelineView
 from triggers.event_views import (
     EventReceiveView,
     WorkflowTriggerDetailView,
@@ -54,6 +54,7 @@ api_v1 = [
     path("triggers/<uuid:id>/retry/", TriggerRetryView.as_view(), name="trigger-retry"),
     path("triggers/<uuid:id>/run-now/", TriggerRunNowView.as_view(), name="trigger-run-now"),
     path("triggers/<uuid:id>/steps/", TriggerStepsView.as_view(), name="trigger-steps"),
+    path("triggers/<uuid:id>/timeline/", TriggerTimelineView.as_view(), name="trigger-timeline"),
     path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
