@@ -7,6 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 from rest_framework.generics import GenericAPIView
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
@@ -61,3 +63,14 @@ def paginated_list(
         queryset = queryset.filter(**{lookups[name]: value})
     page = view.paginate_queryset(queryset)
     return view.get_paginated_response(view.get_serializer(page, many=True).data)
+
+
+class IgnoreFormatParameter(DefaultContentNegotiation):
+    """Content negotiation for views that own a ``format`` query parameter (DRF would
+    read ``?format=dot`` as a renderer choice and answer 404): always the view's first
+    renderer, which renders its errors; the view returns its text itself."""
+
+    def select_renderer(
+        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        return renderers[0], renderers[0].media_type

@@ -20,7 +20,7 @@ from triggers.views import (
     TriggerRunNowView,
     WorkflowPauseView,
 )
-from workflows.views import WorkflowDetailView, WorkflowListCreateView
+from workflows.views import WorkflowDetailView, WorkflowDiagramView, WorkflowListCreateView
 
 from .celery import app as celery_app
 
@@ -58,6 +58,7 @@ api_v1 = [
     path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
+    path("workflows/<slug:key>/diagram/", WorkflowDiagramView.as_view(), name="workflow-diagram"),
     path(
         "workflows/<slug:key>/pause/",
         WorkflowPauseView.as_view(pause=True),
