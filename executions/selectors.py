@@ -8,8 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Count
+
 from notifyflow.errors import NotFoundError
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from workflows.models import Workflow
 
 from .models import StepExecutionLog
 
@@ -80,4 +83,63 @@ def _pending(instance: TriggerInstance) -> Pending | None:
     )
     return Pending(
         node_id=instance.current_node_id, node_type=node_type, due_at=instance.available_at
+    )
+
+
+@dataclass(frozen=True)
+class NodeStats:
+    node_id: str
+    executions: int
+    successes: int
+    failures: int
+
+
+@dataclass(frozen=True)
+class WorkflowStats:
+    instances: dict[str, int]
+    nodes: list[NodeStats]
+
+
+def workflow_stats(*, key: str) -> WorkflowStats:
+    """Instances per status and, per node id, step executions with their successes and
+    failures, over every version of the workflow (seed 003's observed transitions).
+
+    Nodes come in the current definition's order, then nodes only older versions had.
+    Two aggregate queries, each answered from an index alone (no table rows read):
+    trigger_workflow_status for the instances, steplog_workflow_node_success for the
+    step logs (bench/RESULTS.md, "Workflow stats at 1M step logs"). Raises
+    NotFoundError for an unknown workflow.
+    """
+    workflow = Workflow.objects.select_related("current_version").filter(key=key).first()
+    if workflow is None:
+        raise NotFoundError(code="not_found", field=None, message=f"no workflow with key {key!r}")
+    instances = dict.fromkeys(TriggerStatus.values, 0)
+    for status, count in (
+        TriggerInstance.objects.filter(workflow=workflow)
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("*"))
+    ):
+        instances[status] = count
+    per_node: dict[str, list[int]] = {}
+    for node_id, success, count in (
+        StepExecutionLog.objects.filter(workflow=workflow)
+        .order_by()
+        # Grouped by (node_id, success) with COUNT(*): every column read is in the
+        # index, so PostgreSQL answers with an index-only scan in index order.
+        .values_list("node_id", "success")
+        .annotate(n=Count("*"))
+    ):
+        totals = per_node.setdefault(node_id, [0, 0])
+        totals[0] += count
+        totals[1] += count if success else 0
+    order = [str(n.get("id")) for n in (workflow.definition or {}).get("nodes", [])]
+    order += sorted(set(per_node) - set(order))
+    return WorkflowStats(
+        instances=instances,
+        nodes=[
+            NodeStats(node_id, n, ok, n - ok)
+            for node_id in order
+            for n, ok in [per_node.get(node_id, [0, 0])]
+        ],
     )

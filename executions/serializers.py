@@ -69,3 +69,19 @@ class TimelineOutputSerializer(serializers.Serializer):
     steps = StepLogOutputSerializer(many=True)
     inbox = InboxItemOutputSerializer(many=True)
     pending = PendingOutputSerializer(allow_null=True)
+
+
+class NodeStatsOutputSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    executions = serializers.IntegerField()
+    successes = serializers.IntegerField()
+    failures = serializers.IntegerField()
+
+
+class WorkflowStatsOutputSerializer(serializers.Serializer):
+    """GET /workflows/{key}/stats/ (SPEC §9)."""
+
+    instances = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Instances per status (every status)"
+    )
+    nodes = NodeStatsOutputSerializer(many=True)

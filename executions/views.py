@@ -10,11 +10,12 @@ from notifyflow.pagination import StepLogsOldestFirst
 from triggers.models import TriggerInstance
 
 from .models import StepExecutionLog
-from .selectors import instance_timeline
+from .selectors import instance_timeline, workflow_stats
 from .serializers import (
     StepLogFilterSerializer,
     StepLogOutputSerializer,
     TimelineOutputSerializer,
+    WorkflowStatsOutputSerializer,
 )
 
 
@@ -54,3 +55,13 @@ class TriggerTimelineView(GenericAPIView):
 
     def get(self, request: Request, id: str) -> Response:
         return Response(self.get_serializer(instance_timeline(instance_id=id)).data)
+
+
+class WorkflowStatsView(GenericAPIView):
+    """Instances per status and per-node executions, successes and failures over all
+    versions (SPEC §9); 404 unknown workflow."""
+
+    serializer_class = WorkflowStatsOutputSerializer
+
+    def get(self, request: Request, key: str) -> Response:
+        return Response(self.get_serializer(workflow_stats(key=key)).data)

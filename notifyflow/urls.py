@@ -4,7 +4,12 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from executions.views import StepLogListView, TriggerStepsView, TriggerTimelineView
+from executions.views import (
+    StepLogListView,
+    TriggerStepsView,
+    TriggerTimelineView,
+    WorkflowStatsView,
+)
 from triggers.event_views import (
     EventReceiveView,
     WorkflowTriggerDetailView,
@@ -59,6 +64,7 @@ api_v1 = [
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
     path("workflows/<slug:key>/diagram/", WorkflowDiagramView.as_view(), name="workflow-diagram"),
+    path("workflows/<slug:key>/stats/", WorkflowStatsView.as_view(), name="workflow-stats"),
     path(
         "workflows/<slug:key>/pause/",
         WorkflowPauseView.as_view(pause=True),
