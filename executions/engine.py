@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from notifyflow import metrics
 from triggers import state
 from triggers.dispatch import dispatch_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
@@ -223,6 +224,8 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
                 ).exists()
                 log.update(cancelled if was_cancelled else lost)
             StepExecutionLog.objects.create(**log)
+    metrics.STEPS.labels(node["type"], "success" if outcome.success else outcome.error_kind).inc()
+    metrics.STEP_SECONDS.labels(node["type"]).observe((finished - started).total_seconds())
     if not outcome.success:
         return f"failed:{outcome.error_kind}"
     return "advanced" if next_node else "completed"
@@ -361,7 +364,7 @@ def _record_failure(
             updates=updates,
         )
     assert decision.retry_at is not None
-    return state.requeue(
+    moved = state.requeue(
         instance_id=instance.pk,
         lease_token=lease,
         due=decision.retry_at,
@@ -371,6 +374,9 @@ def _record_failure(
         also=also,
         reason=f"retry {decision.attempts} scheduled: {error}",
     )
+    if moved:
+        metrics.RETRIES.labels("engine").inc()
+    return moved
 
 
 def _not_claimed(instance_id: uuid.UUID | str) -> str:
@@ -455,6 +461,9 @@ def recover_expired_leases(*, now: datetime, batch: int) -> int:
                 )
             if ok:
                 recovered += 1
+                metrics.SWEEPER.labels("lease").inc()
+                if not decision.give_up:
+                    metrics.RETRIES.labels("sweeper").inc()
                 StepExecutionLog.objects.create(
                     trigger_id=instance.pk,
                     workflow_id=instance.workflow_id,
@@ -505,4 +514,5 @@ def redispatch_due(*, now: datetime, batch: int) -> int:
         TriggerInstance.objects.filter(pk__in=ids, status=S.ENQUEUED).update(dispatched_at=now)
         for instance_id in ids:
             dispatch_on_commit(instance_id)
+    metrics.SWEEPER.labels("redispatch").inc(len(ids))
     return len(ids)

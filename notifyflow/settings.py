@@ -169,6 +169,15 @@ SPECTACULAR_SETTINGS = {
 NOTIFYFLOW_MAX_PAYLOAD_BYTES = env_int("NOTIFYFLOW_MAX_PAYLOAD_BYTES", 256 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = NOTIFYFLOW_MAX_PAYLOAD_BYTES + 64 * 1024
 
+# --- Observability ----------------------------------------------------------------------
+# prometheus_client's own variable: a directory shared by every process of a host (web,
+# workers, beat), emptied when they start; /metrics then sums every process's counters.
+PROMETHEUS_MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+# Unset: /metrics answers loopback clients only. Set: it requires this bearer token.
+NOTIFYFLOW_METRICS_TOKEN = os.environ.get("NOTIFYFLOW_METRICS_TOKEN", "")
+# /readyz answers 503 when the oldest due instance has waited longer than this (0: never).
+NOTIFYFLOW_READYZ_MAX_DUE_AGE_S = env_float("NOTIFYFLOW_READYZ_MAX_DUE_AGE_S", 0)
+
 # --- Providers ------------------------------------------------------------------------
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")

@@ -1,6 +1,7 @@
+from django.conf import settings
 from django.contrib import admin
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
@@ -16,6 +17,7 @@ from triggers.event_views import (
     WorkflowTriggerListCreateView,
     WorkflowTriggerPreviewKeyView,
 )
+from triggers.selectors import queue_figures
 from triggers.views import (
     TriggerCancelByKeyView,
     TriggerCancelView,
@@ -27,11 +29,11 @@ from triggers.views import (
 )
 from workflows.views import WorkflowDetailView, WorkflowDiagramView, WorkflowListCreateView
 
+from . import metrics
 from .celery import app as celery_app
 
 
-def healthz(request: HttpRequest) -> JsonResponse:
-    """200 when the database and the broker answer; 503 naming the one that does not."""
+def _checks() -> dict[str, str]:
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:
@@ -45,9 +47,45 @@ def healthz(request: HttpRequest) -> JsonResponse:
         checks["broker"] = "ok"
     except Exception as exc:  # noqa: BLE001
         checks["broker"] = f"error: {exc.__class__.__name__}: {exc}"
+    return checks
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """200 when the database and the broker answer; 503 naming the one that does not."""
+    checks = _checks()
     healthy = all(v == "ok" for v in checks.values())
     return JsonResponse(
         {"status": "ok" if healthy else "unavailable", **checks}, status=200 if healthy else 503
+    )
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """``/healthz`` plus the due backlog and the oldest due instance's age, so a load
+    balancer or an alert sees a stuck fleet. 503 when the database or the broker is down,
+    or when the oldest due instance has waited longer than
+    NOTIFYFLOW_READYZ_MAX_DUE_AGE_S (if set)."""
+    checks: dict[str, object] = dict(_checks())
+    ready = all(v == "ok" for v in checks.values())
+    if checks["database"] == "ok":
+        figures = queue_figures()
+        checks["due_backlog"] = figures.due_backlog
+        checks["oldest_due_age_s"] = round(figures.oldest_due_age_s, 3)
+        limit = settings.NOTIFYFLOW_READYZ_MAX_DUE_AGE_S
+        if limit and figures.oldest_due_age_s > limit:
+            ready = False
+            checks["queue"] = f"stuck: the oldest due instance has waited over {limit:g} s"
+        else:
+            checks["queue"] = "ok"
+    return JsonResponse(
+        {"status": "ok" if ready else "unavailable", **checks}, status=200 if ready else 503
+    )
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus metrics (notifyflow.metrics): every process's counters plus the queue
+    figures read from the database at scrape time."""
+    return metrics.metrics_response(
+        request, collectors=[metrics.QueueCollector(lambda: queue_figures())]
     )
 
 
@@ -97,4 +135,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
 ]

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from notifyflow import metrics
 from notifyflow.errors import ApplicationError
 from workflows.models import Workflow
 
@@ -215,6 +216,7 @@ def event_receive(
     a skipped binding never stops the others. The event and all outcomes are recorded
     in EventRecord.
     """
+    metrics.EVENTS_RECEIVED.inc()
     at = at or timezone.now()
     bindings = (
         WorkflowTrigger.objects.filter(event_name=name, is_active=True)

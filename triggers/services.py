@@ -17,6 +17,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from notifyflow import metrics
 from notifyflow.caching import ProcessCache
 from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
 from workflows.models import Workflow
@@ -77,6 +78,7 @@ def trigger_create(
     wf = _resolve_workflow(workflow)
     existing = _existing(wf, idempotency_key)
     if existing is not None:
+        metrics.TRIGGERS.labels("replayed").inc()
         return TriggerCreateResult(existing, False)
     if not wf.is_active:
         raise ApplicationError(
@@ -118,7 +120,9 @@ def trigger_create(
         existing = _existing(wf, idempotency_key)
         if existing is None:
             raise
+        metrics.TRIGGERS.labels("replayed").inc()
         return TriggerCreateResult(existing, False)
+    metrics.TRIGGERS.labels("created").inc()
     return TriggerCreateResult(instance, True)
 
 
@@ -204,6 +208,7 @@ def instance_cancel(
         if state.cancel(
             instance_id=instance.pk, from_status=instance.status, reason=why, actor=actor
         ):
+            metrics.CANCELLED.inc()
             instance.refresh_from_db()
             return instance
     raise ConflictError(
