@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from notifyflow import metrics
+from notifyflow import logs, metrics
 from triggers import state
 from triggers.dispatch import dispatch_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
@@ -140,7 +140,17 @@ class _Outcome:
 
 
 def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str = "") -> str:
-    """Execute the current node of one instance. Returns what happened (for logs)."""
+    """Execute the current node of one instance. Returns what happened (for logs).
+
+    Logs one line per step carrying trigger_id, workflow, node_id and attempt (and the
+    task's task_id and request_id, bound by executions.worker_hooks)."""
+    with logs.bound(task_id=task_id, trigger_id=str(instance_id)):
+        result = _step_execute(instance_id=instance_id, task_id=task_id, worker=worker)
+        logger.info("step %s", result)
+        return result
+
+
+def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) -> str:
     claimed = claim(instance_id=instance_id, worker=worker)
     if claimed is None:
         return _not_claimed(instance_id)
@@ -148,6 +158,7 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
     lease = instance.lease_token
     assert lease is not None  # a claimed row always has a lease (database CHECK)
     node_id = instance.current_node_id or ""
+    logs.bind(workflow=version.workflow_key, node_id=node_id, attempt=instance.attempts + 1)
     started = timezone.now()
     context = build_context(instance, version, started)
     step: StepContext | None = None

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "notifyflow.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -134,11 +135,21 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
+# plain (default, for people) or json (one object per line, for log pipelines); both
+# carry the request/task/trigger fields (notifyflow/logs.py).
+NOTIFYFLOW_LOG_FORMAT = os.environ.get("NOTIFYFLOW_LOG_FORMAT", "plain").strip().lower() or "plain"
+if NOTIFYFLOW_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(
+        f"NOTIFYFLOW_LOG_FORMAT={NOTIFYFLOW_LOG_FORMAT!r}: expected 'plain' or 'json'"
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"()": "notifyflow.logs.PlainFormatter"},
+        "json": {"()": "notifyflow.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": NOTIFYFLOW_LOG_FORMAT}},
     "loggers": {
         "notifyflow": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     },

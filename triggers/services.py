@@ -123,6 +123,10 @@ def trigger_create(
         metrics.TRIGGERS.labels("replayed").inc()
         return TriggerCreateResult(existing, False)
     metrics.TRIGGERS.labels("created").inc()
+    logger.info(
+        "trigger created",
+        extra={"nf": {"trigger_id": str(instance.pk), "workflow": wf.key, "actor": actor}},
+    )
     return TriggerCreateResult(instance, True)
 
 
