@@ -10,7 +10,7 @@ export EMAIL_BACKEND="${EMAIL_BACKEND:-django.core.mail.backends.console.EmailBa
 # One metrics directory for web, worker and beat, emptied at each start: /metrics then
 # includes the worker's step counters (notifyflow/metrics.py).
 export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-$PWD/var/prometheus}"
-rm -rf "$PROMETHEUS_MULTIPROC_DIR" && mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+mkdir -p "$PROMETHEUS_MULTIPROC_DIR" && rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db
 
 $PY manage.py migrate --noinput -v0
 $PY manage.py collectstatic --noinput -v0
