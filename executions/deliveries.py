@@ -10,12 +10,14 @@ idempotency key (the email Message-ID header; Twilio's Messages API takes none).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 from django.utils import timezone
 
+from notifyflow import metrics
 from triggers.state import Statement
 
 from .models import Delivery, DeliveryStatus
@@ -60,15 +62,18 @@ def guarded_send(*, step: StepContext, channel: str, send: Callable[[], dict]) -
         )
         return {**output, "deduplicated": True}
     # No transaction is open here: the provider call never holds a database lock.
+    started = time.perf_counter()
     try:
         output = send()
     except ProviderError as exc:
+        metrics.PROVIDER_SECONDS.labels(channel, "failed").observe(time.perf_counter() - started)
         step.pending_delivery = {
             "status": DeliveryStatus.FAILED,
             "output": {"error": str(exc)},
             "provider_message_id": "",
         }
         raise
+    metrics.PROVIDER_SECONDS.labels(channel, "sent").observe(time.perf_counter() - started)
     step.pending_delivery = {
         "status": DeliveryStatus.SENT,
         "output": output,

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from notifyflow import logs, metrics
 from triggers import inbox, state
 from triggers.dispatch import dispatch_on_commit
 from triggers.inbox_models import InboxEvent, OutboxEvent
@@ -140,7 +141,17 @@ class _Outcome:
 
 
 def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str = "") -> str:
-    """Execute the current node of one instance. Returns what happened (for logs)."""
+    """Execute the current node of one instance. Returns what happened (for logs).
+
+    Logs one line per step carrying trigger_id, workflow, node_id and attempt (and the
+    task's task_id and request_id, bound by executions.worker_hooks)."""
+    with logs.bound(task_id=task_id, trigger_id=str(instance_id)):
+        result = _step_execute(instance_id=instance_id, task_id=task_id, worker=worker)
+        logger.info("step %s", result)
+        return result
+
+
+def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) -> str:
     claimed = claim(instance_id=instance_id, worker=worker)
     if claimed is None:
         return _not_claimed(instance_id)
@@ -148,6 +159,7 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
     lease = instance.lease_token
     assert lease is not None  # a claimed row always has a lease (database CHECK)
     node_id = instance.current_node_id or ""
+    logs.bind(workflow=version.workflow_key, node_id=node_id, attempt=instance.attempts + 1)
     started = timezone.now()
     context = build_context(instance, version, started)
     step: StepContext | None = None
@@ -233,6 +245,8 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
             StepExecutionLog.objects.create(**log)
     if recorded and result is not None:
         _after_commit(instance, result)
+    metrics.STEPS.labels(node["type"], "success" if outcome.success else outcome.error_kind).inc()
+    metrics.STEP_SECONDS.labels(node["type"]).observe((finished - started).total_seconds())
     if not outcome.success:
         return f"failed:{outcome.error_kind}"
     if result is not None and result.park_until is not None:
@@ -456,7 +470,7 @@ def _record_failure(
             updates=updates,
         )
     assert decision.retry_at is not None
-    return state.requeue(
+    moved = state.requeue(
         instance_id=instance.pk,
         lease_token=lease,
         due=decision.retry_at,
@@ -466,6 +480,9 @@ def _record_failure(
         also=also,
         reason=f"retry {decision.attempts} scheduled: {error}",
     )
+    if moved:
+        metrics.RETRIES.labels("engine").inc()
+    return moved
 
 
 def _not_claimed(instance_id: uuid.UUID | str) -> str:
@@ -554,6 +571,9 @@ def recover_expired_leases(*, now: datetime, batch: int) -> int:
                 )
             if ok:
                 recovered += 1
+                metrics.SWEEPER.labels("lease").inc()
+                if not decision.give_up:
+                    metrics.RETRIES.labels("sweeper").inc()
                 StepExecutionLog.objects.create(
                     trigger_id=instance.pk,
                     workflow_id=instance.workflow_id,
@@ -604,4 +624,5 @@ def redispatch_due(*, now: datetime, batch: int) -> int:
         TriggerInstance.objects.filter(pk__in=ids, status=S.ENQUEUED).update(dispatched_at=now)
         for instance_id in ids:
             dispatch_on_commit(instance_id)
+    metrics.SWEEPER.labels("redispatch").inc(len(ids))
     return len(ids)

@@ -9,8 +9,9 @@ class StepExecutionLog(models.Model):
     trigger = models.ForeignKey(
         "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="step_logs"
     )
+    # No index of its own: steplog_workflow_node_success leads with it.
     workflow = models.ForeignKey(
-        "workflows.Workflow", on_delete=models.CASCADE, related_name="step_logs"
+        "workflows.Workflow", on_delete=models.CASCADE, related_name="step_logs", db_index=False
     )
     workflow_version = models.PositiveIntegerField()
     node_id = models.CharField(max_length=64)
@@ -35,6 +36,11 @@ class StepExecutionLog(models.Model):
             models.Index(fields=["trigger", "started_at"], name="steplog_trigger_started"),
             # GET /step-logs/?node= and the admin filter.
             models.Index(fields=["node_id", "-started_at"], name="steplog_node_started"),
+            # GET /workflows/{key}/stats/: executions, successes and failures per node,
+            # as an index-only scan of one workflow's entries (executions.selectors).
+            models.Index(
+                fields=["workflow", "node_id", "success"], name="steplog_workflow_node_success"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from triggers.serializers import StatusChangeOutputSerializer, TriggerOutputSerializer
+
 from .models import StepExecutionLog
 
 
@@ -36,3 +38,50 @@ class StepLogOutputSerializer(serializers.ModelSerializer):
 class StepLogFilterSerializer(serializers.Serializer):
     trigger = serializers.UUIDField(required=False)
     node = serializers.CharField(required=False, max_length=64)
+
+
+class WaitingForSerializer(serializers.Serializer):
+    event = serializers.CharField()
+    deadline = serializers.DateTimeField(allow_null=True)
+
+
+class PendingOutputSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    node_type = serializers.CharField()
+    due_at = serializers.DateTimeField()
+    waiting_for = WaitingForSerializer(allow_null=True)
+
+
+class InboxItemOutputSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    event_id = serializers.CharField(allow_null=True)
+    context = serializers.DictField()
+    received_at = serializers.DateTimeField()
+    consumed_at = serializers.DateTimeField(allow_null=True)
+    consumed_by_node = serializers.CharField(allow_null=True)
+
+
+class TimelineOutputSerializer(serializers.Serializer):
+    """GET /triggers/{id}/timeline/ (SPEC §9)."""
+
+    instance = TriggerOutputSerializer()
+    history = StatusChangeOutputSerializer(many=True)
+    steps = StepLogOutputSerializer(many=True)
+    inbox = InboxItemOutputSerializer(many=True)
+    pending = PendingOutputSerializer(allow_null=True)
+
+
+class NodeStatsOutputSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    executions = serializers.IntegerField()
+    successes = serializers.IntegerField()
+    failures = serializers.IntegerField()
+
+
+class WorkflowStatsOutputSerializer(serializers.Serializer):
+    """GET /workflows/{key}/stats/ (SPEC §9)."""
+
+    instances = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Instances per status (every status)"
+    )
+    nodes = NodeStatsOutputSerializer(many=True)

@@ -10,7 +10,13 @@ from notifyflow.pagination import StepLogsOldestFirst
 from triggers.models import TriggerInstance
 
 from .models import StepExecutionLog
-from .serializers import StepLogFilterSerializer, StepLogOutputSerializer
+from .selectors import instance_timeline, workflow_stats
+from .serializers import (
+    StepLogFilterSerializer,
+    StepLogOutputSerializer,
+    TimelineOutputSerializer,
+    WorkflowStatsOutputSerializer,
+)
 
 
 class TriggerStepsView(GenericAPIView):
@@ -39,3 +45,23 @@ class StepLogListView(GenericAPIView):
             StepLogFilterSerializer,
             {"trigger": "trigger_id", "node": "node_id"},
         )
+
+
+class TriggerTimelineView(GenericAPIView):
+    """Where an instance is, what happened and what it waits for (SPEC §9): its status
+    history (creation included), step logs, inbox and pending work; 404 unknown."""
+
+    serializer_class = TimelineOutputSerializer
+
+    def get(self, request: Request, id: str) -> Response:
+        return Response(self.get_serializer(instance_timeline(instance_id=id)).data)
+
+
+class WorkflowStatsView(GenericAPIView):
+    """Instances per status and per-node executions, successes and failures over all
+    versions (SPEC §9); 404 unknown workflow."""
+
+    serializer_class = WorkflowStatsOutputSerializer
+
+    def get(self, request: Request, key: str) -> Response:
+        return Response(self.get_serializer(workflow_stats(key=key)).data)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery.signals import beat_init, worker_init
+from celery.signals import beat_init, task_postrun, task_prerun, worker_init
 from django.conf import settings
 from django.db.backends.signals import connection_created
+
+from notifyflow import logs
 
 logger = logging.getLogger("notifyflow.celery")
 
@@ -16,6 +18,31 @@ def install() -> None:
     worker_init.connect(_worker_async_commit, weak=False, dispatch_uid="nf_async_commit")
     worker_init.connect(_fix_kombu_timers, weak=False, dispatch_uid="nf_kombu_timers")
     beat_init.connect(_ensure_schedule, weak=False, dispatch_uid="nf_sweeper_schedule")
+    task_prerun.connect(_bind_task_context, weak=False, dispatch_uid="nf_log_context_bind")
+    task_postrun.connect(_unbind_task_context, weak=False, dispatch_uid="nf_log_context_unbind")
+
+
+# task id -> the log context's exit, for the task's postrun (prerun and postrun run in
+# the same thread of the same process, around the task).
+_task_contexts: dict[str, Any] = {}
+
+
+def _bind_task_context(task_id: str = "", task: Any = None, **kwargs: Any) -> None:
+    """Bind the task id and the request id its message carries (``send_task_on_commit``)
+    for every log line of the task, and for the tasks it sends."""
+    request = getattr(task, "request", None)
+    rid = getattr(request, "request_id", None) or (getattr(request, "headers", None) or {}).get(
+        "request_id"
+    )
+    context = logs.bound(task_id=task_id, request_id=rid)
+    context.__enter__()
+    _task_contexts[task_id] = context
+
+
+def _unbind_task_context(task_id: str = "", **kwargs: Any) -> None:
+    context = _task_contexts.pop(task_id, None)
+    if context is not None:
+        context.__exit__(None, None, None)
 
 
 def _worker_async_commit(**kwargs: Any) -> None:

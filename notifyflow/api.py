@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
 from rest_framework.generics import GenericAPIView
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
@@ -61,3 +64,15 @@ def paginated_list(
         queryset = queryset.filter(**{lookups[name]: value})
     page = view.paginate_queryset(queryset)
     return view.get_paginated_response(view.get_serializer(page, many=True).data)
+
+
+class IgnoreFormatParameter(DefaultContentNegotiation):
+    """Content negotiation for views that own a ``format`` query parameter (DRF would
+    read ``?format=dot`` as a renderer choice and answer 404): always the view's first
+    renderer, which renders its errors; the view returns its text itself."""
+
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        first = next(iter(renderers))
+        return first, first.media_type

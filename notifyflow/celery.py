@@ -10,6 +10,8 @@ from typing import Any
 from celery import Celery
 from django.db import transaction
 
+from . import logs
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
 
 app = Celery("notifyflow")
@@ -24,8 +26,15 @@ app.autodiscover_tasks()
 def send_task_on_commit(name: str, *args: Any, countdown: float | None = None) -> None:
     """Send task ``name`` with ``args`` (ids only) once the surrounding transaction commits.
 
-    Outside a transaction Django runs the callback at once. A message sent before commit
+    Outside a transaction Django runs the callback at once. Carries the current
+    request id (``notifyflow.logs``) in the message's headers. A message sent before commit
     could be consumed by a worker that cannot see the row yet. By name, so a lower layer
     can start work that a higher one defines.
     """
-    transaction.on_commit(lambda: app.send_task(name, args=args, countdown=countdown))
+    # The request id of the API call (or the task) that causes this one travels as a
+    # message header, so the next task's log lines carry it too (executions.worker_hooks).
+    rid = logs.request_id()
+    headers = {"request_id": rid} if rid else None
+    transaction.on_commit(
+        lambda: app.send_task(name, args=args, countdown=countdown, headers=headers)
+    )

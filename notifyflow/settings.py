@@ -74,6 +74,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "notifyflow.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -134,11 +135,21 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
+# plain (default, for people) or json (one object per line, for log pipelines); both
+# carry the request/task/trigger fields (notifyflow/logs.py).
+NOTIFYFLOW_LOG_FORMAT = os.environ.get("NOTIFYFLOW_LOG_FORMAT", "plain").strip().lower() or "plain"
+if NOTIFYFLOW_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(
+        f"NOTIFYFLOW_LOG_FORMAT={NOTIFYFLOW_LOG_FORMAT!r}: expected 'plain' or 'json'"
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"()": "notifyflow.logs.PlainFormatter"},
+        "json": {"()": "notifyflow.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": NOTIFYFLOW_LOG_FORMAT}},
     "loggers": {
         "notifyflow": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     },
@@ -168,6 +179,15 @@ SPECTACULAR_SETTINGS = {
 # Requests bigger than this never reach a view: 413 (checked before parsing).
 NOTIFYFLOW_MAX_PAYLOAD_BYTES = env_int("NOTIFYFLOW_MAX_PAYLOAD_BYTES", 256 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = NOTIFYFLOW_MAX_PAYLOAD_BYTES + 64 * 1024
+
+# --- Observability ----------------------------------------------------------------------
+# prometheus_client's own variable: a directory shared by every process of a host (web,
+# workers, beat), emptied when they start; /metrics then sums every process's counters.
+PROMETHEUS_MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+# Unset: /metrics answers loopback clients only. Set: it requires this bearer token.
+NOTIFYFLOW_METRICS_TOKEN = os.environ.get("NOTIFYFLOW_METRICS_TOKEN", "")
+# /readyz answers 503 when the oldest due instance has waited longer than this (0: never).
+NOTIFYFLOW_READYZ_MAX_DUE_AGE_S = env_float("NOTIFYFLOW_READYZ_MAX_DUE_AGE_S", 0)
 
 # --- Providers ------------------------------------------------------------------------
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -1,10 +1,16 @@
+from django.conf import settings
 from django.contrib import admin
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from executions.views import StepLogListView, TriggerStepsView
+from executions.views import (
+    StepLogListView,
+    TriggerStepsView,
+    TriggerTimelineView,
+    WorkflowStatsView,
+)
 from triggers.event_views import (
     EventReceiveView,
     InstanceEventView,
@@ -12,20 +18,23 @@ from triggers.event_views import (
     WorkflowTriggerListCreateView,
     WorkflowTriggerPreviewKeyView,
 )
+from triggers.selectors import queue_figures
 from triggers.views import (
     TriggerCancelByKeyView,
     TriggerCancelView,
     TriggerDetailView,
     TriggerListCreateView,
+    TriggerRetryView,
+    TriggerRunNowView,
     WorkflowPauseView,
 )
-from workflows.views import WorkflowDetailView, WorkflowListCreateView
+from workflows.views import WorkflowDetailView, WorkflowDiagramView, WorkflowListCreateView
 
+from . import metrics
 from .celery import app as celery_app
 
 
-def healthz(request: HttpRequest) -> JsonResponse:
-    """200 when the database and the broker answer; 503 naming the one that does not."""
+def _checks() -> dict[str, str]:
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:
@@ -39,9 +48,45 @@ def healthz(request: HttpRequest) -> JsonResponse:
         checks["broker"] = "ok"
     except Exception as exc:  # noqa: BLE001
         checks["broker"] = f"error: {exc.__class__.__name__}: {exc}"
+    return checks
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """200 when the database and the broker answer; 503 naming the one that does not."""
+    checks = _checks()
     healthy = all(v == "ok" for v in checks.values())
     return JsonResponse(
         {"status": "ok" if healthy else "unavailable", **checks}, status=200 if healthy else 503
+    )
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """``/healthz`` plus the due backlog and the oldest due instance's age, so a load
+    balancer or an alert sees a stuck fleet. 503 when the database or the broker is down,
+    or when the oldest due instance has waited longer than
+    NOTIFYFLOW_READYZ_MAX_DUE_AGE_S (if set)."""
+    checks: dict[str, object] = dict(_checks())
+    ready = all(v == "ok" for v in checks.values())
+    if checks["database"] == "ok":
+        figures = queue_figures()
+        checks["due_backlog"] = figures.due_backlog
+        checks["oldest_due_age_s"] = round(figures.oldest_due_age_s, 3)
+        limit = settings.NOTIFYFLOW_READYZ_MAX_DUE_AGE_S
+        if limit and figures.oldest_due_age_s > limit:
+            ready = False
+            checks["queue"] = f"stuck: the oldest due instance has waited over {limit:g} s"
+        else:
+            checks["queue"] = "ok"
+    return JsonResponse(
+        {"status": "ok" if ready else "unavailable", **checks}, status=200 if ready else 503
+    )
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus metrics (notifyflow.metrics): every process's counters plus the queue
+    figures read from the database at scrape time."""
+    return metrics.metrics_response(
+        request, collectors=[metrics.QueueCollector(lambda: queue_figures())]
     )
 
 
@@ -51,10 +96,15 @@ api_v1 = [
     path("triggers/<uuid:id>/", TriggerDetailView.as_view(), name="trigger-detail"),
     path("triggers/<uuid:id>/cancel/", TriggerCancelView.as_view(), name="trigger-cancel"),
     path("triggers/<uuid:id>/events/", InstanceEventView.as_view(), name="trigger-events"),
+    path("triggers/<uuid:id>/retry/", TriggerRetryView.as_view(), name="trigger-retry"),
+    path("triggers/<uuid:id>/run-now/", TriggerRunNowView.as_view(), name="trigger-run-now"),
     path("triggers/<uuid:id>/steps/", TriggerStepsView.as_view(), name="trigger-steps"),
+    path("triggers/<uuid:id>/timeline/", TriggerTimelineView.as_view(), name="trigger-timeline"),
     path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
+    path("workflows/<slug:key>/diagram/", WorkflowDiagramView.as_view(), name="workflow-diagram"),
+    path("workflows/<slug:key>/stats/", WorkflowStatsView.as_view(), name="workflow-stats"),
     path(
         "workflows/<slug:key>/pause/",
         WorkflowPauseView.as_view(pause=True),
@@ -87,4 +137,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
 ]

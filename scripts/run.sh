@@ -7,6 +7,10 @@ PY=.venv/bin/python
 PORT="${PORT:-8000}"
 export SMS_BACKEND="${SMS_BACKEND:-console}"
 export EMAIL_BACKEND="${EMAIL_BACKEND:-django.core.mail.backends.console.EmailBackend}"
+# One metrics directory for web, worker and beat, emptied at each start: /metrics then
+# includes the worker's step counters (notifyflow/metrics.py).
+export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-$PWD/var/prometheus}"
+mkdir -p "$PROMETHEUS_MULTIPROC_DIR" && rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db
 
 $PY manage.py migrate --noinput -v0
 $PY manage.py collectstatic --noinput -v0

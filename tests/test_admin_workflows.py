@@ -210,3 +210,14 @@ def test_changelist_renders_without_loading_definitions(admin_client_):
         for q in queries.captured_queries
         if '"workflows_workflowversion"."definition"' in q["sql"]
     ]
+
+
+def test_change_page_shows_the_mermaid_text_next_to_the_drawing(admin_client_):
+    workflow = WorkflowFactory(definition=email_sms_definition(delay="1h"))
+    body = admin_client_.get(change_url(workflow)).content.decode()
+    start = body.index('class="nf-mermaid"')
+    block = body[start : body.index("</pre>", start)]
+    assert body.index('class="nf-dag"') < start  # after the drawing, in the same fieldset
+    assert "flowchart LR" in block
+    assert "n0[&quot;hello&lt;br/&gt;&lt;small&gt;email&lt;/small&gt;&quot;]" in block
+    assert "n1 --&gt; n2" in block

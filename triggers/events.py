@@ -17,6 +17,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from notifyflow import metrics
 from notifyflow.errors import ApplicationError
 from workflows.models import Workflow
 
@@ -227,6 +228,7 @@ def event_receive(
     in EventRecord. Delivery (``triggers.inbox.deliver``) comes after the bindings, so
     an instance a binding just created hears the event too when it is interested.
     """
+    metrics.EVENTS_RECEIVED.inc()
     at = at or timezone.now()
     bindings = (
         WorkflowTrigger.objects.filter(event_name=name, is_active=True)

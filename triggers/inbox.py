@@ -20,6 +20,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from notifyflow import metrics
 from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
 from workflows.models import WorkflowVersion
 from workflows.templating import TemplateError, condition_holds, render
@@ -94,6 +95,7 @@ def deliver(
     for ``name`` become due and are dispatched."""
     received_at = received_at or timezone.now()
     ids = _insert_inbox_rows(name, event_id, context, subjects, received_at)
+    metrics.EVENT_DELIVERIES.inc(len(ids))
     if ids:
         _apply_cancel_on(ids, name, event_id, context, received_at)
         transaction.on_commit(lambda: wake_waiting(instance_ids=ids, event=name))

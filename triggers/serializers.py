@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from notifyflow.fields import JsonObjectField, StrictCharField
 
-from .models import TriggerInstance, TriggerStatus
+from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from .services import MAX_IDEMPOTENCY_KEY_LENGTH
 
 
@@ -101,3 +101,11 @@ class CancelInputSerializer(serializers.Serializer):
 class CancelByKeyInputSerializer(CancelInputSerializer):
     workflow = StrictCharField(max_length=100, help_text="Workflow key")
     idempotency_key = StrictCharField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
+
+
+class StatusChangeOutputSerializer(serializers.ModelSerializer):
+    """One row of an instance's status history; ``from_status`` is "" for its creation."""
+
+    class Meta:
+        model = TriggerStatusChange
+        fields = ["from_status", "to_status", "reason", "actor", "at"]

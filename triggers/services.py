@@ -17,6 +17,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from notifyflow import metrics
 from notifyflow.caching import ProcessCache
 from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
 from workflows.models import Workflow
@@ -78,6 +79,7 @@ def trigger_create(
     wf = _resolve_workflow(workflow)
     existing = _existing(wf, idempotency_key)
     if existing is not None:
+        metrics.TRIGGERS.labels("replayed").inc()
         return TriggerCreateResult(existing, False)
     if not wf.is_active:
         raise ApplicationError(
@@ -124,7 +126,13 @@ def trigger_create(
         existing = _existing(wf, idempotency_key)
         if existing is None:
             raise
+        metrics.TRIGGERS.labels("replayed").inc()
         return TriggerCreateResult(existing, False)
+    metrics.TRIGGERS.labels("created").inc()
+    logger.info(
+        "trigger created",
+        extra={"nf": {"trigger_id": str(instance.pk), "workflow": wf.key, "actor": actor}},
+    )
     return TriggerCreateResult(instance, True)
 
 
@@ -152,6 +160,45 @@ def instance_run_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
     return state.make_due_now(instance_id=instance_id, actor=actor)
 
 
+def instance_retry_or_conflict(*, instance_id: uuid.UUID | str, actor: str) -> TriggerInstance:
+    """``instance_retry`` for callers that must say why nothing happened (the API).
+
+    Returns the instance as it is after the retry. Raises NotFoundError, or
+    ConflictError ``not_failed`` naming the current status.
+    """
+    instance = _instance_or_404(instance_id)
+    if not instance_retry(instance_id=instance.pk, actor=actor):
+        instance.refresh_from_db()
+        raise ConflictError(
+            code="not_failed",
+            field=None,
+            message=f"instance {instance.pk} is {instance.status}; only a failed instance "
+            "can be retried",
+        )
+    instance.refresh_from_db()
+    return instance
+
+
+def instance_run_now_or_conflict(*, instance_id: uuid.UUID | str, actor: str) -> TriggerInstance:
+    """``instance_run_now`` for callers that must say why nothing happened (the API).
+
+    Returns the instance, now due. Raises NotFoundError, or ConflictError
+    ``not_waiting`` naming the current status (finished, running, or already due).
+    """
+    instance = _instance_or_404(instance_id)
+    if not instance_run_now(instance_id=instance.pk, actor=actor):
+        instance.refresh_from_db()
+        why = "already due" if instance.status == TriggerStatus.ENQUEUED else instance.status
+        raise ConflictError(
+            code="not_waiting",
+            field=None,
+            message=f"instance {instance.pk} is {why}; only an enqueued instance waiting "
+            "on a delay or a retry can run now",
+        )
+    instance.refresh_from_db()
+    return instance
+
+
 def instance_cancel(
     *, instance_id: uuid.UUID | str, actor: str, reason: str = ""
 ) -> TriggerInstance:
@@ -171,6 +218,7 @@ def instance_cancel(
         if state.cancel(
             instance_id=instance.pk, from_status=instance.status, reason=why, actor=actor
         ):
+            metrics.CANCELLED.inc()
             instance.refresh_from_db()
             return instance
     raise ConflictError(

@@ -22,6 +22,8 @@ from .serializers import (
 from .services import (
     instance_cancel,
     instance_cancel_by_key,
+    instance_retry_or_conflict,
+    instance_run_now_or_conflict,
     trigger_create,
     workflow_pause,
     workflow_resume,
@@ -88,6 +90,30 @@ class TriggerCancelView(GenericAPIView):
     def post(self, request: Request, id: str) -> Response:
         body = validated_body(request, CancelInputSerializer)
         instance = instance_cancel(instance_id=id, actor=_actor(request), reason=body["reason"])
+        return Response(TriggerOutputSerializer(instance).data)
+
+
+class TriggerRetryView(GenericAPIView):
+    """Retry a failed instance (SPEC §9), as the admin's retry: 200 with the instance,
+    404 unknown, 409 ``not_failed``."""
+
+    serializer_class = TriggerOutputSerializer
+
+    @extend_schema(request=None, responses={200: TriggerOutputSerializer})
+    def post(self, request: Request, id: str) -> Response:
+        instance = instance_retry_or_conflict(instance_id=id, actor=_actor(request))
+        return Response(TriggerOutputSerializer(instance).data)
+
+
+class TriggerRunNowView(GenericAPIView):
+    """Skip the delay or backoff an enqueued instance waits on (SPEC §9), as the admin's
+    run now: 200 with the instance, 404 unknown, 409 ``not_waiting``."""
+
+    serializer_class = TriggerOutputSerializer
+
+    @extend_schema(request=None, responses={200: TriggerOutputSerializer})
+    def post(self, request: Request, id: str) -> Response:
+        instance = instance_run_now_or_conflict(instance_id=id, actor=_actor(request))
         return Response(TriggerOutputSerializer(instance).data)
 
 

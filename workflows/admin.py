@@ -16,6 +16,7 @@ from django.utils.safestring import SafeString
 
 from .admin_support import LeanChangeListMixin, ReadOnlyAdminMixin, pretty_json
 from .definition import NODE_TYPES, DefinitionError, DefinitionProblem, validate_definition
+from .diagram import to_mermaid
 from .drawing import draw_workflow_svg
 from .models import Workflow, WorkflowVersion
 from .services import workflow_save, workflow_set_active
@@ -114,7 +115,14 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
     search_fields = ("key", "name")
     actions = ("activate", "deactivate")
     inlines = (WorkflowVersionInline,)
-    readonly_fields = ("version_display", "drawing", "definition_json", "created_at", "updated_at")
+    readonly_fields = (
+        "version_display",
+        "drawing",
+        "mermaid",
+        "definition_json",
+        "created_at",
+        "updated_at",
+    )
 
     def get_fieldsets(self, request: HttpRequest, obj: Workflow | None = None) -> list:
         editing = (
@@ -130,7 +138,7 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
             ("Definition", {"fields": ("definition" if editing else "definition_json",)})
         )
         if obj is not None:
-            fieldsets.append(("Graph (current version)", {"fields": ("drawing",)}))
+            fieldsets.append(("Graph (current version)", {"fields": ("drawing", "mermaid")}))
         return fieldsets
 
     def save_model(
@@ -157,6 +165,18 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
     @admin.display(description="graph")
     def drawing(self, obj: Workflow) -> SafeString:
         return draw_workflow_svg(obj.definition)
+
+    @admin.display(description="Mermaid")
+    def mermaid(self, obj: Workflow) -> SafeString | str:
+        """The graph as Mermaid text, to paste into docs (GET .../diagram/ serves it too,
+        and DOT)."""
+        if obj.definition is None:
+            return "-"
+        return format_html(
+            '<pre class="nf-mermaid" style="white-space:pre;max-width:60em;overflow:auto;'
+            'user-select:all">{}</pre>',
+            to_mermaid(obj.definition, title=f"{obj.key} v{obj.current_version.version}"),
+        )
 
     @admin.display(description="definition")
     def definition_json(self, obj: Workflow) -> SafeString:

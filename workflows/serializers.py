@@ -30,3 +30,14 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
             "created_at",
             "updated_at",
         ]
+
+
+class DiagramQuerySerializer(serializers.Serializer):
+    """The query string of GET /workflows/{key}/diagram/."""
+
+    format = serializers.ChoiceField(
+        choices=["mermaid", "dot"], default="mermaid", help_text="mermaid (default) or dot"
+    )
+    version = serializers.IntegerField(
+        min_value=1, required=False, help_text="A version number; the current one if omitted"
+    )

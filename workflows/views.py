@@ -1,17 +1,20 @@
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import validated_body
-from notifyflow.errors import ApplicationError
+from notifyflow.api import IgnoreFormatParameter, validated_body
+from notifyflow.errors import ApplicationError, NotFoundError
 from notifyflow.pagination import WorkflowPages
 
-from .models import Workflow
-from .serializers import WorkflowInputSerializer, WorkflowOutputSerializer
+from .diagram import diagram
+from .models import Workflow, WorkflowVersion
+from .serializers import DiagramQuerySerializer, WorkflowInputSerializer, WorkflowOutputSerializer
 from .services import workflow_save
 
 
@@ -59,3 +62,46 @@ class WorkflowDetailView(GenericAPIView):
     def put(self, request: Request, key: str) -> Response:
         workflow = _save(request, self.get_object())
         return Response(self.get_serializer(workflow).data)
+
+
+class WorkflowDiagramView(GenericAPIView):
+    """The definition as a Mermaid flowchart or a Graphviz digraph, as text (SPEC §9):
+    every node with its type, every edge with its condition. 400 for an unknown format,
+    404 for an unknown workflow or version."""
+
+    queryset = Workflow.objects.select_related("current_version")
+    lookup_field = "key"
+    content_negotiation_class = IgnoreFormatParameter
+
+    @extend_schema(
+        parameters=[DiagramQuerySerializer],
+        responses={
+            (200, "text/plain"): OpenApiResponse(
+                response=OpenApiTypes.STR, description="Mermaid or DOT source"
+            )
+        },
+    )
+    def get(self, request: Request, key: str) -> HttpResponse:
+        query = DiagramQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        workflow = self.get_object()
+        number = query.validated_data.get("version")
+        version = (
+            workflow.current_version
+            if number is None
+            else WorkflowVersion.objects.filter(workflow=workflow, version=number).first()
+        )
+        if version is None:
+            raise NotFoundError(
+                code="unknown_version",
+                field="version" if number is not None else None,
+                message=f"version: workflow {workflow.key!r} has no version {number}"
+                if number is not None
+                else f"workflow {workflow.key!r} has no definition",
+            )
+        text = diagram(
+            version.definition,
+            format=query.validated_data["format"],
+            title=f"{workflow.key} v{version.version}",
+        )
+        return HttpResponse(text, content_type="text/plain; charset=utf-8")

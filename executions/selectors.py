@@ -1,0 +1,163 @@
+"""Reads that span an instance and what happened inside its steps (the API's timeline
+and stats). Selectors return plain data; they never write."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count
+
+from notifyflow.errors import NotFoundError
+from triggers.inbox_models import InboxEvent
+from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from workflows.models import Workflow
+
+from .models import StepExecutionLog
+
+S = TriggerStatus
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The work an unfinished instance has ahead of it: the node it runs next (or runs
+    now, when processing), its type in the pinned version, and when it is due."""
+
+    node_id: str
+    node_type: str
+    due_at: datetime
+    # {event, deadline} while parked at a wait node; None when it waits only for time.
+    waiting_for: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    instance: TriggerInstance
+    history: list[TriggerStatusChange]
+    steps: list[StepExecutionLog]
+    # Events delivered to the instance, oldest first, consumed or pending.
+    inbox: list[dict[str, Any]]
+    pending: Pending | None
+
+
+def instance_timeline(*, instance_id: uuid.UUID | str) -> Timeline:
+    """Where an instance is, what happened to it and what it waits for, in four queries
+    whatever its history's length: the instance (with its workflow and pinned version),
+    its status changes (creation included), its step logs and its inbox, each oldest
+    first.
+
+    Raises NotFoundError for an unknown instance.
+    """
+    instance = (
+        TriggerInstance.objects.select_related("workflow", "workflow_version")
+        .filter(pk=instance_id)
+        .first()
+    )
+    if instance is None:
+        raise NotFoundError(code="not_found", field=None, message="no such trigger instance")
+    # status_change_instance_at and steplog_trigger_started serve these two.
+    history = list(TriggerStatusChange.objects.filter(instance=instance).order_by("at", "id"))
+    steps = list(
+        StepExecutionLog.objects.filter(trigger=instance)
+        .select_related("workflow")
+        .order_by("started_at", "id")
+    )
+    # inbox_event_once (instance, event_id) leads with the instance: an index range.
+    inbox = [
+        {
+            "name": event.name,
+            "event_id": event.event_id,
+            "context": event.context,
+            "received_at": event.received_at,
+            "consumed_at": event.consumed_at,
+            "consumed_by_node": event.consumed_by_node or None,
+        }
+        for event in InboxEvent.objects.filter(instance=instance).order_by("received_at", "id")
+    ]
+    return Timeline(
+        instance=instance, history=history, steps=steps, inbox=inbox, pending=_pending(instance)
+    )
+
+
+def _pending(instance: TriggerInstance) -> Pending | None:
+    if instance.is_terminal or instance.current_node_id is None:
+        return None
+    node_type = next(
+        (
+            str(node.get("type"))
+            for node in instance.workflow_version.definition.get("nodes", [])
+            if node.get("id") == instance.current_node_id
+        ),
+        # A cursor outside its version fails when it runs (engine); say so meanwhile.
+        "unknown",
+    )
+    waiting_for = None
+    if instance.status == S.ENQUEUED and instance.waiting_for_event:
+        waiting_for = {"event": instance.waiting_for_event, "deadline": instance.wait_deadline}
+    return Pending(
+        node_id=instance.current_node_id,
+        node_type=node_type,
+        due_at=instance.available_at,
+        waiting_for=waiting_for,
+    )
+
+
+@dataclass(frozen=True)
+class NodeStats:
+    node_id: str
+    executions: int
+    successes: int
+    failures: int
+
+
+@dataclass(frozen=True)
+class WorkflowStats:
+    instances: dict[str, int]
+    nodes: list[NodeStats]
+
+
+def workflow_stats(*, key: str) -> WorkflowStats:
+    """Instances per status and, per node id, step executions with their successes and
+    failures, over every version of the workflow (seed 003's observed transitions).
+
+    Nodes come in the current definition's order, then nodes only older versions had.
+    Two aggregate queries, each answered from an index alone (no table rows read):
+    trigger_workflow_status for the instances, steplog_workflow_node_success for the
+    step logs (bench/RESULTS.md, "Workflow stats at 1M step logs"). Raises
+    NotFoundError for an unknown workflow.
+    """
+    workflow = Workflow.objects.select_related("current_version").filter(key=key).first()
+    if workflow is None:
+        raise NotFoundError(code="not_found", field=None, message=f"no workflow with key {key!r}")
+    instances = dict.fromkeys(TriggerStatus.values, 0)
+    for status, count in (
+        TriggerInstance.objects.filter(workflow=workflow)
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("*"))
+    ):
+        instances[status] = count
+    per_node: dict[str, list[int]] = {}
+    for node_id, success, count in (
+        StepExecutionLog.objects.filter(workflow=workflow)
+        .order_by()
+        # Grouped by (node_id, success) with COUNT(*): every column read is in the
+        # index, so PostgreSQL answers with an index-only scan in index order.
+        .values_list("node_id", "success")
+        .annotate(n=Count("*"))
+    ):
+        totals = per_node.setdefault(node_id, [0, 0])
+        totals[0] += count
+        totals[1] += count if success else 0
+    order = [str(n.get("id")) for n in (workflow.definition or {}).get("nodes", [])]
+    order += sorted(set(per_node) - set(order))
+    return WorkflowStats(
+        instances=instances,
+        nodes=[
+            NodeStats(node_id, n, ok, n - ok)
+            for node_id in order
+            for n, ok in [per_node.get(node_id, [0, 0])]
+        ],
+    )

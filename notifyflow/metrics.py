@@ -1,0 +1,226 @@
+"""Prometheus metrics (SPEC §9): ``GET /metrics`` in the text format, names starting
+with ``notifyflow_``, counters ending in ``_total``.
+
+Where the figures come from, and why this way:
+
+- **Counters and histograms** (triggers, events, steps, step duration, provider latency,
+  retries, cancellations, sweeper recoveries) are incremented where they happen, in
+  whichever process that is: a gunicorn worker, a Celery prefork child, beat. Set
+  ``PROMETHEUS_MULTIPROC_DIR`` to a directory shared by every process of a host - web
+  and workers alike, emptied when the host's processes start - and prometheus_client
+  keeps each process's values in its own memory-mapped file there; ``/metrics`` sums
+  them all, so one scrape includes the workers' figures and nothing is lost when a
+  process dies or is recycled. Without it (``make run``, one process), each process
+  counts in memory and ``/metrics`` shows the serving process's own counters. Workers on
+  other hosts: run a web process (or any process serving ``/metrics``) on that host
+  with the same directory, or give each host's processes their own directory and
+  scrape each host.
+- **Queue figures** (unfinished instances by status, the due backlog, the age of the
+  oldest due instance) are read from the database at scrape time, through the partial
+  indexes that hold only unfinished rows: they are right whatever runs where, cost
+  nothing on the hot path and survive every restart. They are injected by the
+  composition root (``notifyflow.urls``), so this module imports no app.
+
+Access: loopback clients only by default; with ``NOTIFYFLOW_METRICS_TOKEN`` set, any
+client that sends ``Authorization: Bearer <token>`` (401 without it, 403 for a wrong one).
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+
+# prometheus_client decides at import, from the same variable, whether this process
+# writes its values to files; then this process's values are read back from the files.
+WRITES_TO_FILES = bool(
+    os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
+)
+
+# No ``*_created`` series: multiprocess mode has none, so both modes expose the same.
+disable_created_metrics()
+
+# This process's metrics (not prometheus_client's global registry, which would add its
+# own process/platform collectors, wrong in multiprocess mode).
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+TRIGGERS = Counter(
+    "notifyflow_triggers",
+    "Trigger requests (API and event bindings) by outcome: created or replayed",
+    ["outcome"],
+    registry=REGISTRY,
+)
+EVENTS_RECEIVED = Counter(
+    "notifyflow_events_received", "Events received by POST /events/", registry=REGISTRY
+)
+EVENT_DELIVERIES = Counter(
+    "notifyflow_event_deliveries",
+    "Inbox rows written: events delivered to running instances (one per instance)",
+    registry=REGISTRY,
+)
+STEPS = Counter(
+    "notifyflow_steps",
+    "Steps executed, by node type and outcome (success, transient, permanent)",
+    ["node_type", "outcome"],
+    registry=REGISTRY,
+)
+STEP_SECONDS = Histogram(
+    "notifyflow_step_duration_seconds",
+    "Wall time of one step, claim to recorded outcome excluded (render + send)",
+    ["node_type"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+PROVIDER_SECONDS = Histogram(
+    "notifyflow_provider_send_seconds",
+    "Latency of one provider call, by channel and outcome (sent, failed)",
+    ["channel", "outcome"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+RETRIES = Counter(
+    "notifyflow_retries",
+    "Retries scheduled after a failed step, by who scheduled it: the engine (a transient "
+    "failure) or the sweeper (a lost lease)",
+    ["by"],
+    registry=REGISTRY,
+)
+CANCELLED = Counter(
+    "notifyflow_instances_cancelled", "Instances cancelled (API, admin)", registry=REGISTRY
+)
+SWEEPER = Counter(
+    "notifyflow_sweeper_recoveries",
+    "Sweeper recoveries: lease (a dead worker's instance) or redispatch (a lost message)",
+    ["kind"],
+    registry=REGISTRY,
+)
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """What the database says about unfinished work, at scrape time."""
+
+    by_status: dict[str, int]  # unfinished statuses only
+    due_backlog: int  # enqueued and due now (paused workflows' instances included)
+    oldest_due_age_s: float  # 0 when nothing is due
+
+
+class QueueCollector:
+    """Gauges computed at scrape time from ``figures()``; a failing database gives
+    ``notifyflow_queue_figures_up 0`` instead of a failed scrape."""
+
+    def __init__(self, figures: Callable[[], QueueFigures]) -> None:
+        self.figures = figures
+
+    def collect(self) -> Iterable[Metric]:
+        up = GaugeMetricFamily(
+            "notifyflow_queue_figures_up", "1 if the queue figures were read from the database"
+        )
+        try:
+            figures = self.figures()
+        except Exception:  # noqa: BLE001 - a scrape must still answer
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        instances = GaugeMetricFamily(
+            "notifyflow_instances", "Unfinished trigger instances by status", labels=["status"]
+        )
+        for status, count in sorted(figures.by_status.items()):
+            instances.add_metric([status], count)
+        yield instances
+        yield GaugeMetricFamily(
+            "notifyflow_due_backlog",
+            "Enqueued instances that are due now and not yet claimed",
+            value=figures.due_backlog,
+        )
+        yield GaugeMetricFamily(
+            "notifyflow_oldest_due_age_seconds",
+            "How long the oldest due, unclaimed instance has been due (0 if none)",
+            value=figures.oldest_due_age_s,
+        )
+
+
+class _Merged:
+    """Families from several sources with the same name merged (values of identical
+    samples summed), so the exposition never names a family twice - e.g. when this
+    process counts in memory and also reads other processes' files."""
+
+    def __init__(self, sources: list[Any]) -> None:
+        self.sources = sources
+
+    def collect(self) -> Iterable[Metric]:
+        families: dict[str, Metric] = {}
+        samples: dict[str, dict[tuple, Any]] = {}
+        for source in self.sources:
+            for family in source.collect():
+                merged = families.setdefault(
+                    family.name, Metric(family.name, family.documentation, family.type)
+                )
+                by_key = samples.setdefault(family.name, {})
+                for sample in family.samples:
+                    key = (sample.name, tuple(sorted(sample.labels.items())))
+                    if key in by_key and merged.type != "gauge":
+                        previous = by_key[key]
+                        by_key[key] = previous._replace(value=previous.value + sample.value)
+                    else:
+                        by_key[key] = sample
+        for name, family in families.items():
+            family.samples = list(samples[name].values())
+            yield family
+
+
+def _allowed(request: HttpRequest) -> HttpResponse | None:
+    """None when the client may scrape; else the 401/403 answer."""
+    token = settings.NOTIFYFLOW_METRICS_TOKEN
+    if token:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            response = HttpResponse("Authorization: Bearer <token> required\n", status=401)
+            response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
+        if not hmac.compare_digest(given.strip().encode(), token.encode()):
+            return HttpResponse("invalid metrics token\n", status=403)
+        return None
+    if request.META.get("REMOTE_ADDR") not in ("127.0.0.1", "::1"):
+        return HttpResponse(
+            "/metrics is open to loopback clients only; set NOTIFYFLOW_METRICS_TOKEN\n",
+            status=403,
+        )
+    return None
+
+
+def metrics_response(request: HttpRequest, *, collectors: Iterable[Any] = ()) -> HttpResponse:
+    """The Prometheus text exposition: every process's counters (multiprocess mode) or
+    this process's, plus ``collectors`` (the database figures)."""
+    refused = _allowed(request)
+    if refused is not None:
+        return refused
+    sources: list[Any] = []
+    if settings.PROMETHEUS_MULTIPROC_DIR:
+        files = CollectorRegistry()
+        MultiProcessCollector(files, path=settings.PROMETHEUS_MULTIPROC_DIR)
+        sources.append(files)
+    if not WRITES_TO_FILES:
+        sources.append(REGISTRY)
+    registry = CollectorRegistry()
+    registry.register(_Merged(sources))
+    for collector in collectors:
+        registry.register(collector)
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
