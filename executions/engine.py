@@ -8,13 +8,14 @@ after commit, enqueue the next step.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from triggers.models import TriggerInstance, TriggerStatus
@@ -33,6 +34,16 @@ from .versions import PinnedVersion, pinned_version
 logger = logging.getLogger("notifyflow.engine")
 S = TriggerStatus
 ENGINE_ACTOR = "engine"
+
+# What a lost database connection raises (server restarted or failed over, backend
+# terminated): psycopg's "the connection is closed", "server closed the connection
+# unexpectedly", "terminating connection due to administrator command".
+DATABASE_LOST = (OperationalError, InterfaceError)
+# A step whose outcome could not be written because the connection died reconnects and
+# writes it again after these pauses (a few seconds: a terminated backend or a quick
+# restart), so the message it sent is not sent again. Then it gives up; the task retries
+# and the lease expires (the sweeper's path).
+RECORD_RETRY_DELAYS_S = (0.0, 0.5, 1.0, 2.0)
 
 
 @dataclass
@@ -161,6 +172,10 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
     except KeyError:
         outcome = _Outcome(False, {}, f"node {node_id!r} is not in version "
                            f"{version.number}", "permanent", True)
+    except DATABASE_LOST as exc:
+        # Lost before the provider call (the only statements of a node precede it):
+        # nothing was sent. A transient failure like any other, recorded below.
+        outcome = _Outcome(False, {}, f"database connection lost: {exc}", "transient")
     except Exception as exc:  # an unexpected bug: retry, bounded by attempts
         logger.exception("step %s:%s crashed", instance_id, node_id)
         outcome = _Outcome(False, {}, f"{exc.__class__.__name__}: {exc}", "transient")
@@ -178,17 +193,20 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
             + "lease lost before the outcome was recorded; result discarded",
             "error_kind": "lease_lost"}
     if connection.vendor == "postgresql":
-        # The delivery's outcome, the step log, the instance's transition and its audit
-        # row: one statement, one round trip, one commit.
-        also = [_step_log_insert(log, lost)]
-        if step is not None and step.pending_delivery:
-            also.append(delivery_outcome_update(step))
-        with transaction.atomic():
-            # Durable whatever the session's setting (workers default to asynchronous
-            # commit): a lost 'sent' record or advance would mean a duplicate send.
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO on")
-            _record(instance, lease, outcome, result, next_node, finished, also=also)
+        def record(replay: bool) -> None:
+            # The delivery's outcome, the step log, the instance's transition and its
+            # audit row: one statement, one round trip, one commit.
+            also = [_step_log_insert(log, lost, only_if_moved=replay)]
+            if step is not None and step.pending_delivery:
+                also.append(delivery_outcome_update(step))
+            with transaction.atomic():
+                # Durable whatever the session's setting (workers default to asynchronous
+                # commit): a lost 'sent' record or advance would mean a duplicate send.
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL synchronous_commit TO on")
+                _record(instance, lease, outcome, result, next_node, finished, also=also)
+
+        _record_reconnecting(record, instance_id)
     else:
         with transaction.atomic():
             if step is not None:
@@ -204,9 +222,33 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
 _LOG_FIELDS = {f.attname: f for f in StepExecutionLog._meta.concrete_fields if not f.primary_key}
 
 
-def _step_log_insert(log: dict[str, Any], lost: dict[str, str]) -> tuple[str, list[Any]]:
+def _record_reconnecting(record: Any, instance_id: uuid.UUID | str) -> None:
+    """Run ``record(replay)``; if the connection dies, reconnect and run it again.
+
+    Safe to repeat: the transition is fenced on the lease token and the delivery update
+    on status 'sending', so they apply once; a replay writes the step log only together
+    with the transition (had the first COMMIT landed after all, the log row exists).
+    Raises the connection error when the database stays away.
+    """
+    for attempt, pause in enumerate((None, *RECORD_RETRY_DELAYS_S)):
+        if pause is not None:
+            time.sleep(pause)
+            connection.close()  # drop the dead connection; the next statement reconnects
+        try:
+            record(replay=attempt > 0)
+            return
+        except DATABASE_LOST as exc:
+            if attempt == len(RECORD_RETRY_DELAYS_S):
+                raise
+            logger.warning("step %s: outcome not recorded (%s); reconnecting", instance_id,
+                           exc)
+
+
+def _step_log_insert(log: dict[str, Any], lost: dict[str, str], *, only_if_moved: bool = False
+                     ) -> tuple[str, list[Any]]:
     """INSERT of the step's log row for the transition statement; its error columns
-    depend on whether the fenced transition applied (``moved`` is empty if not)."""
+    depend on whether the fenced transition applied (``moved`` is empty if not). With
+    ``only_if_moved`` (a replay) the row is written only if the transition applied."""
     columns, selects, params = [], [], []
     for name, field in _LOG_FIELDS.items():
         columns.append(f'"{field.column}"')
@@ -216,8 +258,9 @@ def _step_log_insert(log: dict[str, Any], lost: dict[str, str]) -> tuple[str, li
         else:
             selects.append("%s")
             params.append(field.get_db_prep_save(log[name], connection))
+    where = " WHERE EXISTS (SELECT 1 FROM moved)" if only_if_moved else ""
     return (f'INSERT INTO "{StepExecutionLog._meta.db_table}" ({", ".join(columns)})'
-            f' SELECT {", ".join(selects)}', params)
+            f' SELECT {", ".join(selects)}{where}', params)
 
 
 def _record(instance: TriggerInstance, lease: uuid.UUID, outcome: _Outcome,

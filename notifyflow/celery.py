@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
 from celery.signals import worker_init
 from django.db import transaction
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
+
+logger = logging.getLogger("notifyflow.celery")
 
 app = Celery("notifyflow")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -27,8 +29,19 @@ def enqueue_on_commit(task: Any, *args: Any, countdown: float | None = None) -> 
 
     Outside a transaction Django runs the callback at once. A message sent before commit
     could be consumed by a worker that cannot see the row yet.
+
+    If the broker stays unreachable through the publish retries
+    (CELERY_TASK_PUBLISH_RETRY_POLICY), the failure is logged and swallowed: the row is
+    committed with its ``dispatched_at``, so the sweeper re-sends the message once that
+    is NOTIFYFLOW_REDISPATCH_AFTER_S old. An API call answers as if it had been sent.
     """
-    send: Callable[[], Any] = lambda: task.apply_async(args=args, countdown=countdown)  # noqa: E731
+    def send() -> None:
+        try:
+            task.apply_async(args=args, countdown=countdown)
+        except KombuOperationalError as exc:
+            logger.warning("broker unavailable, %s%s left for the sweeper: %s", task.name,
+                           args, exc)
+
     transaction.on_commit(send)
 
 
@@ -53,6 +66,15 @@ def _set_async_commit(sender: Any, connection: Any, **kwargs: Any) -> None:
 
 
 @worker_init.connect
+def _worker_health(**kwargs: Any) -> None:
+    """Drop dead database connections between tasks (CELERY_DB_REUSE_MAX above keeps
+    them, so Celery no longer does)."""
+    from executions import worker_health
+
+    worker_health.install()
+
+
+@worker_init.connect
 def _fix_kombu_timers(**kwargs: Any) -> None:
     from django.conf import settings
 
@@ -60,7 +82,7 @@ def _fix_kombu_timers(**kwargs: Any) -> None:
         from executions.kombu_timers import apply_kombu_timer_fix
 
         if apply_kombu_timer_fix():
-            logging.getLogger("notifyflow.celery").warning(
+            logger.warning(
                 "kombu timer fix applied (NOTIFYFLOW_KOMBU_TIMER_FIX)")
 
 
