@@ -32,13 +32,14 @@ class ScriptedSmsBackend(BaseSmsBackend):
 
 
 class SlowFileSmsBackend(BaseSmsBackend):
-    """The file backend with a provider that takes a while: widens the window in which a
-    kill -9 lands mid-step."""
+    """The file backend with a provider that takes a while (0.15 s, or
+    NOTIFYFLOW_TEST_SMS_DELAY_S): widens the window in which a kill -9 lands mid-step."""
 
     def send(self, message: SmsMessage) -> SmsSendResult:
+        import os
         import time
 
         from executions.providers.sms import FileSmsBackend
 
-        time.sleep(0.15)
+        time.sleep(float(os.environ.get("NOTIFYFLOW_TEST_SMS_DELAY_S", "0.15")))
         return FileSmsBackend().send(message)
