@@ -238,7 +238,13 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S
 CELERY_TASK_TIME_LIMIT = NOTIFYFLOW_STEP_TIME_LIMIT_S
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# When a worker loses Redis (restart, failover), let the steps it is running finish: the
+# database records their outcome whatever the broker does, and their messages, no
+# longer ackable, come back after the visibility timeout as harmless no-ops. Celery's
+# alternative (True, its future default) kills them mid-step, which means a lease to
+# wait out and, after a send, a duplicate message. (Celery warns at each connection
+# loss that the default will change; the choice is deliberate.)
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Workers and beat reconnect to a restarted broker (Celery's default, stated): up to 100
 # tries, 2 s apart growing to 30 s, about 50 minutes before a worker gives up and exits.
