@@ -14,6 +14,7 @@ after the fault and the duplicate count (README "Guarantees").
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -183,6 +184,12 @@ class Batch:
         rows = self._rows("SELECT status, count(*) FROM triggers_triggerinstance"
                           " WHERE workflow_id = {wf} GROUP BY status")
         return Counter(dict(rows or []))
+
+    def ids(self, status: str) -> set[str]:
+        rows = self.svc.query("SELECT id::text FROM triggers_triggerinstance WHERE status = %s"
+                              " AND workflow_id = (SELECT id FROM workflows_workflow"
+                              " WHERE key = %s)", (status, self.workflow))
+        return {row[0] for row in rows or []}
 
     def completed(self) -> int:
         return self.statuses()["completed"]
@@ -364,15 +371,29 @@ def test_sigterm_mid_batch_finishes_in_flight_steps_and_sends_nothing_twice(
         worker.wait(timeout=30)
         stop_s = time.monotonic() - stop_started
         at_stop = batch.statuses()
-        held = services.redis_client().llen("celery")
+        waiting = batch.ids("enqueued")
+        queued = queued_steps(services)
         with celery_worker(tmp_path, name="after-sigterm", pool="prefork", concurrency=2,
                            **env):
             drain_s = batch.drain()
     assert stop_s < 8 + 5, f"warm shutdown took {stop_s:.1f}s (hard time limit 8 s)"
     # Nothing was left claimed: every step in flight at the SIGTERM recorded its outcome.
     assert at_stop["processing"] == 0, at_stop
+    # ...and every instance still to run has its message back in the queue.
+    assert waiting <= queued, f"{len(waiting - queued)} instances have no queued message"
     figures = batch.check(in_flight_at_faults=0)
     assert figures["leases_recovered"] == 0
     report(capsys, "SIGTERM (warm shutdown) of a prefork worker", batch, drain_s, figures,
-           shutdown_took=f"{stop_s:.1f}s", queued_after_stop=held,
-           unfinished_at_stop=at_stop["enqueued"])
+           shutdown_took=f"{stop_s:.1f}s", unfinished_at_stop=len(waiting),
+           their_messages_queued=len(waiting & queued))
+
+
+def queued_steps(services: PrivateServices) -> set[str]:
+    """Instance ids of the execute_node messages waiting in the Redis queue."""
+    ids = set()
+    for raw in services.redis_client().lrange("celery", 0, -1):
+        message = json.loads(raw)
+        if message["headers"]["task"] == "notifyflow.execute_node":
+            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            ids.add(args[0])
+    return ids
