@@ -9,14 +9,16 @@ is closed" until the worker was restarted. These receivers do what Django's requ
 cycle does around every request, around every task instead.
 
 The cost: ``close_if_unusable_or_obsolete()`` only pings the server (``is_usable()``)
-when a statement of the task failed with a non-data error (``errors_occurred``); an
-healthy connection costs two attribute reads. It also drops a connection older than
+when a statement of the task failed with a non-data error (``errors_occurred``); a
+healthy connection costs a few attribute reads. It also drops a connection older than
 ``CONN_MAX_AGE``, which the fixup never did.
 
-Not done here: Django's ``CONN_HEALTH_CHECKS`` ping before the first query of every
-task. It would hide a connection killed while idle, but costs a round trip per step;
-instead that task fails on its first statement and ``executions.tasks`` retries it
-(after these receivers dropped the connection).
+But it also re-arms Django's ``CONN_HEALTH_CHECKS`` ping (``health_check_done =
+False``), which would then cost a ``SELECT 1`` round trip before the first query of
+every task (measured: 1.00 pings per step, against 0.00 here). So the flag is put back
+as it was: the ping would only spare a task that meets a connection killed while idle,
+and such a task fails on its first statement and ``executions.tasks`` retries it (after
+these receivers dropped the connection).
 """
 
 from __future__ import annotations
