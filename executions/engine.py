@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from notifyflow import logs, metrics
@@ -38,6 +39,16 @@ from .versions import PinnedVersion, pinned_version
 logger = logging.getLogger("notifyflow.engine")
 S = TriggerStatus
 ENGINE_ACTOR = "engine"
+
+# What a lost database connection raises (server restarted or failed over, backend
+# terminated): psycopg's "the connection is closed", "server closed the connection
+# unexpectedly", "terminating connection due to administrator command".
+DATABASE_LOST = (OperationalError, InterfaceError)
+# A step whose outcome could not be written because the connection died reconnects and
+# writes it again after these pauses (a few seconds: a terminated backend or a quick
+# restart), so the message it sent is not sent again. Then it gives up; the task retries
+# and the lease expires (the sweeper's path).
+RECORD_RETRY_DELAYS_S = (0.0, 0.5, 1.0, 2.0)
 
 
 @dataclass
@@ -217,19 +228,24 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
         "error_kind": "cancelled",
     }
     if connection.vendor == "postgresql":
-        # The delivery's outcome, the step log, the instance's transition and its audit
-        # row: one statement, one round trip, one commit.
-        also = [_step_log_insert(log, lost, cancelled)]
-        if step is not None and step.pending_delivery:
-            also.append(delivery_outcome_update(step))
-        if result is not None:
-            also += _running_instance_statements(instance, result, finished)
-        with transaction.atomic():
-            # Durable whatever the session's setting (workers default to asynchronous
-            # commit): a lost 'sent' record or advance would mean a duplicate send.
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO on")
-            recorded = _record(instance, lease, outcome, result, next_node, finished, also=also)
+
+        def record(replay: bool) -> bool:
+            # The delivery's outcome, the step log, the instance's transition and its
+            # audit row (and a wait's consumed event, an emit's outbox row): one
+            # statement, one round trip, one commit.
+            also = [_step_log_insert(log, lost, cancelled, only_if_moved=replay)]
+            if step is not None and step.pending_delivery:
+                also.append(delivery_outcome_update(step))
+            if result is not None:
+                also += _running_instance_statements(instance, result, finished)
+            with transaction.atomic():
+                # Durable whatever the session's setting (workers default to asynchronous
+                # commit): a lost 'sent' record or advance would mean a duplicate send.
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL synchronous_commit TO on")
+                return _record(instance, lease, outcome, result, next_node, finished, also=also)
+
+        recorded = _record_reconnecting(record, instance_id)
     else:
         with transaction.atomic():
             if step is not None:
@@ -333,6 +349,10 @@ def _run_node(
         )
     except TemplateError as exc:
         return _Outcome(False, {}, f"edge condition: {exc}", "permanent", True), None, None
+    except DATABASE_LOST as exc:
+        # Lost before the provider call (a node's statements precede it): nothing was
+        # sent. A transient failure like any other, recorded by the caller.
+        return _Outcome(False, {}, f"database connection lost: {exc}", "transient"), None, None
     except Exception as exc:  # an unexpected bug: retry, bounded by attempts
         logger.exception("step %s:%s crashed", step.instance_id, step.node_id)
         return (_Outcome(False, {}, f"{exc.__class__.__name__}: {exc}", "transient"), None, None)
@@ -348,12 +368,39 @@ _CANCELLED_NOW = (
 )
 
 
+def _record_reconnecting(record: Callable[[bool], bool], instance_id: uuid.UUID | str) -> bool:
+    """Run ``record(replay)``; if the connection dies, reconnect and run it again.
+
+    Safe to repeat: the transition is fenced on the lease token and the delivery update
+    on status 'sending', so they apply once; a replay writes the step log (and consumes
+    an event, writes an outbox row) only together with the transition (had the first
+    COMMIT landed after all, those rows exist). Raises the connection error when the
+    database stays away.
+    """
+    for attempt, pause in enumerate((None, *RECORD_RETRY_DELAYS_S)):
+        if pause is not None:
+            time.sleep(pause)
+            connection.close()  # drop the dead connection; the next statement reconnects
+        try:
+            return record(attempt > 0)
+        except DATABASE_LOST as exc:
+            if attempt == len(RECORD_RETRY_DELAYS_S):
+                raise
+            logger.warning("step %s: outcome not recorded (%s); reconnecting", instance_id, exc)
+    raise AssertionError("unreachable")
+
+
 def _step_log_insert(
-    log: dict[str, Any], lost: dict[str, str], cancelled: dict[str, str]
+    log: dict[str, Any],
+    lost: dict[str, str],
+    cancelled: dict[str, str],
+    *,
+    only_if_moved: bool = False,
 ) -> Statement:
     """INSERT of the step's log row for the transition statement; its error columns
     depend on whether the fenced transition applied (``moved`` is empty if not) and,
-    if not, on whether the instance was cancelled meanwhile."""
+    if not, on whether the instance was cancelled meanwhile. With ``only_if_moved`` (a
+    replay after a lost connection) the row is written only if the transition applied."""
     columns, selects, params = [], [], []
     for name, field in _LOG_FIELDS.items():
         columns.append(f'"{field.column}"')
@@ -366,9 +413,10 @@ def _step_log_insert(
         else:
             selects.append("%s")
             params.append(field.get_db_prep_save(log[name], connection))
+    where = " WHERE EXISTS (SELECT 1 FROM moved)" if only_if_moved else ""
     return Statement(
         f'INSERT INTO "{StepExecutionLog._meta.db_table}" ({", ".join(columns)})'
-        f" SELECT {', '.join(selects)}",
+        f" SELECT {', '.join(selects)}{where}",
         params,
     )
 

@@ -2,20 +2,56 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
-from . import engine
+from . import engine, worker_health
+
+logger = logging.getLogger("notifyflow.tasks")
+
+# A step that lost its database connection is tried again after 1, 2, 4, ... 30 s: about
+# five minutes in all, which covers a restart or a failover. If the database is away for
+# longer the message is dropped and the sweeper re-sends the step once it is back (the
+# instance is still enqueued, or its lease expires).
+DB_RETRY_MAX = 14
+DB_RETRY_MAX_COUNTDOWN_S = 30
 
 
-@shared_task(name="notifyflow.execute_node", bind=True, acks_late=True, reject_on_worker_lost=True)
+@shared_task(
+    name="notifyflow.execute_node",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=DB_RETRY_MAX,
+)
 def execute_node(self, instance_id: str) -> str:
     """Execute the current node of one trigger instance (no-op if not claimable)."""
-    return engine.step_execute(
-        instance_id=instance_id, task_id=self.request.id or "", worker=self.request.hostname or ""
-    )
+    try:
+        return engine.step_execute(
+            instance_id=instance_id,
+            task_id=self.request.id or "",
+            worker=self.request.hostname or "",
+        )
+    except engine.DATABASE_LOST as exc:
+        # The claim and the outcome are fenced on status and lease, so running the step
+        # again records nothing twice: it claims, or finds the step done, or finds it
+        # leased by the attempt that died (then the sweeper recovers that lease).
+        worker_health.close_dead_connections()
+        countdown = min(DB_RETRY_MAX_COUNTDOWN_S, 2**self.request.retries)
+        logger.warning(
+            "step %s: database unavailable (%s); retry in %ss", instance_id, exc, countdown
+        )
+        raise self.retry(exc=exc, countdown=countdown) from exc
 
 
 @shared_task(name="notifyflow.sweep", ignore_result=True)
 def sweep() -> dict:
     """Periodic: re-dispatch due instances whose message was lost; recover dead leases."""
-    return engine.sweep()
+    try:
+        return engine.sweep()
+    except engine.DATABASE_LOST as exc:
+        # Beat sends the next sweep in a few seconds; that one finds a fresh connection.
+        worker_health.close_dead_connections()
+        logger.warning("sweep skipped: database unavailable (%s)", exc)
+        return {}

@@ -16,6 +16,7 @@ logger = logging.getLogger("notifyflow.celery")
 
 def install() -> None:
     worker_init.connect(_worker_async_commit, weak=False, dispatch_uid="nf_async_commit")
+    worker_init.connect(_worker_health, weak=False, dispatch_uid="nf_worker_health")
     worker_init.connect(_fix_kombu_timers, weak=False, dispatch_uid="nf_kombu_timers")
     beat_init.connect(_ensure_schedule, weak=False, dispatch_uid="nf_sweeper_schedule")
     task_prerun.connect(_bind_task_context, weak=False, dispatch_uid="nf_log_context_bind")
@@ -61,6 +62,14 @@ def _set_async_commit(sender: Any, connection: Any, **kwargs: Any) -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SET synchronous_commit TO off")
+
+
+def _worker_health(**kwargs: Any) -> None:
+    """Drop dead database connections between tasks (CELERY_DB_REUSE_MAX keeps them, so
+    Celery no longer does)."""
+    from . import worker_health
+
+    worker_health.install()
 
 
 def _fix_kombu_timers(**kwargs: Any) -> None:

@@ -4,15 +4,19 @@ ids only. Worker and beat start-up hooks belong to the apps that need them
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 from celery import Celery
 from django.db import transaction
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from . import logs
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
+
+logger = logging.getLogger("notifyflow.celery")
 
 app = Celery("notifyflow")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -30,11 +34,21 @@ def send_task_on_commit(name: str, *args: Any, countdown: float | None = None) -
     request id (``notifyflow.logs``) in the message's headers. A message sent before commit
     could be consumed by a worker that cannot see the row yet. By name, so a lower layer
     can start work that a higher one defines.
+
+    If the broker stays unreachable through the publish retries
+    (CELERY_TASK_PUBLISH_RETRY_POLICY), the failure is logged and swallowed: the row is
+    committed with its ``dispatched_at``, so the sweeper re-sends the message once that
+    is NOTIFYFLOW_REDISPATCH_AFTER_S old. An API call answers as if it had been sent.
     """
     # The request id of the API call (or the task) that causes this one travels as a
     # message header, so the next task's log lines carry it too (executions.worker_hooks).
     rid = logs.request_id()
     headers = {"request_id": rid} if rid else None
-    transaction.on_commit(
-        lambda: app.send_task(name, args=args, countdown=countdown, headers=headers)
-    )
+
+    def send() -> None:
+        try:
+            app.send_task(name, args=args, countdown=countdown, headers=headers)
+        except KombuOperationalError as exc:
+            logger.warning("broker unavailable, %s%s left for the sweeper: %s", name, args, exc)
+
+    transaction.on_commit(send)

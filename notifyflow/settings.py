@@ -104,6 +104,9 @@ TEMPLATES = [
 
 # Persistent connections: with CONN_MAX_AGE=0 every API request and every Celery task
 # reconnects, which costs 4-5x in throughput (bench/RESULTS.md).
+# CONN_HEALTH_CHECKS: a persistent connection is pinged before its first use in each
+# request, so the API reconnects by itself after a database restart or failover
+# (workers: executions/worker_health.py).
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'notifyflow.sqlite3'}"),
@@ -120,6 +123,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
 IS_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
+if IS_POSTGRES:
+    # A failed-over address that drops packets fails a reconnect in seconds, not after
+    # the kernel's TCP timeout of minutes (libpq connect_timeout).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("DB_CONNECT_TIMEOUT_S", 5)
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -249,7 +258,15 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": NOTIFYFLOW_VISIBILITY_TIMEOUT_S}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": NOTIFYFLOW_VISIBILITY_TIMEOUT_S,
+        # A Redis that restarts closes its sockets and every process reconnects at once;
+        # these bound the cases where it vanishes without closing them (failover, NAT):
+        # a connect or a publish never hangs, and an idle socket is probed.
+        "socket_connect_timeout": 5,
+        "socket_timeout": 30,
+        "socket_keepalive": True,
+    }
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
@@ -262,8 +279,28 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S
 CELERY_TASK_TIME_LIMIT = NOTIFYFLOW_STEP_TIME_LIMIT_S
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# When a worker loses Redis (restart, failover), let the steps it is running finish: the
+# database records their outcome whatever the broker does, and their messages, no
+# longer ackable, come back after the visibility timeout as harmless no-ops. Celery's
+# alternative (True, its future default) kills them mid-step, which means a lease to
+# wait out and, after a send, a duplicate message. (Celery warns at each connection
+# loss that the default will change; the choice is deliberate.)
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers and beat reconnect to a restarted broker (Celery's default, stated): up to 100
+# tries, 2 s apart growing to 30 s, about 50 minutes before a worker gives up and exits.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = 100
+# A publish (API after commit, worker after a step, beat) rides out a broker restart of a
+# few seconds: 5 tries over ~3 s. After that enqueue_on_commit leaves the instance to
+# the sweeper, so a request never waits longer than this on a dead broker.
+CELERY_TASK_PUBLISH_RETRY = True
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 4,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 2,
+}
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TASK_ALWAYS_EAGER = False

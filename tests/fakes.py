@@ -32,8 +32,8 @@ class ScriptedSmsBackend(BaseSmsBackend):
 
 
 class SlowFileSmsBackend(BaseSmsBackend):
-    """The file backend with a provider that takes a while (``FAKE_SMS_DELAY_S``, default
-    0.15 s): widens the window in which a kill -9 or a cancel lands mid-step."""
+    """The file backend with a provider that takes a while (0.15 s, or
+    NOTIFYFLOW_TEST_SMS_DELAY_S): widens the window in which a kill -9 lands mid-step."""
 
     def send(self, message: SmsMessage) -> SmsSendResult:
         import os
@@ -41,5 +41,37 @@ class SlowFileSmsBackend(BaseSmsBackend):
 
         from executions.providers.sms import FileSmsBackend
 
-        time.sleep(float(os.environ.get("FAKE_SMS_DELAY_S", "0.15")))
+        time.sleep(float(os.environ.get("NOTIFYFLOW_TEST_SMS_DELAY_S", "0.15")))
         return FileSmsBackend().send(message)
+
+
+class BackendKillingSmsBackend(BaseSmsBackend):
+    """Sends (into the locmem outbox), and meanwhile the database server terminates this
+    process's connection, as a failover or ``pg_terminate_backend`` would: the step's
+    outcome then meets a dead connection."""
+
+    def send(self, message: SmsMessage) -> SmsSendResult:
+        from django.db import connection
+
+        from executions.providers.sms import LocmemSmsBackend
+
+        terminate_backend(connection)
+        return LocmemSmsBackend().send(message)
+
+
+def terminate_backend(connection) -> None:
+    """``pg_terminate_backend`` of a Django connection's server process, from another
+    connection (only that one backend: the test database's own)."""
+    import psycopg
+
+    pid = connection.connection.info.backend_pid
+    db = connection.settings_dict
+    with psycopg.connect(
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or 5432,
+        user=db["USER"] or "postgres",
+        password=db["PASSWORD"] or None,
+        dbname=db["NAME"],
+        autocommit=True,
+    ) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", (pid,))

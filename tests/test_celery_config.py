@@ -51,3 +51,16 @@ def test_sweeper_is_registered_with_beat(db):
     task = PeriodicTask.objects.get(name=SWEEP_NAME)
     assert task.task == "notifyflow.sweep" and task.enabled
     assert task.interval.every == max(1, round(settings.NOTIFYFLOW_SWEEP_INTERVAL_S))
+
+
+def test_publish_and_broker_reconnect_settings_are_in_effect():
+    """A broker restart is ridden out by publish retries and consumer reconnects."""
+    conf = app.conf
+    assert conf.task_publish_retry is True
+    assert conf.task_publish_retry_policy["max_retries"] >= 3
+    assert conf.broker_connection_retry is True and conf.broker_connection_retry_on_startup
+    assert conf.broker_connection_max_retries >= 100
+    if settings.CELERY_BROKER_URL.startswith("redis://"):
+        options = conf.broker_transport_options
+        assert options["socket_keepalive"] is True
+        assert 0 < options["socket_connect_timeout"] < options["socket_timeout"]

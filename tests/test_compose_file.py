@@ -36,3 +36,15 @@ def test_compose_file_parses_with_every_process():
         check=True,
     ).stdout.split()
     assert {"postgres", "redis", "web", "worker", "beat"} <= set(services)
+
+
+def test_worker_stop_grace_period_exceeds_the_hard_time_limit():
+    """docker stop waits this long after SIGTERM before SIGKILL: a warm shutdown must be
+    able to finish a step that runs to its hard time limit."""
+    import yaml
+    from django.conf import settings
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    grace = compose["services"]["worker"]["stop_grace_period"]
+    assert grace.endswith("s")
+    assert int(grace[:-1]) > settings.NOTIFYFLOW_STEP_TIME_LIMIT_S

@@ -111,7 +111,7 @@ def test_cancel_racing_a_running_step_records_the_send_and_never_runs_the_next(t
     }
     wf = WorkflowFactory(definition=definition)
     with celery_worker(
-        tmp_path, SMS_BACKEND="tests.fakes.SlowFileSmsBackend", FAKE_SMS_DELAY_S="2"
+        tmp_path, SMS_BACKEND="tests.fakes.SlowFileSmsBackend", NOTIFYFLOW_TEST_SMS_DELAY_S="2"
     ):
         instance = trigger_create(workflow=wf, idempotency_key="slow", payload=PAYLOAD).instance
         wait_until(

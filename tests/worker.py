@@ -69,7 +69,6 @@ def celery_worker(
     **env: str,
 ) -> Iterator[subprocess.Popen]:
     """Start ``celery -A notifyflow worker`` and wait until it is ready; stop it after."""
-    log_path = tmp_path / f"worker-{name}.log"
     args = [
         CELERY,
         "-A",
@@ -96,6 +95,36 @@ def celery_worker(
             "-s",
             str(tmp_path / f"beat-{name}"),
         ]
+    with _celery_process(
+        tmp_path, args, log_name=f"worker-{name}", ready="ready.", env=env
+    ) as proc:
+        yield proc
+
+
+@contextmanager
+def celery_beat(tmp_path: Path, *, name: str = "beat", **env: str) -> Iterator[subprocess.Popen]:
+    """Start ``celery -A notifyflow beat`` (its own process, as in production)."""
+    args = [
+        CELERY,
+        "-A",
+        "notifyflow",
+        "beat",
+        "-l",
+        "INFO",
+        "--scheduler",
+        "django_celery_beat.schedulers:DatabaseScheduler",
+        "-s",
+        str(tmp_path / name),
+    ]
+    with _celery_process(tmp_path, args, log_name=name, ready="beat: Starting", env=env) as proc:
+        yield proc
+
+
+@contextmanager
+def _celery_process(
+    tmp_path: Path, args: list[str], *, log_name: str, ready: str, env: dict[str, str]
+) -> Iterator[subprocess.Popen]:
+    log_path = tmp_path / f"{log_name}.log"
     log = open(log_path, "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         args,
@@ -107,9 +136,9 @@ def celery_worker(
     )
     try:
         deadline = time.monotonic() + 60
-        while "ready." not in log_path.read_text():
+        while ready not in log_path.read_text():
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"worker {name} did not start:\n{log_path.read_text()}")
+                raise RuntimeError(f"{log_name} did not start:\n{log_path.read_text()}")
             time.sleep(0.1)
         yield proc
     finally:
