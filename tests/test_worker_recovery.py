@@ -81,9 +81,8 @@ def test_redis_flushall_mid_run_every_instance_completes(tmp_path, capsys):
         wait_until(
             lambda: StepExecutionLog.objects.count() >= N, timeout=60, what="the first steps"
         )
-        redis.Redis.from_url(
-            settings.CELERY_BROKER_URL
-        ).flushdb()  # the broker's db: what a flush loses, without touching neighbours
+        # The broker's own db: all a flush can lose, without touching neighbours' dbs.
+        redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
         done_at_flush = completed()
         started = time.monotonic()
         wait_until(lambda: completed() == N, timeout=120, what="all instances to complete")
