@@ -861,7 +861,8 @@ def scenario_cost(ctx: Ctx) -> None:
     with connection.cursor() as cur:
         cur.execute(
             "TRUNCATE triggers_triggerinstance, triggers_triggerstatuschange, "
-            "executions_stepexecutionlog, executions_delivery"
+            "executions_stepexecutionlog, executions_delivery, triggers_interest, "
+            "triggers_inboxevent, triggers_outboxevent"
         )
         cur.execute("VACUUM ANALYZE triggers_triggerinstance")
     small = _cost_pass(ctx, "0")
