@@ -1438,14 +1438,21 @@ def _fanout(ctx: Ctx, port: int, n: int, workers: list[Any]) -> dict[str, Any]:
             else:
                 time.sleep(0.002)
     poster.join(timeout=300)
+    # A POST that dies after the commit (e.g. gunicorn's 30 s worker timeout while the
+    # wake sends its messages) is reported, not hidden: the drain is still measured (the
+    # stall watch re-sends what was never sent, as the sweeper would) and the scenario
+    # fails after its rows are printed.
+    failure = None
     if answer.get("status") != 202 or answer.get("body", {}).get("delivered") != n:
-        raise RuntimeError(f"fan-out POST: {answer.get('status')} {str(answer)[:500]}")
+        failure = f"fan-out POST: {answer.get('status')} {str(answer)[:300]}"
+        print(f"    warning: {failure}", flush=True)
     status = wait_terminal(wf, n, ctx.sizes.drain_timeout_s, procs=workers, poll_s=0.05)
     return {
         "event_id": event_id,
+        "failure": failure,
         "committed_s": committed,
         "commit_polls": polls,
-        "response_s": answer["t"] - t0,
+        "response_s": answer.get("t", time.perf_counter()) - t0,
         "done_s": _finished_span(wf, start),
         "status": status,
         "rate": step_rate(wf, start),
@@ -1617,7 +1624,7 @@ def scenario_running(ctx: Ctx) -> None:
     ctx.row(
         "6 running",
         f"  POST -> 202 (wake + {n} messages sent)",
-        ms(fan["response_s"]),
+        ms(fan["response_s"]) if not fan["failure"] else "FAILED (see warning)",
         f"{ms(ref['sent_s'])} (by hand, one producer)",
     )
     ratio = fan["done_s"] / ref["done_s"] if ref["done_s"] else 0.0
@@ -1660,3 +1667,5 @@ def scenario_running(ctx: Ctx) -> None:
         "p99 < 1 s",
         verdict(ev["p99"] < 1.0),
     )
+    if fan["failure"]:
+        raise RuntimeError(fan["failure"])
