@@ -1387,7 +1387,7 @@ def _fanout_reference(ctx: Ctx, n: int, workers: list[Any]) -> dict[str, Any]:
     sent = time.perf_counter() - t0
     if len(ids) != n:
         raise RuntimeError(f"fan-out reference woke {len(ids)} of {n}")
-    status = wait_terminal(wf, n, ctx.sizes.drain_timeout_s, procs=workers, poll_s=0.05)
+    status = wait_terminal(wf, n, ctx.sizes.drain_timeout_s, procs=workers)
     return {
         "committed_s": committed,
         "sent_s": sent,
@@ -1446,7 +1446,7 @@ def _fanout(ctx: Ctx, port: int, n: int, workers: list[Any]) -> dict[str, Any]:
     if answer.get("status") != 202 or answer.get("body", {}).get("delivered") != n:
         failure = f"fan-out POST: {answer.get('status')} {str(answer)[:300]}"
         print(f"    warning: {failure}", flush=True)
-    status = wait_terminal(wf, n, ctx.sizes.drain_timeout_s, procs=workers, poll_s=0.05)
+    status = wait_terminal(wf, n, ctx.sizes.drain_timeout_s, procs=workers)
     return {
         "event_id": event_id,
         "failure": failure,
@@ -1509,7 +1509,7 @@ def _wakeup_latency(ctx: Ctx, port: int, workers: list[Any]) -> dict[str, Any]:
                     raise RuntimeError(f"wake reference {i}: {code} {data}")
                 ref_sent[key] = at
     # The woken instances complete; the reference ones park at the wait (first step).
-    wait_terminal(wf, sz.wake_n, sz.drain_timeout_s, procs=workers, poll_s=0.05)
+    wait_terminal(wf, sz.wake_n, sz.drain_timeout_s, procs=workers)
     ref_rows = dict(
         TriggerInstance.objects.filter(workflow=wf, idempotency_key__startswith=ref_prefix)
         .values_list("id", "created_at")
