@@ -38,6 +38,7 @@ def run_load(
     warmup_s: float,
     prefix: str,
     pool: int = 200,
+    order: bool = False,
 ) -> dict[str, Any]:
     """Drive POSTs for warmup + duration seconds; measure only the ``duration`` part."""
     start = time.perf_counter()
@@ -61,17 +62,14 @@ def run_load(
             else:
                 key = f"{prefix}-pool-{(i * concurrency + n) % pool}"
             i += 1
-            body = json.dumps(
-                {
-                    "workflow": workflow,
-                    "idempotency_key": key,
-                    "payload": {
-                        "email": f"user{i}@example.com",
-                        "name": "Ada",
-                        "phone": "+15005550006",
-                    },
-                }
-            )
+            payload: dict[str, Any] = {
+                "email": f"user{i}@example.com",
+                "name": "Ada",
+                "phone": "+15005550006",
+            }
+            if order:  # what an interest template like order:{{ payload.order }} reads
+                payload["order"] = key
+            body = json.dumps({"workflow": workflow, "idempotency_key": key, "payload": payload})
             try:
                 conn.request("POST", path, body, headers)
                 resp = conn.getresponse()
@@ -129,6 +127,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--prefix", required=True)
+    parser.add_argument("--order", action="store_true", help="add payload.order (= the key)")
     args = parser.parse_args()
     if not args.host.startswith("127.") and args.host not in ("localhost", "::1"):
         parser.error("the load generator only targets loopback")
@@ -143,6 +142,7 @@ def main() -> None:
         duration_s=min(args.duration, 300.0),
         warmup_s=args.warmup,
         prefix=args.prefix,
+        order=args.order,
     )
     print(json.dumps(result))
 
