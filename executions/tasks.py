@@ -6,6 +6,8 @@ import logging
 
 from celery import shared_task
 
+from triggers import inbox
+
 from . import engine, worker_health
 
 logger = logging.getLogger("notifyflow.tasks")
@@ -43,6 +45,13 @@ def execute_node(self, instance_id: str) -> str:
             "step %s: database unavailable (%s); retry in %ss", instance_id, exc, countdown
         )
         raise self.retry(exc=exc, countdown=countdown) from exc
+
+
+@shared_task(name="notifyflow.wake_waiting", ignore_result=True)
+def wake_waiting(instance_ids: list[str], event: str) -> int:
+    """Part of a large delivery: make the instances waiting for ``event`` due and send
+    their messages (triggers.inbox sends these instead of holding the request)."""
+    return inbox.wake_waiting(instance_ids=instance_ids, event=event)
 
 
 @shared_task(name="notifyflow.sweep", ignore_result=True)

@@ -16,7 +16,13 @@ from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.services import trigger_create
 from workflows.definition import DefinitionError, validate_definition
 
-from .factories import PAYLOAD, WorkflowFactory, WorkflowTriggerFactory, wait_definition
+from .factories import (
+    PAYLOAD,
+    TriggerInstanceFactory,
+    WorkflowFactory,
+    WorkflowTriggerFactory,
+    wait_definition,
+)
 
 S = TriggerStatus
 pytestmark = pytest.mark.django_db
@@ -344,3 +350,41 @@ def test_a_redelivered_emit_step_never_emits_twice(dispatched):
     assert engine.step_execute(instance_id=instance.pk) == "advanced"
     assert OutboxEvent.objects.filter(instance=instance).count() == 1
     assert TriggerInstance.objects.filter(workflow=follower).count() == 1
+
+
+def test_a_delivery_to_many_waiting_instances_wakes_them_from_worker_tasks(
+    monkeypatch, dispatched, django_capture_on_commit_callbacks
+):
+    """Publishing one message per instance inline would hold the request for long
+    (10,000 took most of a minute): past WAKE_INLINE_MAX the wake goes to tasks."""
+    from executions.tasks import wake_waiting
+
+    wf = WorkflowFactory(definition=wait_definition(timeout="2h"))
+    later = timezone.now() + timedelta(hours=2)
+    instances = [
+        TriggerInstanceFactory(
+            workflow=wf,
+            current_node_id="listen",
+            waiting_for_event="reply",
+            wait_deadline=later,
+            available_at=later,
+        )
+        for _ in range(inbox.WAKE_INLINE_MAX + 5)
+    ]
+    for instance in instances:
+        Interest.objects.create(instance=instance, subject="campaign:1")
+    wake_tasks = []
+    monkeypatch.setattr(
+        "triggers.inbox.send_task_on_commit", lambda name, *args: wake_tasks.append((name, args))
+    )
+    dispatched.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        delivered = inbox.deliver(name="reply", event_id="go", context={}, subjects=["campaign:1"])
+    assert delivered.count == len(instances)
+    assert dispatched == []  # nothing published per instance in the request
+    assert [(name, len(args[0]), args[1]) for name, args in wake_tasks] == [
+        ("notifyflow.wake_waiting", len(instances), "reply")
+    ]
+    assert wake_waiting(*wake_tasks[0][1]) == len(instances)
+    assert len(dispatched) == len(instances)
+    assert not TriggerInstance.objects.filter(available_at__gt=timezone.now()).exists()
