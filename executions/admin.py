@@ -27,7 +27,7 @@ from workflows.admin_support import (
 )
 from workflows.definition import NODE_TYPES
 
-from .models import Delivery, StepExecutionLog
+from .models import Delivery, DeliveryAttempt, DeliveryEvent, StepExecutionLog
 
 
 class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -121,7 +121,7 @@ class ChannelFilter(admin.SimpleListFilter):
     parameter_name = "channel"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
-        return [("email", "email"), ("sms", "sms")]
+        return [("email", "email"), ("sms", "sms"), ("webhook", "webhook")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         return queryset.filter(channel=self.value()) if self.value() else queryset
@@ -231,6 +231,42 @@ class StepExecutionLogAdmin(
         return pretty_json(obj.input_context)
 
 
+class DeliveryAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """Every provider call of the delivery (failover), oldest first."""
+
+    model = DeliveryAttempt
+    verbose_name = "provider attempt"
+    verbose_name_plural = "provider attempts"
+    fields = ("attempt", "provider", "outcome", "latency", "message_id", "error", "at")
+    readonly_fields = fields
+    ordering = ("id",)
+    extra = 0
+    max_num = 0
+    can_delete = False
+
+    @admin.display(description="latency")
+    def latency(self, obj: DeliveryAttempt) -> str:
+        return f"{obj.latency_ms} ms"
+
+
+class DeliveryEventInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """Status reports from the provider (webhooks), raw event kept."""
+
+    model = DeliveryEvent
+    verbose_name = "status event"
+    verbose_name_plural = "status events"
+    fields = ("received_at", "provider", "provider_event", "status", "applied", "raw_json")
+    readonly_fields = fields
+    ordering = ("id",)
+    extra = 0
+    max_num = 0
+    can_delete = False
+
+    @admin.display(description="raw event")
+    def raw_json(self, obj: DeliveryEvent) -> SafeString:
+        return format_html("<details><summary>raw</summary>{}</details>", pretty_json(obj.raw))
+
+
 @admin.register(Delivery)
 class DeliveryAdmin(
     LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin, admin.ModelAdmin
@@ -241,10 +277,12 @@ class DeliveryAdmin(
         "node_id",
         "channel",
         "status_display",
+        "tracking_status",
         "provider_message_id",
         "attempts",
         "created",
     )
+    inlines = (DeliveryAttemptInline, DeliveryEventInline)
     list_filter = (
         "status",
         NodeIdFilter,
@@ -263,6 +301,8 @@ class DeliveryAdmin(
         "node_id",
         "channel",
         "status_display",
+        "tracking_status",
+        "tracking_updated_at",
         "provider_message_id",
         "attempts",
         "created",

@@ -27,7 +27,7 @@ from triggers.state import Join, Statement
 from workflows.definition import node_by_id, outgoing_edges
 from workflows.templating import TemplateError, condition_holds
 
-from .deliveries import delivery_outcome_update, record_delivery
+from .deliveries import delivery_attempts_insert, delivery_outcome_update, record_delivery
 from .models import Delivery, StepExecutionLog
 from .nodes import EXECUTORS, NodeResult, StepContext
 from .providers.base import ProviderError
@@ -210,6 +210,9 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
         also = [_step_log_insert(log, lost, cancelled)]
         if step is not None and step.pending_delivery:
             also.append(delivery_outcome_update(step))
+            attempts = delivery_attempts_insert(step)
+            if attempts is not None:
+                also.append(attempts)
         if result is not None:
             also += _running_instance_statements(instance, result, finished)
         with transaction.atomic():

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from .models import StepExecutionLog
+from .models import Delivery, DeliveryAttempt, DeliveryEvent, StepExecutionLog
 
 
 class StepLogOutputSerializer(serializers.ModelSerializer):
@@ -36,3 +36,52 @@ class StepLogOutputSerializer(serializers.ModelSerializer):
 class StepLogFilterSerializer(serializers.Serializer):
     trigger = serializers.UUIDField(required=False)
     node = serializers.CharField(required=False, max_length=64)
+
+
+class DeliveryAttemptOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DeliveryAttempt
+        fields = ["attempt", "provider", "outcome", "latency_ms", "error", "message_id", "at"]
+
+
+class DeliveryEventOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DeliveryEvent
+        fields = [
+            "provider",
+            "provider_event",
+            "status",
+            "applied",
+            "occurred_at",
+            "received_at",
+            "raw",
+        ]
+
+
+class DeliveryOutputSerializer(serializers.ModelSerializer):
+    """A delivery with every provider call (failover) and every status report."""
+
+    trigger = serializers.UUIDField(source="instance_id", read_only=True)
+    provider_attempts = DeliveryAttemptOutputSerializer(
+        source="attempt_rows", many=True, read_only=True
+    )
+    events = DeliveryEventOutputSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Delivery
+        fields = [
+            "id",
+            "trigger",
+            "node_id",
+            "channel",
+            "status",
+            "tracking_status",
+            "tracking_updated_at",
+            "provider_message_id",
+            "attempts",
+            "output",
+            "created_at",
+            "updated_at",
+            "provider_attempts",
+            "events",
+        ]

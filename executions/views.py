@@ -9,8 +9,12 @@ from notifyflow.api import paginated_list
 from notifyflow.pagination import StepLogsOldestFirst
 from triggers.models import TriggerInstance
 
-from .models import StepExecutionLog
-from .serializers import StepLogFilterSerializer, StepLogOutputSerializer
+from .models import Delivery, StepExecutionLog
+from .serializers import (
+    DeliveryOutputSerializer,
+    StepLogFilterSerializer,
+    StepLogOutputSerializer,
+)
 
 
 class TriggerStepsView(GenericAPIView):
@@ -39,3 +43,18 @@ class StepLogListView(GenericAPIView):
             StepLogFilterSerializer,
             {"trigger": "trigger_id", "node": "node_id"},
         )
+
+
+class TriggerDeliveriesView(GenericAPIView):
+    """Deliveries of one trigger instance (one per sending node), oldest first, each
+    with its provider attempts and status events."""
+
+    serializer_class = DeliveryOutputSerializer
+
+    def get(self, request: Request, id: str) -> Response:
+        get_object_or_404(TriggerInstance.objects.only("id"), pk=id)
+        queryset = Delivery.objects.filter(instance_id=id).prefetch_related(
+            "attempt_rows", "events"
+        )
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)

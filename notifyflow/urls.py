@@ -4,7 +4,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from executions.views import StepLogListView, TriggerStepsView
+from executions.views import StepLogListView, TriggerDeliveriesView, TriggerStepsView
 from triggers.event_views import (
     EventReceiveView,
     InstanceEventView,
@@ -52,6 +52,11 @@ api_v1 = [
     path("triggers/<uuid:id>/cancel/", TriggerCancelView.as_view(), name="trigger-cancel"),
     path("triggers/<uuid:id>/events/", InstanceEventView.as_view(), name="trigger-events"),
     path("triggers/<uuid:id>/steps/", TriggerStepsView.as_view(), name="trigger-steps"),
+    path(
+        "triggers/<uuid:id>/deliveries/",
+        TriggerDeliveriesView.as_view(),
+        name="trigger-deliveries",
+    ),
     path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
