@@ -25,6 +25,7 @@ from triggers.inbox_models import InboxEvent, OutboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.state import Join, Statement
 from workflows.definition import node_by_id, outgoing_edges
+from workflows.models import WorkflowVersion
 from workflows.templating import TemplateError, condition_holds
 
 from .deliveries import delivery_attempts_insert, delivery_outcome_update, record_delivery
@@ -137,6 +138,8 @@ class _Outcome:
     error: str = ""
     error_kind: str = ""
     permanent: bool = False
+    # The node's ``retry`` config (None: SPEC §3's defaults).
+    retry_policy: dict[str, Any] | None = None
 
 
 def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str = "") -> str:
@@ -175,6 +178,7 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
             waiting_for_event=instance.waiting_for_event,
         )
         outcome, result, next_node = _run_node(step, version.definition, instance.vars)
+        outcome.retry_policy = node["config"].get("retry")
     finished = timezone.now()
 
     log = dict(
@@ -443,7 +447,12 @@ def _record_failure(
     now: datetime,
     also: Sequence[Statement] = (),
 ) -> bool:
-    decision = decide_retry(attempts_so_far=instance.attempts, permanent=outcome.permanent, now=now)
+    decision = decide_retry(
+        attempts_so_far=instance.attempts,
+        permanent=outcome.permanent,
+        now=now,
+        policy=outcome.retry_policy,
+    )
     error = f"node {instance.current_node_id}: {outcome.error}"
     updates = {"attempts": decision.attempts, "last_error": error}
     if decision.give_up:
@@ -528,7 +537,11 @@ def recover_expired_leases(*, now: datetime, batch: int) -> int:
     for instance in expired:
         assert instance.locked_until is not None  # processing rows always hold a lease
         decision = decide_retry(
-            attempts_so_far=instance.attempts, permanent=False, now=now, immediate=True
+            attempts_so_far=instance.attempts,
+            permanent=False,
+            now=now,
+            immediate=True,
+            policy=_node_retry_policy(instance),
         )
         error = (
             f"node {instance.current_node_id}: lease expired at "
@@ -574,6 +587,15 @@ def recover_expired_leases(*, now: datetime, batch: int) -> int:
                     worker="sweeper",
                 )
     return recovered
+
+
+def _node_retry_policy(instance: TriggerInstance) -> dict[str, Any] | None:
+    """The ``retry`` config of the instance's current node (versions are cached)."""
+    try:
+        definition = pinned_version(instance.workflow_version_id).definition
+        return node_by_id(definition, instance.current_node_id or "")["config"].get("retry")
+    except (KeyError, WorkflowVersion.DoesNotExist):
+        return None
 
 
 def redispatch_due(*, now: datetime, batch: int) -> int:
