@@ -4,7 +4,12 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from executions.views import StepLogListView, TriggerDeliveriesView, TriggerStepsView
+from executions.views import (
+    StepLogListView,
+    TriggerDeliveriesView,
+    TriggerStepsView,
+    twilio_status_callback,
+)
 from triggers.event_views import (
     EventReceiveView,
     InstanceEventView,
@@ -92,4 +97,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("healthz", healthz, name="healthz"),
+    # Delivery status (SPEC §11): anymail's tracking webhooks (basic auth / ESP
+    # signatures per ANYMAIL settings) and Twilio's signed status callback.
+    path("webhooks/anymail/", include("anymail.urls")),
+    path("webhooks/twilio/status/", twilio_status_callback, name="twilio-status-callback"),
 ]
