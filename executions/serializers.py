@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from notifyflow.fields import JsonObjectField
+
 from .models import Delivery, DeliveryAttempt, DeliveryEvent, StepExecutionLog
 
 
@@ -85,3 +87,24 @@ class DeliveryOutputSerializer(serializers.ModelSerializer):
             "provider_attempts",
             "events",
         ]
+
+
+class PreviewInputSerializer(serializers.Serializer):
+    payload = JsonObjectField()
+    version = serializers.IntegerField(required=False, min_value=1)
+
+
+class PreviewNodeSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    type = serializers.CharField()
+    rendered = serializers.JSONField(allow_null=True)
+    output = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    note = serializers.CharField(required=False)
+
+
+class PreviewOutputSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    version = serializers.IntegerField()
+    path = serializers.ListField(child=serializers.CharField())
+    nodes = PreviewNodeSerializer(many=True)

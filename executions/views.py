@@ -10,14 +10,17 @@ from rest_framework.generics import GenericAPIView, get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import paginated_list
+from notifyflow.api import paginated_list, validated_body
 from notifyflow.pagination import StepLogsOldestFirst
 from triggers.models import TriggerInstance
 
 from . import tracking
 from .models import Delivery, StepExecutionLog
+from .preview import workflow_preview
 from .serializers import (
     DeliveryOutputSerializer,
+    PreviewInputSerializer,
+    PreviewOutputSerializer,
     StepLogFilterSerializer,
     StepLogOutputSerializer,
 )
@@ -100,3 +103,17 @@ def twilio_status_callback(request: HttpRequest) -> HttpResponse:
         occurred_at=timezone.now(),
     )
     return HttpResponse(status=204)
+
+
+class WorkflowPreviewView(GenericAPIView):
+    """What a payload would make the workflow do: the path and every node rendered.
+    Nothing is sent and nothing is written."""
+
+    serializer_class = PreviewOutputSerializer
+
+    @extend_schema(request=PreviewInputSerializer, responses={200: PreviewOutputSerializer})
+    def post(self, request: Request, key: str) -> Response:
+        data = validated_body(request, PreviewInputSerializer)
+        return Response(
+            workflow_preview(key=key, payload=data["payload"], version=data.get("version"))
+        )

@@ -8,6 +8,7 @@ from executions.views import (
     StepLogListView,
     TriggerDeliveriesView,
     TriggerStepsView,
+    WorkflowPreviewView,
     twilio_status_callback,
 )
 from triggers.event_views import (
@@ -65,6 +66,11 @@ api_v1 = [
     path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
+    path(
+        "workflows/<slug:key>/preview/",
+        WorkflowPreviewView.as_view(),
+        name="workflow-preview",
+    ),
     path(
         "workflows/<slug:key>/pause/",
         WorkflowPauseView.as_view(pause=True),
