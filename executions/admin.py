@@ -6,13 +6,26 @@ page (``triggers.admin``) gets its step-log inline and the drawing's node outcom
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from triggers.admin import InboxInline, StatusChangeInline, TriggerInstanceAdmin
+from notifyflow.errors import ApplicationError
+from triggers.admin import (
+    InboxInline,
+    StatusChangeInline,
+    TriggerInstanceAdmin,
+    WorkflowWithPauseAdmin,
+)
 from triggers.admin_support import instance_link
 from triggers.models import TriggerInstance
 from workflows.admin_support import (
@@ -26,8 +39,10 @@ from workflows.admin_support import (
     timestamp_column,
 )
 from workflows.definition import NODE_TYPES
+from workflows.models import Workflow
 
-from .models import Delivery, StepExecutionLog
+from .models import Delivery, DeliveryAttempt, DeliveryEvent, StepExecutionLog
+from .preview import workflow_preview
 
 
 class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -121,7 +136,7 @@ class ChannelFilter(admin.SimpleListFilter):
     parameter_name = "channel"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
-        return [("email", "email"), ("sms", "sms")]
+        return [("email", "email"), ("sms", "sms"), ("webhook", "webhook")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         return queryset.filter(channel=self.value()) if self.value() else queryset
@@ -231,6 +246,42 @@ class StepExecutionLogAdmin(
         return pretty_json(obj.input_context)
 
 
+class DeliveryAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """Every provider call of the delivery (failover), oldest first."""
+
+    model = DeliveryAttempt
+    verbose_name = "provider attempt"
+    verbose_name_plural = "provider attempts"
+    fields = ("attempt", "provider", "outcome", "latency", "message_id", "error", "at")
+    readonly_fields = fields
+    ordering = ("id",)
+    extra = 0
+    max_num = 0
+    can_delete = False
+
+    @admin.display(description="latency")
+    def latency(self, obj: DeliveryAttempt) -> str:
+        return f"{obj.latency_ms} ms"
+
+
+class DeliveryEventInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """Status reports from the provider (webhooks), raw event kept."""
+
+    model = DeliveryEvent
+    verbose_name = "status event"
+    verbose_name_plural = "status events"
+    fields = ("received_at", "provider", "provider_event", "status", "applied", "raw_json")
+    readonly_fields = fields
+    ordering = ("id",)
+    extra = 0
+    max_num = 0
+    can_delete = False
+
+    @admin.display(description="raw event")
+    def raw_json(self, obj: DeliveryEvent) -> SafeString:
+        return format_html("<details><summary>raw</summary>{}</details>", pretty_json(obj.raw))
+
+
 @admin.register(Delivery)
 class DeliveryAdmin(
     LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin, admin.ModelAdmin
@@ -241,10 +292,12 @@ class DeliveryAdmin(
         "node_id",
         "channel",
         "status_display",
+        "tracking_status",
         "provider_message_id",
         "attempts",
         "created",
     )
+    inlines = (DeliveryAttemptInline, DeliveryEventInline)
     list_filter = (
         "status",
         NodeIdFilter,
@@ -263,6 +316,8 @@ class DeliveryAdmin(
         "node_id",
         "channel",
         "status_display",
+        "tracking_status",
+        "tracking_updated_at",
         "provider_message_id",
         "attempts",
         "created",
@@ -290,3 +345,83 @@ class DeliveryAdmin(
     @admin.display(description="output")
     def output_json(self, obj: Delivery) -> SafeString:
         return format_html("{}", pretty_json(obj.output))
+
+
+# --- workflow preview ------------------------------------------------------------------
+
+
+class PreviewForm(forms.Form):
+    payload = forms.JSONField(
+        initial=dict,
+        widget=forms.Textarea(attrs={"rows": 12, "class": "vLargeTextField"}),
+        help_text="The trigger payload, a JSON object.",
+    )
+    version = forms.IntegerField(
+        required=False, min_value=1, help_text="Empty: the current version."
+    )
+
+    def clean_payload(self) -> dict[str, Any]:
+        payload = self.cleaned_data["payload"]
+        if not isinstance(payload, dict):
+            raise forms.ValidationError("must be a JSON object")
+        return payload
+
+
+class WorkflowWithPreviewAdmin(WorkflowWithPauseAdmin):
+    """Adds a "Preview" page (executions.preview: nothing sent, nothing written)."""
+
+    change_form_template = "admin/executions/workflow_change_form.html"
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "<path:object_id>/preview/",
+                self.admin_site.admin_view(self.preview_view),
+                name="workflows_workflow_preview",
+            ),
+        ] + super().get_urls()
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra = {
+            **(extra_context or {}),
+            "nf_preview_url": reverse("admin:workflows_workflow_preview", args=[object_id]),
+        }
+        return super().change_view(request, object_id, form_url, extra_context=extra)
+
+    def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        workflow = get_object_or_404(Workflow, pk=object_id)
+        if not self.has_view_permission(request, workflow):
+            from django.core.exceptions import PermissionDenied
+
+            raise PermissionDenied
+        form = PreviewForm(request.POST or None)
+        result = None
+        if request.method == "POST" and form.is_valid():
+            try:
+                result = workflow_preview(
+                    key=workflow.key,
+                    payload=form.cleaned_data["payload"],
+                    version=form.cleaned_data["version"],
+                )
+            except ApplicationError as exc:
+                form.add_error("version" if exc.field == "version" else None, exc.message)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": workflow,
+            "title": f"Preview {workflow.key}",
+            "form": form,
+            "result": result,
+            "result_json": json.dumps(result, indent=2, default=str) if result else "",
+        }
+        return TemplateResponse(request, "admin/executions/workflow_preview.html", context)
+
+
+admin.site.unregister(Workflow)
+admin.site.register(Workflow, WorkflowWithPreviewAdmin)

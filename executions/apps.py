@@ -6,6 +6,10 @@ class ExecutionsConfig(AppConfig):
     verbose_name = "Executions"
 
     def ready(self) -> None:
+        from anymail.signals import tracking
+
         from . import worker_hooks
+        from .tracking import anymail_tracking_received
 
         worker_hooks.install()
+        tracking.connect(anymail_tracking_received, dispatch_uid="notifyflow.delivery_status")

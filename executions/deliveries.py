@@ -20,8 +20,9 @@ from django.utils import timezone
 from notifyflow import metrics
 from triggers.state import Statement
 
-from .models import Delivery, DeliveryStatus
+from .models import Delivery, DeliveryAttempt, DeliveryStatus
 from .providers.base import ProviderError
+from .providers.failover import collect_attempts
 
 if TYPE_CHECKING:
     from .nodes.base import StepContext
@@ -37,16 +38,19 @@ _BEGIN_SQL = (
     f" SET status = 'sending', attempts = {_TABLE}.attempts + 1,"
     " updated_at = excluded.updated_at"
     f" WHERE {_TABLE}.status <> 'sent'"
-    " RETURNING status"
+    " RETURNING id, attempts"
 )
 
 
 def guarded_send(*, step: StepContext, channel: str, send: Callable[[], dict]) -> dict[str, Any]:
     """Call ``send`` unless this node's message was already sent; return its output.
 
-    The outcome is not written here: ``step.pending_delivery`` carries it to the step's
-    outcome transaction (``record_delivery``).
+    The outcome is not written here: ``step.pending_delivery`` (and every provider call,
+    ``step.pending_attempts``) carries it to the step's outcome transaction
+    (``record_delivery``). A preview (``step.preview``) sends and writes nothing.
     """
+    if step.preview:
+        return {"preview": True, "channel": channel, "message_id": ""}
     if step.delivery_status == DeliveryStatus.SENT:
         return {**(step.delivery_output or {}), "deduplicated": True}
     now = timezone.now()
@@ -61,10 +65,13 @@ def guarded_send(*, step: StepContext, channel: str, send: Callable[[], dict]) -
             .get()
         )
         return {**output, "deduplicated": True}
+    step.delivery_id, step.delivery_attempt = began[0], began[1]
     # No transaction is open here: the provider call never holds a database lock.
     started = time.perf_counter()
     try:
-        output = send()
+        with collect_attempts() as attempts:
+            step.pending_attempts = attempts
+            output = send()
     except ProviderError as exc:
         metrics.PROVIDER_SECONDS.labels(channel, "failed").observe(time.perf_counter() - started)
         step.pending_delivery = {
@@ -83,13 +90,49 @@ def guarded_send(*, step: StepContext, channel: str, send: Callable[[], dict]) -
 
 
 def record_delivery(step: StepContext) -> None:
-    """Write the send's outcome; called inside the step's outcome transaction. Written
-    even when the step's own write is fenced out: the message *was* sent."""
+    """Write the send's outcome and its provider attempts; called inside the step's
+    outcome transaction. Written even when the step's own write is fenced out: the
+    message *was* sent (and the attempts were made)."""
     if not step.pending_delivery:
         return
     Delivery.objects.filter(
         instance_id=step.instance_id, node_id=step.node_id, status=DeliveryStatus.SENDING
     ).update(updated_at=timezone.now(), **step.pending_delivery)
+    if step.delivery_id is None:
+        return
+    DeliveryAttempt.objects.bulk_create(
+        [
+            DeliveryAttempt(delivery_id=step.delivery_id, attempt=step.delivery_attempt, **row)
+            for row in step.pending_attempts
+        ]
+    )
+
+
+_ATTEMPT_FIELDS = {f.name: f for f in DeliveryAttempt._meta.concrete_fields if not f.primary_key}
+
+
+def delivery_attempts_insert(step: StepContext, *, only_if_moved: bool = False) -> list[Statement]:
+    """``record_delivery``'s attempt rows for the step's outcome statement (PostgreSQL):
+    one INSERT ... VALUES; none when no provider was called. With ``only_if_moved`` (a
+    replay after a lost connection) each row is written only with the transition, like
+    the step log, so a replay after a landed COMMIT adds none."""
+    if not step.pending_attempts or step.delivery_id is None:
+        return []
+    names = list(_ATTEMPT_FIELDS)
+    columns = ", ".join(f'"{_ATTEMPT_FIELDS[n].column}"' for n in names)
+    insert = f'INSERT INTO "{DeliveryAttempt._meta.db_table}" ({columns})'
+    placeholders = ", ".join(["%s"] * len(names))
+    rows: list[list[Any]] = []
+    for attempt in step.pending_attempts:
+        values = {"delivery": step.delivery_id, "attempt": step.delivery_attempt, **attempt}
+        rows.append([_ATTEMPT_FIELDS[n].get_db_prep_save(values[n], connection) for n in names])
+    if only_if_moved:
+        return [
+            Statement(f"{insert} SELECT {placeholders} WHERE EXISTS (SELECT 1 FROM moved)", row)
+            for row in rows
+        ]
+    values_sql = ", ".join(f"({placeholders})" for _ in rows)
+    return [Statement(f"{insert} VALUES {values_sql}", [p for row in rows for p in row])]
 
 
 def delivery_outcome_update(step: StepContext) -> Statement:

@@ -27,9 +27,10 @@ from triggers.inbox_models import InboxEvent, OutboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.state import Join, Statement
 from workflows.definition import node_by_id, outgoing_edges
+from workflows.models import WorkflowVersion
 from workflows.templating import TemplateError, condition_holds
 
-from .deliveries import delivery_outcome_update, record_delivery
+from .deliveries import delivery_attempts_insert, delivery_outcome_update, record_delivery
 from .models import Delivery, StepExecutionLog
 from .nodes import EXECUTORS, NodeResult, StepContext
 from .providers.base import ProviderError
@@ -149,6 +150,8 @@ class _Outcome:
     error: str = ""
     error_kind: str = ""
     permanent: bool = False
+    # The node's ``retry`` config (None: SPEC §3's defaults).
+    retry_policy: dict[str, Any] | None = None
 
 
 def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str = "") -> str:
@@ -198,6 +201,7 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
             waiting_for_event=instance.waiting_for_event,
         )
         outcome, result, next_node = _run_node(step, version.definition, instance.vars)
+        outcome.retry_policy = node["config"].get("retry")
     finished = timezone.now()
 
     log = dict(
@@ -230,12 +234,13 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
     if connection.vendor == "postgresql":
 
         def record(replay: bool) -> bool:
-            # The delivery's outcome, the step log, the instance's transition and its
-            # audit row (and a wait's consumed event, an emit's outbox row): one
-            # statement, one round trip, one commit.
+            # The delivery's outcome and its provider attempts, the step log, the
+            # instance's transition and its audit row (and a wait's consumed event, an
+            # emit's outbox row): one statement, one round trip, one commit.
             also = [_step_log_insert(log, lost, cancelled, only_if_moved=replay)]
             if step is not None and step.pending_delivery:
                 also.append(delivery_outcome_update(step))
+                also += delivery_attempts_insert(step, only_if_moved=replay)
             if result is not None:
                 also += _running_instance_statements(instance, result, finished)
             with transaction.atomic():
@@ -502,7 +507,12 @@ def _record_failure(
     now: datetime,
     also: Sequence[Statement] = (),
 ) -> bool:
-    decision = decide_retry(attempts_so_far=instance.attempts, permanent=outcome.permanent, now=now)
+    decision = decide_retry(
+        attempts_so_far=instance.attempts,
+        permanent=outcome.permanent,
+        now=now,
+        policy=outcome.retry_policy,
+    )
     error = f"node {instance.current_node_id}: {outcome.error}"
     updates = {"attempts": decision.attempts, "last_error": error}
     if decision.give_up:
@@ -590,7 +600,11 @@ def recover_expired_leases(*, now: datetime, batch: int) -> int:
     for instance in expired:
         assert instance.locked_until is not None  # processing rows always hold a lease
         decision = decide_retry(
-            attempts_so_far=instance.attempts, permanent=False, now=now, immediate=True
+            attempts_so_far=instance.attempts,
+            permanent=False,
+            now=now,
+            immediate=True,
+            policy=_node_retry_policy(instance),
         )
         error = (
             f"node {instance.current_node_id}: lease expired at "
@@ -639,6 +653,15 @@ def recover_expired_leases(*, now: datetime, batch: int) -> int:
                     worker="sweeper",
                 )
     return recovered
+
+
+def _node_retry_policy(instance: TriggerInstance) -> dict[str, Any] | None:
+    """The ``retry`` config of the instance's current node (versions are cached)."""
+    try:
+        definition = pinned_version(instance.workflow_version_id).definition
+        return node_by_id(definition, instance.current_node_id or "")["config"].get("retry")
+    except (KeyError, WorkflowVersion.DoesNotExist):
+        return None
 
 
 def redispatch_due(*, now: datetime, batch: int) -> int:

@@ -82,6 +82,9 @@ class Delivery(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # What the provider reported later (webhooks); never moves backwards (TRACKING_RANK).
+    tracking_status = models.CharField(max_length=16, blank=True, default="", db_default="")
+    tracking_updated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -90,6 +93,102 @@ class Delivery(models.Model):
                 fields=["instance", "node_id"], name="delivery_unique_instance_node"
             ),
         ]
+        indexes = [
+            # Status webhooks find their delivery by the provider's message id.
+            models.Index(
+                fields=["provider_message_id"],
+                name="delivery_provider_message_id",
+                condition=~models.Q(provider_message_id=""),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.instance_id}:{self.node_id} {self.status}"
+
+
+class TrackingStatus(models.TextChoices):
+    """What the provider reported after accepting the message (webhooks), ranked: a
+    delivery's tracking status only ever moves to a higher rank (``TRACKING_RANK``), so
+    repeated and out-of-order webhook calls cannot move it backwards."""
+
+    NONE = "", "-"
+    QUEUED = "queued", "Queued"
+    SENT = "sent", "Sent"
+    DELIVERED = "delivered", "Delivered"
+    OPENED = "opened", "Opened"
+    CLICKED = "clicked", "Clicked"
+    BOUNCED = "bounced", "Bounced"
+    FAILED = "failed", "Failed"
+    COMPLAINED = "complained", "Complained"
+
+
+# queued < sent < delivered < opened < clicked < bounced = failed < complained.
+# A bounce or failure ends the engagement ladder (an "opened" after a bounce is
+# ignored); only a complaint can follow it.
+TRACKING_RANK: dict[str, int] = {
+    TrackingStatus.NONE: 0,
+    TrackingStatus.QUEUED: 1,
+    TrackingStatus.SENT: 2,
+    TrackingStatus.DELIVERED: 3,
+    TrackingStatus.OPENED: 4,
+    TrackingStatus.CLICKED: 5,
+    TrackingStatus.BOUNCED: 6,
+    TrackingStatus.FAILED: 6,
+    TrackingStatus.COMPLAINED: 7,
+}
+
+
+class DeliveryAttempt(models.Model):
+    """One row per provider call of a delivery (failover tries several per attempt).
+    Immutable history, written in the step's outcome transaction."""
+
+    class Outcome(models.TextChoices):
+        SENT = "sent", "Sent"
+        TRANSIENT = "transient", "Transient error"
+        PERMANENT = "permanent", "Permanent error"
+        SKIPPED = "skipped", "Skipped (circuit open)"
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_rows")
+    attempt = models.PositiveIntegerField(help_text="the delivery's attempt number (1 = first)")
+    provider = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    latency_ms = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    message_id = models.CharField(max_length=255, blank=True, default="")
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["delivery_id", "id"]
+        indexes = [
+            # The delivery's inline and the deliveries API: its attempts, in order.
+            models.Index(fields=["delivery", "id"], name="delivery_attempt_delivery"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id}#{self.attempt} {self.provider} {self.outcome}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise ValueError("delivery attempts are immutable")
+        super().save(*args, **kwargs)
+
+
+class DeliveryEvent(models.Model):
+    """A provider's status report (anymail tracking webhook, Twilio status callback),
+    kept raw. ``applied`` says whether it moved the delivery's tracking status."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="events")
+    provider = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, blank=True, default="")
+    provider_event = models.CharField(max_length=64, help_text="the provider's own event type")
+    applied = models.BooleanField(default=False)
+    occurred_at = models.DateTimeField(null=True, blank=True)
+    received_at = models.DateTimeField()
+    raw = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["delivery_id", "id"]
+        indexes = [models.Index(fields=["delivery", "id"], name="delivery_event_delivery")]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} {self.provider} {self.provider_event}"

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from notifyflow.fields import JsonObjectField
 from triggers.serializers import StatusChangeOutputSerializer, TriggerOutputSerializer
 
-from .models import StepExecutionLog
+from .models import Delivery, DeliveryAttempt, DeliveryEvent, StepExecutionLog
 
 
 class StepLogOutputSerializer(serializers.ModelSerializer):
@@ -85,3 +86,73 @@ class WorkflowStatsOutputSerializer(serializers.Serializer):
         child=serializers.IntegerField(), help_text="Instances per status (every status)"
     )
     nodes = NodeStatsOutputSerializer(many=True)
+
+
+class DeliveryAttemptOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DeliveryAttempt
+        fields = ["attempt", "provider", "outcome", "latency_ms", "error", "message_id", "at"]
+
+
+class DeliveryEventOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DeliveryEvent
+        fields = [
+            "provider",
+            "provider_event",
+            "status",
+            "applied",
+            "occurred_at",
+            "received_at",
+            "raw",
+        ]
+
+
+class DeliveryOutputSerializer(serializers.ModelSerializer):
+    """A delivery with every provider call (failover) and every status report."""
+
+    trigger = serializers.UUIDField(source="instance_id", read_only=True)
+    provider_attempts = DeliveryAttemptOutputSerializer(
+        source="attempt_rows", many=True, read_only=True
+    )
+    events = DeliveryEventOutputSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Delivery
+        fields = [
+            "id",
+            "trigger",
+            "node_id",
+            "channel",
+            "status",
+            "tracking_status",
+            "tracking_updated_at",
+            "provider_message_id",
+            "attempts",
+            "output",
+            "created_at",
+            "updated_at",
+            "provider_attempts",
+            "events",
+        ]
+
+
+class PreviewInputSerializer(serializers.Serializer):
+    payload = JsonObjectField()
+    version = serializers.IntegerField(required=False, min_value=1)
+
+
+class PreviewNodeSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    type = serializers.CharField()
+    rendered = serializers.JSONField(allow_null=True)
+    output = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    note = serializers.CharField(required=False)
+
+
+class PreviewOutputSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    version = serializers.IntegerField()
+    path = serializers.ListField(child=serializers.CharField())
+    nodes = PreviewNodeSerializer(many=True)

@@ -1,17 +1,27 @@
 from __future__ import annotations
 
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
 from drf_spectacular.utils import extend_schema
 from rest_framework.generics import GenericAPIView, get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import paginated_list
+from notifyflow.api import paginated_list, validated_body
 from notifyflow.pagination import StepLogsOldestFirst
 from triggers.models import TriggerInstance
 
-from .models import StepExecutionLog
+from . import tracking
+from .models import Delivery, StepExecutionLog
+from .preview import workflow_preview
 from .selectors import instance_timeline, workflow_stats
 from .serializers import (
+    DeliveryOutputSerializer,
+    PreviewInputSerializer,
+    PreviewOutputSerializer,
     StepLogFilterSerializer,
     StepLogOutputSerializer,
     TimelineOutputSerializer,
@@ -65,3 +75,68 @@ class WorkflowStatsView(GenericAPIView):
 
     def get(self, request: Request, key: str) -> Response:
         return Response(self.get_serializer(workflow_stats(key=key)).data)
+
+
+class TriggerDeliveriesView(GenericAPIView):
+    """Deliveries of one trigger instance (one per sending node), oldest first, each
+    with its provider attempts and status events."""
+
+    serializer_class = DeliveryOutputSerializer
+
+    def get(self, request: Request, id: str) -> Response:
+        get_object_or_404(TriggerInstance.objects.only("id"), pk=id)
+        queryset = Delivery.objects.filter(instance_id=id).prefetch_related(
+            "attempt_rows", "events"
+        )
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+def _twilio_auth_tokens() -> list[str]:
+    """Every auth token a message could have been sent with (failover accounts too)."""
+    tokens = [settings.TWILIO_AUTH_TOKEN]
+    for entry in settings.NOTIFYFLOW_SMS_BACKENDS:
+        if isinstance(entry, dict):
+            tokens.append((entry.get("options") or {}).get("auth_token", ""))
+    return [t for t in tokens if t]
+
+
+@csrf_exempt
+@require_POST
+def twilio_status_callback(request: HttpRequest) -> HttpResponse:
+    """Twilio's message status callback. 403 unless X-Twilio-Signature is valid for one
+    of our auth tokens (twilio.request_validator), over the URL Twilio was given
+    (NOTIFYFLOW_TWILIO_STATUS_CALLBACK_URL, else this request's own URL)."""
+    from twilio.request_validator import RequestValidator
+
+    signature = request.headers.get("X-Twilio-Signature", "")
+    url = settings.NOTIFYFLOW_TWILIO_STATUS_CALLBACK_URL or request.build_absolute_uri()
+    params = request.POST.dict()
+    if not signature or not any(
+        RequestValidator(token).validate(url, params, signature) for token in _twilio_auth_tokens()
+    ):
+        return HttpResponseForbidden("invalid Twilio signature")
+    twilio_status = params.get("MessageStatus", "")
+    tracking.delivery_status_record(
+        provider="twilio",
+        message_id=params.get("MessageSid", ""),
+        provider_event=twilio_status,
+        status=tracking.TWILIO_STATUSES.get(twilio_status),
+        raw=params,
+        occurred_at=timezone.now(),
+    )
+    return HttpResponse(status=204)
+
+
+class WorkflowPreviewView(GenericAPIView):
+    """What a payload would make the workflow do: the path and every node rendered.
+    Nothing is sent and nothing is written."""
+
+    serializer_class = PreviewOutputSerializer
+
+    @extend_schema(request=PreviewInputSerializer, responses={200: PreviewOutputSerializer})
+    def post(self, request: Request, key: str) -> Response:
+        data = validated_body(request, PreviewInputSerializer)
+        return Response(
+            workflow_preview(key=key, payload=data["payload"], version=data.get("version"))
+        )

@@ -7,6 +7,7 @@ The embedded default (no env vars) is a SQLite file and kombu's filesystem broke
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -218,6 +219,52 @@ TWILIO_AUTH_TOKEN = os.environ.get("TWILIO_AUTH_TOKEN", "")
 # Only for tests and local fakes: where the twilio client sends its HTTP requests.
 TWILIO_API_BASE_URL = os.environ.get("TWILIO_API_BASE_URL", "")
 TWILIO_TIMEOUT_S = env_float("TWILIO_TIMEOUT_S", 15)
+
+
+# --- Delivery (SPEC §11) ----------------------------------------------------------------
+def _env_providers(name: str) -> list:
+    """Ordered providers: comma-separated backend paths/names, or a JSON list of
+    ``{"name", "backend", "options"}``. Empty: the channel's single default backend."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return []
+    if value.startswith("["):
+        try:
+            parsed = json.loads(value)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: invalid JSON: {exc}") from None
+        if not isinstance(parsed, list) or not all(
+            isinstance(e, str) or (isinstance(e, dict) and isinstance(e.get("backend"), str))
+            for e in parsed
+        ):
+            raise ImproperlyConfigured(f"{name}: expected a list of paths or {{backend, ...}}")
+        return parsed
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+NOTIFYFLOW_EMAIL_BACKENDS = _env_providers("NOTIFYFLOW_EMAIL_BACKENDS")
+NOTIFYFLOW_SMS_BACKENDS = _env_providers("NOTIFYFLOW_SMS_BACKENDS")
+# Circuit breaker per provider and process: after N transient failures in a row the
+# provider is skipped for OPEN_S seconds. 0 turns it off.
+NOTIFYFLOW_CIRCUIT_FAILURES = env_int("NOTIFYFLOW_CIRCUIT_FAILURES", 0)
+NOTIFYFLOW_CIRCUIT_OPEN_S = env_float("NOTIFYFLOW_CIRCUIT_OPEN_S", 60)
+# Given to Twilio as each message's StatusCallback (the public URL of
+# /webhooks/twilio/status/); empty: Twilio sends no status callbacks.
+NOTIFYFLOW_TWILIO_STATUS_CALLBACK_URL = os.environ.get("NOTIFYFLOW_TWILIO_STATUS_CALLBACK_URL", "")
+# anymail's tracking webhooks (/webhooks/anymail/<esp>/tracking/): basic auth "user:pass".
+if os.environ.get("ANYMAIL_WEBHOOK_SECRET"):
+    ANYMAIL["WEBHOOK_SECRET"] = os.environ["ANYMAIL_WEBHOOK_SECRET"]
+if os.environ.get("MAILGUN_WEBHOOK_SIGNING_KEY"):
+    ANYMAIL["MAILGUN_WEBHOOK_SIGNING_KEY"] = os.environ["MAILGUN_WEBHOOK_SIGNING_KEY"]
+# webhook node: the only hosts it may call (checked at save and at send), the HMAC key
+# of its X-NotifyFlow-Signature header, its timeout.
+NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = [
+    h.strip().lower()
+    for h in os.environ.get("NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS", "").split(",")
+    if h.strip()
+]
+NOTIFYFLOW_WEBHOOK_SECRET = os.environ.get("NOTIFYFLOW_WEBHOOK_SECRET", "")
+NOTIFYFLOW_WEBHOOK_TIMEOUT_S = env_float("NOTIFYFLOW_WEBHOOK_TIMEOUT_S", 10)
 
 # --- Engine ---------------------------------------------------------------------------
 NOTIFYFLOW_RETRY_BASE_DELAY_S = env_float("NOTIFYFLOW_RETRY_BASE_DELAY_S", 60)

@@ -7,9 +7,12 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from executions.views import (
     StepLogListView,
+    TriggerDeliveriesView,
     TriggerStepsView,
     TriggerTimelineView,
+    WorkflowPreviewView,
     WorkflowStatsView,
+    twilio_status_callback,
 )
 from triggers.event_views import (
     EventReceiveView,
@@ -100,11 +103,21 @@ api_v1 = [
     path("triggers/<uuid:id>/run-now/", TriggerRunNowView.as_view(), name="trigger-run-now"),
     path("triggers/<uuid:id>/steps/", TriggerStepsView.as_view(), name="trigger-steps"),
     path("triggers/<uuid:id>/timeline/", TriggerTimelineView.as_view(), name="trigger-timeline"),
+    path(
+        "triggers/<uuid:id>/deliveries/",
+        TriggerDeliveriesView.as_view(),
+        name="trigger-deliveries",
+    ),
     path("step-logs/", StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", WorkflowDetailView.as_view(), name="workflow-detail"),
     path("workflows/<slug:key>/diagram/", WorkflowDiagramView.as_view(), name="workflow-diagram"),
     path("workflows/<slug:key>/stats/", WorkflowStatsView.as_view(), name="workflow-stats"),
+    path(
+        "workflows/<slug:key>/preview/",
+        WorkflowPreviewView.as_view(),
+        name="workflow-preview",
+    ),
     path(
         "workflows/<slug:key>/pause/",
         WorkflowPauseView.as_view(pause=True),
@@ -139,4 +152,8 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
+    # Delivery status (SPEC §11): anymail's tracking webhooks (basic auth / ESP
+    # signatures per ANYMAIL settings) and Twilio's signed status callback.
+    path("webhooks/anymail/", include("anymail.urls")),
+    path("webhooks/twilio/status/", twilio_status_callback, name="twilio-status-callback"),
 ]

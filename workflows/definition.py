@@ -35,10 +35,12 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
         "html_body": FieldSpec(False, "html_template"),
         "from_email": FieldSpec(False, "template"),
         "reply_to": FieldSpec(False, "template"),
+        "retry": FieldSpec(False, "retry_policy"),
     },
     "sms": {
         "to": FieldSpec(True, "template"),
         "body": FieldSpec(True, "template"),
+        "retry": FieldSpec(False, "retry_policy"),
     },
     "delay": {
         "delay_ms": FieldSpec(False, "int"),
@@ -58,6 +60,14 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
         "subjects": FieldSpec(False, "template_list"),
         "context": FieldSpec(False, "template_object"),
         "event_id": FieldSpec(False, "template"),
+    },
+    # Call an allowed HTTP endpoint with a signed JSON body (SPEC §11).
+    "webhook": {
+        "url": FieldSpec(True, "webhook_url"),
+        "method": FieldSpec(False, "http_method"),
+        "body": FieldSpec(True, "template_object"),
+        "headers": FieldSpec(False, "template_object"),
+        "retry": FieldSpec(False, "retry_policy"),
     },
 }
 MAX_INTERESTS = 20
@@ -396,6 +406,17 @@ def _check_config(
                 problems.append(
                     DefinitionProblem(f"{path}.{key}", "must be an integer >= 0", node=node)
                 )
+        elif field.kind == "retry_policy":
+            problems.extend(_check_retry_policy(value, f"{path}.{key}", node))
+        elif field.kind == "http_method":
+            if value not in WEBHOOK_METHODS:
+                problems.append(
+                    DefinitionProblem(
+                        f"{path}.{key}", f"must be one of {', '.join(WEBHOOK_METHODS)}", node=node
+                    )
+                )
+        elif field.kind == "webhook_url":
+            problems.extend(_check_webhook_url(value, f"{path}.{key}", node))
         elif field.kind == "duration":
             try:
                 parse_duration(value)
@@ -446,6 +467,102 @@ def _check_config(
                 )
             )
     return problems
+
+
+RETRY_KEYS = ("max_retries", "base_delay_s", "max_delay_s", "jitter")
+MAX_RETRY_DELAY_S = 7 * 24 * 3600
+WEBHOOK_METHODS = ("POST", "PUT")
+
+
+def _check_retry_policy(value: Any, path: str, node: str | None) -> list[DefinitionProblem]:
+    """``retry: {max_retries?, base_delay_s?, max_delay_s?, jitter?}`` on a sending node."""
+    if not isinstance(value, dict):
+        return [DefinitionProblem(path, "must be an object {max_retries, base_delay_s, ...}", node)]
+    problems = [
+        DefinitionProblem(f"{path}.{key}", "unknown field", node=node, code="unknown_field")
+        for key in sorted(set(value) - set(RETRY_KEYS))
+    ]
+
+    def number(key: str) -> float | None:
+        given = value.get(key)
+        if given is None:
+            return None
+        if isinstance(given, bool) or not isinstance(given, int | float):
+            problems.append(DefinitionProblem(f"{path}.{key}", "must be a number", node=node))
+            return None
+        return float(given)
+
+    retries = value.get("max_retries")
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100
+    ):
+        problems.append(
+            DefinitionProblem(f"{path}.max_retries", "must be an integer from 0 to 100", node)
+        )
+    base, cap, jitter = number("base_delay_s"), number("max_delay_s"), number("jitter")
+    for key, given in (("base_delay_s", base), ("max_delay_s", cap)):
+        if given is not None and not 0 < given <= MAX_RETRY_DELAY_S:
+            problems.append(
+                DefinitionProblem(
+                    f"{path}.{key}", f"must be > 0 and at most {MAX_RETRY_DELAY_S} s", node
+                )
+            )
+    if base is not None and cap is not None and cap < base:
+        problems.append(DefinitionProblem(f"{path}.max_delay_s", "must be >= base_delay_s", node))
+    if jitter is not None and not 0 <= jitter <= 1:
+        problems.append(DefinitionProblem(f"{path}.jitter", "must be from 0 to 1", node))
+    return problems
+
+
+def webhook_host_allowed(host: str) -> bool:
+    """Whether NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS lists ``host`` (exactly, or under a
+    ``*.example.com`` entry). Checked at save and again at send."""
+    from django.conf import settings
+
+    host = host.lower().rstrip(".")
+    for allowed in settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS:
+        if host == allowed or (allowed.startswith("*.") and host.endswith(allowed[1:])):
+            return True
+    return False
+
+
+def _check_webhook_url(value: Any, path: str, node: str | None) -> list[DefinitionProblem]:
+    """An http(s) URL whose scheme and host are literal (only the path and query may be
+    templates), so the host is known at save and checked against the allow-list."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str) or not value.strip():
+        return [DefinitionProblem(path, "must be an http(s) URL", node=node, code="required")]
+    try:
+        check_template(value)
+    except TemplateError as exc:
+        return [
+            DefinitionProblem(
+                path, f"invalid Liquid template: {exc}", node=node, code="invalid_template"
+            )
+        ]
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return [DefinitionProblem(path, "must be an http(s) URL", node=node, code="invalid_url")]
+    if "{" in parts.netloc or "@" in parts.netloc:
+        return [
+            DefinitionProblem(
+                path,
+                "the host must be literal text (no template, no user info)",
+                node=node,
+                code="invalid_url",
+            )
+        ]
+    if not webhook_host_allowed(parts.hostname or ""):
+        return [
+            DefinitionProblem(
+                path,
+                f"host {parts.hostname!r} is not in NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS",
+                node=node,
+                code="host_not_allowed",
+            )
+        ]
+    return []
 
 
 def _find_cycle(ids: list[str], edges: list[dict[str, Any]]) -> list[str] | None:

@@ -26,6 +26,7 @@ TYPE_COLOURS = {
     "delay": "#5f6b7a",
     "wait": "#b26a00",
     "emit": "#1d7f4e",
+    "webhook": "#a33a5b",
 }
 STATE_STYLES = {
     # state -> (fill, stroke, caption)
@@ -57,6 +58,8 @@ def _summary(node: Mapping[str, Any]) -> str:
         return f"for {config.get('event', '')} ≤ {timeout}"
     if kind == "emit":
         return f"event {config.get('event', '')}"
+    if kind == "webhook":
+        return f"{config.get('method', 'POST')} {config.get('url', '')}"
     return ""
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import delay, email, emit, sms, wait
+from . import delay, email, emit, sms, wait, webhook
 from .base import NodeResult, StepContext
 
 EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
@@ -13,6 +13,7 @@ EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "delay": delay.execute,
     "wait": wait.execute,
     "emit": emit.execute,
+    "webhook": webhook.execute,
 }
 
 __all__ = ["EXECUTORS", "NodeResult", "StepContext"]

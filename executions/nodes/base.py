@@ -26,6 +26,13 @@ class StepContext:
     delivery_output: dict[str, Any] | None = None
     # Set by the delivery guard: the outcome to record with the step's result.
     pending_delivery: dict[str, Any] = field(default_factory=dict)
+    # Set by the delivery guard: this delivery's row, its attempt number, and one entry
+    # per provider call (failover), written as DeliveryAttempt rows with the outcome.
+    delivery_id: int | None = None
+    delivery_attempt: int = 0
+    pending_attempts: list[dict[str, Any]] = field(default_factory=list)
+    # Preview: render and choose the path, but send and write nothing.
+    preview: bool = False
     # A wait node already parked here: its deadline and event (None on the first run).
     wait_deadline: datetime | None = None
     waiting_for_event: str | None = None

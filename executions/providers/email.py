@@ -10,6 +10,7 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.core.signals import setting_changed
 
 from .base import ProviderError
+from .failover import ProviderSpec, provider_specs, send_with_failover
 
 
 @dataclass(frozen=True)
@@ -17,21 +18,26 @@ class EmailSendResult:
     message_id: str
 
 
-_connection = None
+_connections: dict[str, object] = {}
 
 
-def _get_connection():
-    # One backend object per process (built once, not per message).
-    global _connection
-    if _connection is None:
-        _connection = get_connection(settings.EMAIL_BACKEND)
-    return _connection
+def _get_connection(provider: ProviderSpec):
+    # One backend object per provider and process (built once, not per message).
+    connection = _connections.get(provider.name)
+    if connection is None:
+        connection = get_connection(provider.backend, **provider.options)
+        _connections[provider.name] = connection
+    return connection
+
+
+def email_providers() -> list[ProviderSpec]:
+    """NOTIFYFLOW_EMAIL_BACKENDS in order, or the single EMAIL_BACKEND."""
+    return provider_specs(settings.NOTIFYFLOW_EMAIL_BACKENDS, settings.EMAIL_BACKEND)
 
 
 def _reset_connection(**kwargs) -> None:
-    global _connection
-    if kwargs.get("setting", "").startswith(("EMAIL_", "ANYMAIL")):
-        _connection = None
+    if kwargs.get("setting", "").startswith(("EMAIL_", "ANYMAIL", "NOTIFYFLOW_EMAIL_")):
+        _connections.clear()
 
 
 setting_changed.connect(_reset_connection)
@@ -48,7 +54,8 @@ def send_email(
     message_id: str,
     idempotency_key: str,
 ) -> EmailSendResult:
-    """Send one message; raise ProviderError classified per SPEC §2.
+    """Send one message through the first email provider that accepts it (failover:
+    a transient error tries the next one); raise ProviderError classified per SPEC §2.
 
     ``message_id`` is set as the Message-ID header: stable per (instance, node), so a
     re-send after an unknown outcome carries the same id and receivers can dedupe it.
@@ -60,10 +67,18 @@ def send_email(
         to=to,
         reply_to=reply_to or None,
         headers={"Message-ID": message_id, "X-NotifyFlow-Idempotency-Key": idempotency_key},
-        connection=_get_connection(),
     )
     if html_body:
         message.attach_alternative(html_body, "text/html")
+
+    def call(provider: ProviderSpec) -> EmailSendResult:
+        message.connection = _get_connection(provider)
+        return _send_one(message, message_id)
+
+    return send_with_failover(channel="email", providers=email_providers(), call=call)
+
+
+def _send_one(message: EmailMultiAlternatives, message_id: str) -> EmailSendResult:
     try:
         sent = message.send(fail_silently=False)
     except smtplib.SMTPRecipientsRefused as exc:

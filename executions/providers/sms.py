@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .base import ProviderError
+from .failover import ProviderSpec, provider_specs, send_with_failover
 
 
 @dataclass(frozen=True)
@@ -88,17 +89,31 @@ class FileSmsBackend(BaseSmsBackend):
 
 
 class TwilioSmsBackend(BaseSmsBackend):
-    """Twilio's official client; credentials from TWILIO_ACCOUNT_SID/TWILIO_AUTH_TOKEN."""
+    """Twilio's official client; credentials from TWILIO_ACCOUNT_SID/TWILIO_AUTH_TOKEN,
+    or from ``options`` (``account_sid``, ``auth_token``, ``from_number``,
+    ``api_base_url``) when it is one of several providers in NOTIFYFLOW_SMS_BACKENDS."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        account_sid: str | None = None,
+        auth_token: str | None = None,
+        from_number: str | None = None,
+        api_base_url: str | None = None,
+    ) -> None:
         from twilio.http.http_client import TwilioHttpClient
         from twilio.rest import Client
 
-        if not settings.TWILIO_ACCOUNT_SID or not settings.TWILIO_AUTH_TOKEN:
+        account_sid = account_sid or settings.TWILIO_ACCOUNT_SID
+        auth_token = auth_token or settings.TWILIO_AUTH_TOKEN
+        self.from_number = from_number or settings.SMS_DEFAULT_FROM
+        if not account_sid or not auth_token:
             raise ProviderError(
                 "TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN must be set", permanent=True
             )
-        base = settings.TWILIO_API_BASE_URL.rstrip("/")
+        base = (api_base_url if api_base_url is not None else settings.TWILIO_API_BASE_URL).rstrip(
+            "/"
+        )
 
         class _HttpClient(TwilioHttpClient):
             # Lets tests point the real client at a local fake Twilio server.
@@ -108,8 +123,8 @@ class TwilioSmsBackend(BaseSmsBackend):
                 return super().request(method, url, *args, **kwargs)
 
         self.client = Client(
-            settings.TWILIO_ACCOUNT_SID,
-            settings.TWILIO_AUTH_TOKEN,
+            account_sid,
+            auth_token,
             http_client=_HttpClient(timeout=settings.TWILIO_TIMEOUT_S),
         )
 
@@ -117,11 +132,15 @@ class TwilioSmsBackend(BaseSmsBackend):
         from requests import RequestException
         from twilio.base.exceptions import TwilioRestException
 
+        extra = {}
+        if settings.NOTIFYFLOW_TWILIO_STATUS_CALLBACK_URL:
+            extra["status_callback"] = settings.NOTIFYFLOW_TWILIO_STATUS_CALLBACK_URL
         try:
             sent = self.client.messages.create(
                 to=message.to,
-                from_=message.from_number or settings.SMS_DEFAULT_FROM,
+                from_=message.from_number or self.from_number,
                 body=message.body,
+                **extra,
             )
         except TwilioRestException as exc:
             transient = exc.status >= 500 or exc.status in (408, 429)
@@ -140,27 +159,38 @@ BACKENDS = {
     "twilio": TwilioSmsBackend,
 }
 
-_backend: tuple[str, BaseSmsBackend] | None = None
+_backends: dict[str, BaseSmsBackend] = {}
 
 
-def get_sms_backend() -> BaseSmsBackend:
-    """The configured backend, built once per process (and again if the setting changes)."""
-    global _backend
-    name = settings.SMS_BACKEND
-    if _backend is None or _backend[0] != name:
-        cls = BACKENDS.get(name) or import_string(name)
-        _backend = (name, cls())
-    return _backend[1]
+def sms_providers() -> list[ProviderSpec]:
+    """NOTIFYFLOW_SMS_BACKENDS in order, or the single SMS_BACKEND."""
+    return provider_specs(settings.NOTIFYFLOW_SMS_BACKENDS, settings.SMS_BACKEND)
+
+
+def get_sms_backend(provider: ProviderSpec | None = None) -> BaseSmsBackend:
+    """A provider's backend (default: the first), built once per process (and again
+    if the settings change)."""
+    provider = provider or sms_providers()[0]
+    backend = _backends.get(provider.name)
+    if backend is None:
+        cls = BACKENDS.get(provider.backend) or import_string(provider.backend)
+        backend = cls(**provider.options) if provider.options else cls()
+        _backends[provider.name] = backend
+    return backend
 
 
 def send_sms(message: SmsMessage) -> SmsSendResult:
-    return get_sms_backend().send(message)
+    """Send through the first SMS provider that accepts (failover on transient errors)."""
+    return send_with_failover(
+        channel="sms",
+        providers=sms_providers(),
+        call=lambda provider: get_sms_backend(provider).send(message),
+    )
 
 
 def _reset_backend(**kwargs) -> None:
-    global _backend
-    if kwargs.get("setting", "").startswith(("SMS_", "TWILIO_")):
-        _backend = None
+    if kwargs.get("setting", "").startswith(("SMS_", "TWILIO_", "NOTIFYFLOW_SMS_")):
+        _backends.clear()
 
 
 setting_changed.connect(_reset_backend)

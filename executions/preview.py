@@ -1,0 +1,136 @@
+"""Preview (SPEC §11): what a payload would make a workflow do, with nothing sent and
+nothing written.
+
+Walks the path from the entry node as the engine would: each node's fields are rendered
+(``rendered``), its executor runs in preview mode (the delivery guard sends nothing and
+writes no delivery row; a wait reads no inbox and takes its timeout branch), its output
+becomes ``vars.<type>_<node>`` and the edges are evaluated against it. Stops at the end
+of the path or at the first node that fails to render (``error``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.utils import timezone
+
+from notifyflow.errors import ApplicationError, NotFoundError
+from workflows.definition import NODE_CONFIG_SPECS, node_by_id
+from workflows.models import Workflow, WorkflowVersion
+from workflows.templating import TemplateError, render
+
+from .engine import choose_next_node
+from .nodes import EXECUTORS, StepContext
+from .providers.base import ProviderError
+
+PREVIEW_INSTANCE = uuid.UUID(int=0)
+_RENDERED_KINDS = ("template", "html_template", "template_list", "template_object", "webhook_url")
+
+
+def _render_value(value: Any, context: dict[str, Any], path: str, html: bool = False) -> Any:
+    if isinstance(value, str):
+        try:
+            return render(value, context, html=html)
+        except TemplateError as exc:
+            raise ProviderError(f"{path}: template error: {exc}", permanent=True) from exc
+    if isinstance(value, list):
+        return [_render_value(v, context, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _render_value(v, context, f"{path}.{k}") for k, v in value.items()}
+    return value
+
+
+def render_fields(node: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+    """Every field of the node's config, its templates rendered (others as written)."""
+    spec = NODE_CONFIG_SPECS.get(node["type"], {})
+    rendered = {}
+    for key, value in node["config"].items():
+        kind = spec[key].kind if key in spec else ""
+        if kind in _RENDERED_KINDS:
+            rendered[key] = _render_value(value, context, key, html=kind == "html_template")
+        else:
+            rendered[key] = value
+    return rendered
+
+
+def _version(key: str, number: int | None) -> tuple[Workflow, WorkflowVersion]:
+    workflow = Workflow.objects.select_related("current_version").filter(key=key).first()
+    if workflow is None:
+        raise NotFoundError(code="not_found", field="key", message=f"no workflow {key!r}")
+    if number is None:
+        if workflow.current_version is None:
+            raise ApplicationError(
+                code="workflow_has_no_definition",
+                field="key",
+                message=f"workflow {key!r} has no definition",
+            )
+        return workflow, workflow.current_version
+    version = WorkflowVersion.objects.filter(workflow=workflow, version=number).first()
+    if version is None:
+        raise NotFoundError(
+            code="not_found", field="version", message=f"version: {key!r} has no version {number}"
+        )
+    return workflow, version
+
+
+def workflow_preview(
+    *, key: str, payload: dict[str, Any], version: int | None = None
+) -> dict[str, Any]:
+    """``{workflow, version, path, nodes: [{node_id, type, rendered, output, error,
+    note}]}``. NotFoundError for an unknown workflow or version. Sends and writes
+    nothing."""
+    workflow, pinned = _version(key, version)
+    definition = pinned.definition
+    now = timezone.now()
+    context: dict[str, Any] = {
+        "payload": payload,
+        "trigger": {
+            "id": "preview",
+            "idempotency_key": "preview",
+            "created_at": now.isoformat(),
+            "attempts": 0,
+        },
+        "workflow": {"key": workflow.key, "name": workflow.name, "version": pinned.version},
+        "vars": {},
+        "now": now.isoformat(),
+    }
+    path: list[str] = []
+    nodes: list[dict[str, Any]] = []
+    node_id: str | None = definition["entry_node_id"]
+    while node_id is not None and len(path) < len(definition["nodes"]):
+        node = node_by_id(definition, node_id)
+        path.append(node_id)
+        entry: dict[str, Any] = {
+            "node_id": node_id,
+            "type": node["type"],
+            "rendered": None,
+            "output": None,
+            "error": None,
+        }
+        nodes.append(entry)
+        try:
+            entry["rendered"] = render_fields(node, context)
+            step = StepContext(
+                instance_id=PREVIEW_INSTANCE,
+                node_id=node_id,
+                node_type=node["type"],
+                config=node["config"],
+                context=context,
+                now=now,
+                preview=True,
+            )
+            result = EXECUTORS[node["type"]](step)
+            output = result.output
+            if result.park_until is not None:  # a wait: no event in a preview
+                output = {"received": False, "event": None}
+                entry["note"] = "no event in a preview: the timeout branch is followed"
+                result.vars_key = f"wait_{node_id}"
+            entry["output"] = output
+            if result.vars_key:
+                context["vars"] = {**context["vars"], result.vars_key: output}
+            node_id = choose_next_node(definition, node_id, context)
+        except (ProviderError, TemplateError) as exc:
+            entry["error"] = str(exc)
+            break
+    return {"workflow": workflow.key, "version": pinned.version, "path": path, "nodes": nodes}

@@ -1,0 +1,126 @@
+"""Delivery status from the providers (SPEC §11): anymail's tracking signal and Twilio's
+status callbacks update the delivery found by its provider message id, keep the raw
+event, and deliver each status change to the instance's inbox as ``delivery.<status>``.
+
+A status only moves up ``TRACKING_RANK`` (queued < sent < delivered < opened < clicked
+< bounced = failed < complained): one conditional UPDATE whose WHERE lists the lower
+statuses, so repeated, concurrent and out-of-order reports are harmless. The inbox event
+id is ``delivery:<delivery id>:<status>``, so a status reaches an instance at most once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from triggers import inbox
+
+from .models import TRACKING_RANK, Delivery, DeliveryEvent, TrackingStatus
+
+logger = logging.getLogger("notifyflow.tracking")
+
+# anymail's normalized event types -> ours; others (deferred, unsubscribed, ...) are kept
+# as raw events without a status.
+ANYMAIL_STATUSES = {
+    "queued": TrackingStatus.QUEUED,
+    "sent": TrackingStatus.SENT,
+    "delivered": TrackingStatus.DELIVERED,
+    "opened": TrackingStatus.OPENED,
+    "clicked": TrackingStatus.CLICKED,
+    "bounced": TrackingStatus.BOUNCED,
+    "rejected": TrackingStatus.FAILED,
+    "failed": TrackingStatus.FAILED,
+    "complained": TrackingStatus.COMPLAINED,
+}
+# Twilio's MessageStatus -> ours.
+TWILIO_STATUSES = {
+    "accepted": TrackingStatus.QUEUED,
+    "scheduled": TrackingStatus.QUEUED,
+    "queued": TrackingStatus.QUEUED,
+    "sending": TrackingStatus.QUEUED,
+    "sent": TrackingStatus.SENT,
+    "delivered": TrackingStatus.DELIVERED,
+    "read": TrackingStatus.OPENED,
+    "undelivered": TrackingStatus.FAILED,
+    "failed": TrackingStatus.FAILED,
+    "canceled": TrackingStatus.FAILED,
+}
+
+
+def delivery_status_record(
+    *,
+    provider: str,
+    message_id: str,
+    provider_event: str,
+    status: str | None,
+    raw: dict[str, Any],
+    occurred_at: datetime | None = None,
+) -> DeliveryEvent | None:
+    """Record one provider report for the delivery with ``message_id``; move its tracking
+    status up if ``status`` ranks higher, and then deliver ``delivery.<status>`` to its
+    instance (skipped by the inbox when the instance has finished). None when no
+    delivery has that message id (an ESP reporting a message we did not send)."""
+    if not message_id:
+        return None
+    delivery = (
+        Delivery.objects.filter(provider_message_id=message_id[:255])
+        .only("id", "instance_id", "node_id", "channel")
+        .order_by("id")
+        .first()
+    )
+    if delivery is None:
+        logger.info("%s report for unknown message id %r ignored", provider, message_id)
+        return None
+    now = timezone.now()
+    with transaction.atomic():
+        applied = False
+        if status:
+            lower = [s for s, rank in TRACKING_RANK.items() if rank < TRACKING_RANK[status]]
+            applied = (
+                Delivery.objects.filter(pk=delivery.pk, tracking_status__in=lower).update(
+                    tracking_status=status, tracking_updated_at=now
+                )
+                == 1
+            )
+        event = DeliveryEvent.objects.create(
+            delivery=delivery,
+            provider=provider[:64],
+            provider_event=provider_event[:64],
+            status=status or "",
+            applied=applied,
+            occurred_at=occurred_at,
+            received_at=now,
+            raw=raw,
+        )
+        if applied:
+            inbox.deliver(
+                name=f"delivery.{status}",
+                event_id=f"delivery:{delivery.pk}:{status}",
+                context={
+                    "node_id": delivery.node_id,
+                    "channel": delivery.channel,
+                    "message_id": message_id,
+                    "provider": provider,
+                },
+                subjects=[f"{inbox.INSTANCE_SUBJECT}{delivery.instance_id}"],
+            )
+    return event
+
+
+def anymail_tracking_received(sender: Any, event: Any, esp_name: str, **kwargs: Any) -> None:
+    """Receiver of ``anymail.signals.tracking`` (connected in ExecutionsConfig.ready)."""
+    raw = event.esp_event
+    if not isinstance(raw, dict):  # some ESPs hand a parsed object; keep what we can
+        raw = {"esp_event": str(raw)}
+    delivery_status_record(
+        provider=esp_name.lower(),
+        message_id=str(event.message_id or ""),
+        provider_event=str(event.event_type or ""),
+        status=ANYMAIL_STATUSES.get(event.event_type),
+        raw=raw,
+        occurred_at=event.timestamp,
+    )
