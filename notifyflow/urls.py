@@ -86,3 +86,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("healthz", healthz, name="healthz"),
 ]
+
+# Under /api/ a 404 or 500 answers the API's error shape as JSON, never an HTML page.
+handler404 = "notifyflow.api_errors.not_found"
+handler500 = "notifyflow.api_errors.server_error"
