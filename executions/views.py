@@ -19,6 +19,7 @@ class TriggerStepsView(GenericAPIView):
     serializer_class = StepLogOutputSerializer
     pagination_class = StepLogsOldestFirst
 
+    @extend_schema(responses=StepLogOutputSerializer(many=True))
     def get(self, request: Request, id: str) -> Response:
         get_object_or_404(TriggerInstance.objects.only("id"), pk=id)
         queryset = StepExecutionLog.objects.filter(trigger_id=id).select_related("workflow")
@@ -30,7 +31,9 @@ class StepLogListView(GenericAPIView):
     serializer_class = StepLogOutputSerializer
     pagination_class = StepLogsOldestFirst
 
-    @extend_schema(parameters=[StepLogFilterSerializer])
+    @extend_schema(
+        parameters=[StepLogFilterSerializer], responses=StepLogOutputSerializer(many=True)
+    )
     def get(self, request: Request) -> Response:
         return paginated_list(
             self,

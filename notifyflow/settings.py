@@ -164,7 +164,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "notifyflow.pagination.ByIdOldestFirst",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "notifyflow.api_errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "notifyflow.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -174,6 +174,16 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
+    # The docs pages load Swagger UI and ReDoc from our own static files, never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"persistAuthorization": True},
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "notifyflow.openapi.document_errors",
+    ],
 }
 
 # Requests bigger than this never reach a view: 413 (checked before parsing).

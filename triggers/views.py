@@ -51,7 +51,10 @@ class TriggerListCreateView(GenericAPIView):
             return Response(data, status=status.HTTP_201_CREATED)
         return Response(data, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
 
-    @extend_schema(parameters=[TriggerListFilterSerializer])
+    @extend_schema(
+        parameters=[TriggerListFilterSerializer],
+        responses=TriggerOutputSerializer(many=True),
+    )
     def get(self, request: Request) -> Response:
         return paginated_list(
             self,
@@ -96,7 +99,11 @@ class TriggerCancelByKeyView(GenericAPIView):
 
     serializer_class = TriggerOutputSerializer
 
-    @extend_schema(request=CancelByKeyInputSerializer, responses={200: TriggerOutputSerializer})
+    @extend_schema(
+        request=CancelByKeyInputSerializer,
+        responses={200: TriggerOutputSerializer},
+        operation_id="v1_triggers_cancel_by_key",
+    )
     def post(self, request: Request) -> Response:
         body = validated_body(request, CancelByKeyInputSerializer)
         instance = instance_cancel_by_key(
