@@ -6,15 +6,17 @@ page (``triggers.admin``) gets its step-log inline and the drawing's node outcom
 
 from __future__ import annotations
 
-from django.contrib import admin
-from django.db.models import QuerySet
+from django.contrib import admin, messages
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Value, Window
+from django.db.models.functions import Coalesce, RowNumber
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from triggers.admin import StatusChangeInline, TriggerInstanceAdmin
 from triggers.admin_support import instance_link
-from triggers.models import TriggerInstance
+from triggers.models import TriggerInstance, TriggerStatus
+from triggers.services import instance_retry
 from workflows.admin_support import (
     LargeTableAdminMixin,
     LeanChangeListMixin,
@@ -24,6 +26,7 @@ from workflows.admin_support import (
     pretty_json,
     status_badge,
     timestamp_column,
+    truncated,
 )
 from workflows.definition import NODE_TYPES
 
@@ -38,11 +41,12 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
     fields = (
         "node_id",
         "node_type",
-        "attempt",
+        "run",
         "started",
         "duration",
         "success",
-        "error",
+        "error_kind",
+        "error_short",
         "output_json",
     )
     readonly_fields = fields
@@ -54,7 +58,24 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # The input context is a copy of payload + vars per step: not shown here.
-        return super().get_queryset(request).defer("input_context")
+        return (
+            super()
+            .get_queryset(request)
+            .defer("input_context")
+            .annotate(
+                run_number=Window(
+                    RowNumber(), partition_by=[F("node_id")], order_by=[F("started_at"), F("id")]
+                )
+            )
+        )
+
+    @admin.display(description="attempt")
+    def run(self, obj: StepExecutionLog) -> str:
+        return _run_label(obj)
+
+    @admin.display(description="error")
+    def error_short(self, obj: StepExecutionLog) -> SafeString | str:
+        return truncated(obj.error, 90)
 
     started = timestamp_column("started_at", "started")
 
@@ -73,8 +94,99 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
         )
 
 
+def _run_label(obj: StepExecutionLog) -> str:
+    """The run of this node counted across operator retries (``attempt`` restarts at 1
+    after a retry: it is the retry budget of the current run), e.g. ``3 (retry budget 1)``
+    when they differ."""
+    run = getattr(obj, "run_number", None) or obj.attempt
+    return str(run) if run == obj.attempt else f"{run} (retry budget {obj.attempt})"
+
+
+def _last_failure_kind() -> Coalesce:
+    """error_kind of the instance's latest failed step (steplog_trigger_started)."""
+    latest = Subquery(
+        StepExecutionLog.objects.filter(trigger=OuterRef("pk"), success=False)
+        .order_by("-started_at", "-id")
+        .values("error_kind")[:1]
+    )
+    # Never NULL, so exclude() on it keeps instances that have no failed step.
+    return Coalesce(latest, Value(""))
+
+
+class InstanceErrorKindFilter(admin.SimpleListFilter):
+    """Failed instances by the kind of their last failure: a permanent one (render
+    error, rejected recipient) fails again on a plain retry."""
+
+    title = "error kind"
+    parameter_name = "error_kind"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return [("permanent", "permanent"), ("transient", "transient")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if not self.value():
+            return queryset
+        kind = "permanent" if self.value() == "permanent" else "transient"
+        kinds = ["permanent"] if kind == "permanent" else ["transient", "lease_expired"]
+        return queryset.filter(status=TriggerStatus.FAILED).filter(last_error_kind__in=kinds)
+
+
 class InstanceWithStepsAdmin(TriggerInstanceAdmin):
     inlines = (StepLogInline, StatusChangeInline)
+    list_display = (
+        *TriggerInstanceAdmin.list_display[:-2],
+        "error_kind_display",
+        *TriggerInstanceAdmin.list_display[-2:],
+    )
+    list_filter = (
+        *TriggerInstanceAdmin.list_filter[:3],
+        InstanceErrorKindFilter,
+        *TriggerInstanceAdmin.list_filter[3:],
+    )
+    actions = ("retry_failed", "retry_failed_including_permanent", "run_now", "cancel")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # A correlated subquery: evaluated for the page's rows (and, when the filter is
+        # used, for failed rows only).
+        return super().get_queryset(request).annotate(last_error_kind=_last_failure_kind())
+
+    @admin.display(description="error kind")
+    def error_kind_display(self, obj: TriggerInstance) -> SafeString | str:
+        kind = getattr(obj, "last_error_kind", None)
+        if obj.status != TriggerStatus.FAILED or not kind:
+            return "-"
+        return status_badge("failed" if kind == "permanent" else "processing", kind)
+
+    @admin.action(
+        description="Retry selected failed instances (skips permanent failures)",
+        permissions=["operate"],
+    )
+    def retry_failed(self, request: HttpRequest, queryset: QuerySet) -> None:
+        permanent = queryset.filter(status=TriggerStatus.FAILED, last_error_kind="permanent")
+        skipped = permanent.count()
+        if queryset.exclude(pk__in=permanent.values("pk")).exists():
+            self._apply(
+                request,
+                queryset.exclude(status=TriggerStatus.FAILED, last_error_kind="permanent"),
+                instance_retry,
+                verb="Retried",
+                skip_reason="not failed, skipped",
+            )
+        if skipped:
+            self.message_user(
+                request,
+                f"{skipped} permanent failure(s) skipped: a plain retry fails again (same "
+                "payload, same workflow version). Fix the workflow and use “Retry on latest "
+                "version”, edit the payload, or use “Retry … including permanent failures”.",
+                messages.WARNING,
+            )
+
+    @admin.action(
+        description="Retry selected failed instances, including permanent failures",
+        permissions=["operate"],
+    )
+    def retry_failed_including_permanent(self, request: HttpRequest, queryset: QuerySet) -> None:
+        super().retry_failed(request, queryset)
 
     def node_states(self, obj: TriggerInstance) -> dict[str, str]:
         states: dict[str, str] = {}
@@ -149,7 +261,7 @@ class StepExecutionLogAdmin(
         "workflow",
         "node_id",
         "node_type",
-        "attempt",
+        "run",
         "success",
         "duration",
         "error_short",
@@ -179,7 +291,7 @@ class StepExecutionLogAdmin(
                     "workflow_version",
                     "node_id",
                     "node_type",
-                    "attempt",
+                    "run",
                     "started",
                     "finished",
                     "duration",
@@ -196,6 +308,7 @@ class StepExecutionLogAdmin(
     )
     readonly_fields = (
         "instance_display",
+        "run",
         "started",
         "finished",
         "duration",
@@ -210,6 +323,24 @@ class StepExecutionLogAdmin(
     ) -> tuple[QuerySet, bool]:
         return _search_by_instance(queryset, search_term, "trigger_id")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Runs of the node so far, across operator retries: a count over the instance's
+        # own logs (steplog_trigger_started), evaluated for the page's rows only.
+        earlier = (
+            StepExecutionLog.objects.filter(
+                trigger=OuterRef("trigger"), node_id=OuterRef("node_id"), id__lte=OuterRef("id")
+            )
+            .order_by()
+            .values("trigger")
+            .annotate(n=Count("*"))
+            .values("n")
+        )
+        return super().get_queryset(request).annotate(run_number=Subquery(earlier))
+
+    @admin.display(description="attempt")
+    def run(self, obj: StepExecutionLog) -> str:
+        return _run_label(obj)
+
     @admin.display(description="instance")
     def instance_display(self, obj: StepExecutionLog) -> SafeString:
         return instance_link(obj.trigger_id)
@@ -219,8 +350,8 @@ class StepExecutionLogAdmin(
         return f"{obj.duration_ms:.0f} ms"
 
     @admin.display(description="error")
-    def error_short(self, obj: StepExecutionLog) -> str:
-        return obj.error if len(obj.error) <= 80 else obj.error[:79] + "…"
+    def error_short(self, obj: StepExecutionLog) -> SafeString | str:
+        return truncated(obj.error, 70)
 
     @admin.display(description="output")
     def output_json(self, obj: StepExecutionLog) -> SafeString:
