@@ -415,7 +415,7 @@ def _statement(
         audit["reason"],
         audit["actor"],
         audit["at"],
-        _AUDIT_DETAILS.get_db_prep_save(audit.get("details"), connection),  # type: ignore[union-attr]
+        _AUDIT_DETAILS.get_db_prep_save(audit.get("details"), connection),
     ]
     for index, statement in enumerate(also):
         ctes.append(f"also_{index} AS ({statement.sql})")
