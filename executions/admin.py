@@ -30,7 +30,13 @@ from workflows.admin_support import (
 )
 from workflows.definition import NODE_TYPES
 
-from .models import Delivery, StepExecutionLog
+from .models import (
+    Delivery,
+    StepExecutionLog,
+    instance_ids_sent_to,
+    looks_like_recipient,
+    normalize_recipient,
+)
 
 
 class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -144,6 +150,22 @@ class InstanceWithStepsAdmin(TriggerInstanceAdmin):
         *TriggerInstanceAdmin.list_filter[3:],
     )
     actions = ("retry_failed", "retry_failed_including_permanent", "run_now", "cancel")
+
+    search_help_text = (
+        "Exact instance id (UUID), exact idempotency key, or a recipient: an email "
+        "address or phone number a delivery was sent to."
+    )
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        if not looks_like_recipient(search_term):
+            return found, duplicates
+        # The ids first (delivery_recipient index), then OR'd with the id/key match:
+        # both sides are index lookups.
+        ids = instance_ids_sent_to(search_term)
+        return found | queryset.filter(pk__in=ids), False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # A correlated subquery: evaluated for the page's rows (and, when the filter is
@@ -371,8 +393,9 @@ class DeliveryAdmin(
         "instance_display",
         "node_id",
         "channel",
+        "recipient_short",
         "status_display",
-        "provider_message_id",
+        "provider_message_id_short",
         "attempts",
         "created",
     )
@@ -388,11 +411,12 @@ class DeliveryAdmin(
     ordering = ("-id",)
     sortable_by = ()
     search_fields = ("instance__id",)
-    search_help_text = "Exact trigger instance id (UUID)."
+    search_help_text = "Exact trigger instance id (UUID), or a recipient (email or phone)."
     fields = (
         "instance_display",
         "node_id",
         "channel",
+        "recipient",
         "status_display",
         "provider_message_id",
         "attempts",
@@ -407,8 +431,18 @@ class DeliveryAdmin(
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
-        # delivery_unique_instance_node leads with instance_id.
+        # delivery_unique_instance_node leads with instance_id; delivery_recipient.
+        if looks_like_recipient(search_term):
+            return queryset.filter(recipient=normalize_recipient(search_term)), False
         return _search_by_instance(queryset, search_term, "instance_id")
+
+    @admin.display(description="recipient")
+    def recipient_short(self, obj: Delivery) -> SafeString | str:
+        return truncated(obj.recipient, 32)
+
+    @admin.display(description="provider message id")
+    def provider_message_id_short(self, obj: Delivery) -> SafeString | str:
+        return truncated(obj.provider_message_id, 24)
 
     @admin.display(description="instance")
     def instance_display(self, obj: Delivery) -> SafeString:

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from triggers.state import Statement
 
-from .models import Delivery, DeliveryStatus
+from .models import Delivery, DeliveryStatus, normalize_recipient
 from .providers.base import ProviderError
 
 if TYPE_CHECKING:
@@ -28,19 +28,23 @@ _TABLE = Delivery._meta.db_table
 # One statement: create the row, or mark a not-yet-sent one as sending again. Returns
 # nothing when the row is already 'sent' (then we must not send).
 _BEGIN_SQL = (
-    f"INSERT INTO {_TABLE} (instance_id, node_id, channel, status, provider_message_id,"
-    " output, attempts, created_at, updated_at)"
-    " VALUES (%s, %s, %s, 'sending', '', '{}', 1, %s, %s)"
+    f"INSERT INTO {_TABLE} (instance_id, node_id, channel, recipient, status,"
+    " provider_message_id, output, attempts, created_at, updated_at)"
+    " VALUES (%s, %s, %s, %s, 'sending', '', '{}', 1, %s, %s)"
     " ON CONFLICT (instance_id, node_id) DO UPDATE"
     f" SET status = 'sending', attempts = {_TABLE}.attempts + 1,"
-    " updated_at = excluded.updated_at"
+    " recipient = excluded.recipient, updated_at = excluded.updated_at"
     f" WHERE {_TABLE}.status <> 'sent'"
     " RETURNING status"
 )
 
 
-def guarded_send(*, step: StepContext, channel: str, send: Callable[[], dict]) -> dict[str, Any]:
+def guarded_send(
+    *, step: StepContext, channel: str, recipient: str, send: Callable[[], dict]
+) -> dict[str, Any]:
     """Call ``send`` unless this node's message was already sent; return its output.
+    ``recipient`` (the rendered address or number) is recorded, normalized, on the
+    delivery row.
 
     The outcome is not written here: ``step.pending_delivery`` carries it to the step's
     outcome transaction (``record_delivery``).
@@ -50,7 +54,10 @@ def guarded_send(*, step: StepContext, channel: str, send: Callable[[], dict]) -
     now = timezone.now()
     instance_id = step.instance_id.hex if connection.vendor == "sqlite" else step.instance_id
     with connection.cursor() as cursor:
-        cursor.execute(_BEGIN_SQL, (instance_id, step.node_id, channel, now, now))
+        cursor.execute(
+            _BEGIN_SQL,
+            (instance_id, step.node_id, channel, normalize_recipient(recipient), now, now),
+        )
         began = cursor.fetchone()
     if began is None:  # sent by an attempt that finished after our claim read it
         output = (

@@ -4,7 +4,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from executions.views import StepLogListView, TriggerStepsView
+from executions.views import StepLogListView, TriggerListView, TriggerStepsView
 from triggers.event_views import (
     EventReceiveView,
     WorkflowTriggerDetailView,
@@ -15,7 +15,6 @@ from triggers.views import (
     TriggerCancelByKeyView,
     TriggerCancelView,
     TriggerDetailView,
-    TriggerListCreateView,
     WorkflowPauseView,
 )
 from workflows.views import WorkflowDetailView, WorkflowListCreateView
@@ -45,7 +44,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 api_v1 = [
-    path("triggers/", TriggerListCreateView.as_view(), name="trigger-list"),
+    # The triggers layer's list + create, with ?recipient= added by executions.
+    path("triggers/", TriggerListView.as_view(), name="trigger-list"),
     path("triggers/cancel/", TriggerCancelByKeyView.as_view(), name="trigger-cancel-by-key"),
     path("triggers/<uuid:id>/", TriggerDetailView.as_view(), name="trigger-detail"),
     path("triggers/<uuid:id>/cancel/", TriggerCancelView.as_view(), name="trigger-cancel"),
