@@ -210,15 +210,15 @@ class InstanceWithStepsAdmin(TriggerInstanceAdmin):
     def retry_failed_including_permanent(self, request: HttpRequest, queryset: QuerySet) -> None:
         super().retry_failed(request, queryset)
 
-    def node_states(self, obj: TriggerInstance) -> dict[str, str]:
-        states: dict[str, str] = {}
+    def node_states(self, obj: TriggerInstance) -> dict[str, tuple[str, str]]:
+        states: dict[str, tuple[str, str]] = {}
         # Oldest first, so each node ends with the outcome of its latest attempt.
-        for node_id, success in (
+        for node_id, success, error in (
             StepExecutionLog.objects.filter(trigger=obj)
             .order_by("started_at", "id")
-            .values_list("node_id", "success")
+            .values_list("node_id", "success", "error")
         ):
-            states[node_id] = "succeeded" if success else "failed"
+            states[node_id] = ("succeeded", "") if success else ("failed", error)
         return states
 
 

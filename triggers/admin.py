@@ -275,16 +275,24 @@ class TriggerInstanceAdmin(
     def version_display(self, obj: TriggerInstance) -> str:
         return f"v{obj.workflow_version.version}"
 
-    def node_states(self, obj: TriggerInstance) -> dict[str, str]:
-        """node id -> "succeeded" / "failed", for the drawing (steps are executions')."""
+    def node_states(self, obj: TriggerInstance) -> dict[str, tuple[str, str]]:
+        """node id -> ("succeeded" / "failed", error of that latest attempt), for the
+        drawing (steps are the executions layer's, which overrides this)."""
         return {}
 
     @admin.display(description="graph")
     def drawing(self, obj: TriggerInstance) -> SafeString:
+        states = self.node_states(obj)
         return draw_workflow_svg(
             obj.workflow_version.definition,
             current_node=obj.current_node_id,
-            node_states=self.node_states(obj),
+            node_states={node: state for node, (state, _) in states.items()},
+            node_errors={node: error for node, (_, error) in states.items() if error},
+            waiting_until=(
+                timezone.localtime(obj.available_at).strftime("%Y-%m-%d %H:%M %Z")
+                if is_waiting(obj)
+                else None
+            ),
         )
 
     @admin.display(description="payload")
