@@ -19,21 +19,15 @@ from triggers.services import (
 from workflows.services import workflow_save
 
 from .admin_helpers import PASSWORD, grant_edit_payload, make_operator
-from .factories import PAYLOAD, WorkflowFactory, email_sms_definition
+from .factories import PAYLOAD, WorkflowFactory, email_sms_definition, render_error_definition
 
 pytestmark = pytest.mark.django_db
 CHANGELIST = "admin:triggers_triggerinstance_changelist"
 
 
-def broken_definition() -> dict:
-    definition = email_sms_definition()
-    definition["nodes"][1]["config"]["body"] = "Hi {{ payload.nmae }}"  # typo: undefined
-    return definition
-
-
 def render_error_instance(key: str = "render-error") -> TriggerInstance:
     """An instance that failed permanently on a render error in its SMS node."""
-    WorkflowFactory(key=key, definition=broken_definition())
+    WorkflowFactory(key=key, definition=render_error_definition())
     instance = trigger_create(workflow=key, idempotency_key="i-1", payload=PAYLOAD).instance
     assert step_execute(instance_id=instance.pk, worker="t") == "advanced"
     assert step_execute(instance_id=instance.pk, worker="t") == "failed:permanent"

@@ -22,6 +22,7 @@ PAD = 24
 LEGEND_H = 28
 CHAR_W = 6.4  # average glyph width at 11px, to size label backgrounds
 LABEL_H, LABEL_MARGIN = 17, 3
+ERROR_LINE_H = 14  # < ROW_GAP: a failed node's error lines stay clear of the next row
 LABEL_CHARS = 44  # longer conditions are cut; the full text is the label's tooltip
 # Never scaled down to fit: the drawing keeps this size and its container scrolls
 # sideways (the console's .nf-dag-scroll).
@@ -39,6 +40,22 @@ CURRENT_STROKE = "#e07b00"
 
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _wrap(text: str, width: int, lines: int) -> list[str]:
+    """``text`` in at most ``lines`` lines of ``width`` characters, the last cut."""
+    words, out, line = text.split(), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            out.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    out.append(line)
+    if len(out) > lines:
+        out = out[:lines]
+        out[-1] = _short(out[-1] + " …", width)
+    return [_short(item, width) for item in out]
 
 
 def _summary(node: Mapping[str, Any]) -> str:
@@ -293,18 +310,22 @@ def _node_svg(
     elif current:
         classes.append("nf-node-current")
         caption = "current" + (f" · {caption}" if caption else "")
-    if error:
-        caption = f"{caption}: {error}" if caption else error
     tooltip = f"{node_id} ({kind})" + (f"\n{summary}" if summary else "")
     if caption:
         tooltip += f"\n{caption}"
+    # A failed node grows by two lines (into the row gap) holding the start of its
+    # error; the whole error is the node's tooltip.
+    error_lines = _wrap(error, 36, 2) if error else []
+    height = NODE_H + ERROR_LINE_H * len(error_lines)
+    if error:
+        tooltip += f"\n{error}"
     parts = [
         f'<g class="{" ".join(classes)}" data-node-id="{escape(node_id)}">',
         f"<title>{escape(tooltip)}</title>",
-        f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="7" fill="{fill}" '
+        f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{height}" rx="7" fill="{fill}" '
         f'stroke="{CURRENT_STROKE if current else stroke}" '
         f'stroke-width="{3.5 if current else 1.5}"/>',
-        f'<rect x="{x}" y="{y}" width="6" height="{NODE_H}" rx="3" fill="{colour}"/>',
+        f'<rect x="{x}" y="{y}" width="6" height="{height}" rx="3" fill="{colour}"/>',
         f'<text x="{x + 14}" y="{y + 20}" font-size="13" font-weight="700" fill="#1f2933">'
         f"{escape(_short(node_id, 22))}</text>",
         f'<text x="{x + NODE_W - 8}" y="{y + 20}" font-size="{MIN_FONT_PX}" font-weight="700" '
@@ -313,11 +334,15 @@ def _node_svg(
         f"{escape(_short(summary, 32))}</text>",
     ]
     if caption:
-        colour_caption = "#c62828" if error else (CURRENT_STROKE if current else stroke)
         parts.append(
             f'<text class="nf-node-caption" x="{x + 14}" y="{y + 51}" '
-            f'font-size="{MIN_FONT_PX}" font-weight="600" fill="{colour_caption}">'
-            f"{escape(_short(caption, 34))}</text>"
+            f'font-size="{MIN_FONT_PX}" font-weight="600" '
+            f'fill="{CURRENT_STROKE if current else stroke}">{escape(_short(caption, 34))}</text>'
+        )
+    for index, line in enumerate(error_lines, start=1):
+        parts.append(
+            f'<text class="nf-node-error" x="{x + 14}" y="{y + 51 + index * ERROR_LINE_H}" '
+            f'font-size="{MIN_FONT_PX}" fill="#c62828">{escape(line)}</text>'
         )
     if entry:
         parts.append(
