@@ -172,12 +172,20 @@ class InstanceWithStepsAdmin(TriggerInstanceAdmin):
         # used, for failed rows only).
         return super().get_queryset(request).annotate(last_error_kind=_last_failure_kind())
 
-    @admin.display(description="error kind")
+    @admin.display(description="kind")
     def error_kind_display(self, obj: TriggerInstance) -> SafeString | str:
+        """permanent (a plain retry fails again) or transient, for a failed instance."""
         kind = getattr(obj, "last_error_kind", None)
         if obj.status != TriggerStatus.FAILED or not kind:
             return "-"
-        return status_badge("failed" if kind == "permanent" else "processing", kind)
+        colour = "#c62828" if kind == "permanent" else "#b35c00"
+        return format_html(
+            '<span class="nf-error-kind nf-error-kind-{}" style="color:{};font-weight:600">'
+            "{}</span>",
+            kind,
+            colour,
+            kind,
+        )
 
     @admin.action(
         description="Retry selected failed instances (skips permanent failures)",
@@ -397,7 +405,6 @@ class DeliveryAdmin(
         "status_display",
         "provider_message_id_short",
         "attempts",
-        "created",
     )
     list_filter = (
         "status",
@@ -442,7 +449,7 @@ class DeliveryAdmin(
 
     @admin.display(description="provider message id")
     def provider_message_id_short(self, obj: Delivery) -> SafeString | str:
-        return truncated(obj.provider_message_id, 24)
+        return truncated(obj.provider_message_id, 20)
 
     @admin.display(description="instance")
     def instance_display(self, obj: Delivery) -> SafeString:

@@ -148,8 +148,8 @@ class TriggerInstanceAdmin(
         "short_id",
         "status_display",
         "workflow",
-        "current_node_id",
-        "attempts",
+        "node",
+        "tries",
         "due",
         "last_error_short",
         "created",
@@ -199,7 +199,7 @@ class TriggerInstanceAdmin(
         (
             "Lease",
             {
-                "fields": ("locked_by", "locked_until", "lease_token", "dispatched_at"),
+                "fields": ("locked_by", "locked", "lease_token", "dispatched"),
                 "classes": ("collapse",),
             },
         ),
@@ -215,11 +215,15 @@ class TriggerInstanceAdmin(
         "drawing",
         "payload_json",
         "vars_json",
+        "locked",
+        "dispatched",
     )
     available = timestamp_column("available_at", "available at")
     created = timestamp_column("created_at", "created", sortable=True)
     updated = timestamp_column("updated_at", "updated")
     finished = timestamp_column("finished_at", "finished")
+    locked = timestamp_column("locked_until", "locked until")
+    dispatched = timestamp_column("dispatched_at", "dispatched at")
 
     # --- list -------------------------------------------------------------------------
 
@@ -236,6 +240,15 @@ class TriggerInstanceAdmin(
         if as_uuid is not None:
             condition |= Q(pk=as_uuid)
         return queryset.filter(condition), False
+
+    @admin.display(description="tries")
+    def tries(self, obj: TriggerInstance) -> int:
+        """Failures of the current node (the retry budget; README)."""
+        return obj.attempts
+
+    @admin.display(description="node", ordering=None)
+    def node(self, obj: TriggerInstance) -> str:
+        return obj.current_node_id or "-"
 
     @admin.display(description="id", ordering="created_at")
     def short_id(self, obj: TriggerInstance) -> str:
@@ -257,7 +270,11 @@ class TriggerInstanceAdmin(
 
     @admin.display(description="last error")
     def last_error_short(self, obj: TriggerInstance) -> SafeString | str:
-        return truncated(obj.last_error, 70)
+        # "node text: ..." - the node is the column beside it; the full text on hover.
+        prefix = f"node {obj.current_node_id}: "
+        text = obj.last_error
+        short = text[len(prefix) :] if text.startswith(prefix) else text
+        return truncated(short, 90, full=text)
 
     # --- detail -----------------------------------------------------------------------
 
@@ -568,9 +585,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "name",
         "prefix_display",
         "active_display",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
+        "created",
+        "last_used",
+        "revoked",
     )
     list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
     search_fields = ("name", "prefix")
@@ -579,10 +596,13 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "name",
         "prefix_display",
         "active_display",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
+        "created",
+        "last_used",
+        "revoked",
     )
+    created = timestamp_column("created_at", "created")
+    last_used = timestamp_column("last_used_at", "last used")
+    revoked = timestamp_column("revoked_at", "revoked")
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
         if obj is None:

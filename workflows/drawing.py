@@ -163,6 +163,8 @@ def draw_workflow_svg(
 
     width = max(x for x, _ in positions.values()) + NODE_W + PAD
     height = max(y for _, y in positions.values()) + NODE_H + PAD
+    if any(states.get(node) == "failed" for node in (node_errors or {})):
+        height += 2 * ERROR_LINE_H  # a failed node's error lines
     show_legend = bool(states) or current_node is not None
     total_height = height + (LEGEND_H if show_legend else 0)
 
@@ -368,5 +370,5 @@ def _legend_svg(top: int) -> str:
             f'stroke="{stroke}" stroke-width="{width}"/>'
             f'<text x="{x + 20}" y="{top + 10}" font-size="11" fill="#37414f">{label}</text>'
         )
-        x += 40 + int(len(label) * CHAR_W)
+        x += 48 + int(len(label) * 6.8)
     return "".join(out)
