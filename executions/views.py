@@ -31,16 +31,18 @@ def _sent_to(queryset: QuerySet, recipient: str) -> QuerySet:
     return queryset.filter(pk__in=instance_ids_sent_to(recipient))
 
 
+# GET/POST /api/v1/triggers/ with ?recipient= added: deliveries belong to this layer,
+# so the filter is added here and notifyflow/urls.py points at this view. (A comment,
+# not a docstring: drf-spectacular would publish a docstring as the API description.)
 class TriggerListView(TriggerListCreateView):
-    """``GET/POST /api/v1/triggers/`` with ``?recipient=`` added: deliveries belong to
-    this layer, so the filter is added here and the URL points at this view."""
-
     filter_serializer = TriggerListByRecipientFilterSerializer
     filter_lookups = {**TriggerListCreateView.filter_lookups, "recipient": _sent_to}
 
     @extend_schema(
         parameters=[TriggerListByRecipientFilterSerializer],
         responses=TriggerOutputSerializer(many=True),
+        description="Trigger instances, newest first; `recipient` finds those with a "
+        "delivery to an email address or phone number.",
     )
     def get(self, request: Request) -> Response:
         return self.list(request)
