@@ -10,8 +10,9 @@ import json
 from typing import Any
 
 from django import forms
-from django.contrib import admin
-from django.db.models import QuerySet
+from django.contrib import admin, messages
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Value, Window
+from django.db.models.functions import Coalesce, RowNumber
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -27,7 +28,8 @@ from triggers.admin import (
     WorkflowWithPauseAdmin,
 )
 from triggers.admin_support import instance_link
-from triggers.models import TriggerInstance
+from triggers.models import TriggerInstance, TriggerStatus
+from triggers.services import instance_retry
 from workflows.admin_support import (
     LargeTableAdminMixin,
     LeanChangeListMixin,
@@ -37,11 +39,20 @@ from workflows.admin_support import (
     pretty_json,
     status_badge,
     timestamp_column,
+    truncated,
 )
 from workflows.definition import NODE_TYPES
 from workflows.models import Workflow
 
-from .models import Delivery, DeliveryAttempt, DeliveryEvent, StepExecutionLog
+from .models import (
+    Delivery,
+    DeliveryAttempt,
+    DeliveryEvent,
+    StepExecutionLog,
+    instance_ids_sent_to,
+    looks_like_recipient,
+    normalize_recipient,
+)
 from .preview import workflow_preview
 
 
@@ -53,11 +64,12 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
     fields = (
         "node_id",
         "node_type",
-        "attempt",
+        "run",
         "started",
         "duration",
         "success",
-        "error",
+        "error_kind",
+        "error_short",
         "output_json",
     )
     readonly_fields = fields
@@ -69,7 +81,24 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # The input context is a copy of payload + vars per step: not shown here.
-        return super().get_queryset(request).defer("input_context")
+        return (
+            super()
+            .get_queryset(request)
+            .defer("input_context")
+            .annotate(
+                run_number=Window(
+                    RowNumber(), partition_by=[F("node_id")], order_by=[F("started_at"), F("id")]
+                )
+            )
+        )
+
+    @admin.display(description="attempt")
+    def run(self, obj: StepExecutionLog) -> str:
+        return _run_label(obj)
+
+    @admin.display(description="error")
+    def error_short(self, obj: StepExecutionLog) -> SafeString | str:
+        return truncated(obj.error, 90)
 
     started = timestamp_column("started_at", "started")
 
@@ -88,18 +117,133 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
         )
 
 
+def _run_label(obj: StepExecutionLog) -> str:
+    """The run of this node counted across operator retries (``attempt`` restarts at 1
+    after a retry: it is the retry budget of the current run), e.g. ``3 (retry budget 1)``
+    when they differ."""
+    run = getattr(obj, "run_number", None) or obj.attempt
+    return str(run) if run == obj.attempt else f"{run} (retry budget {obj.attempt})"
+
+
+def _last_failure_kind() -> Coalesce:
+    """error_kind of the instance's latest failed step (steplog_trigger_started)."""
+    latest = Subquery(
+        StepExecutionLog.objects.filter(trigger=OuterRef("pk"), success=False)
+        .order_by("-started_at", "-id")
+        .values("error_kind")[:1]
+    )
+    # Never NULL, so exclude() on it keeps instances that have no failed step.
+    return Coalesce(latest, Value(""))
+
+
+class InstanceErrorKindFilter(admin.SimpleListFilter):
+    """Failed instances by the kind of their last failure: a permanent one (render
+    error, rejected recipient) fails again on a plain retry."""
+
+    title = "error kind"
+    parameter_name = "error_kind"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return [("permanent", "permanent"), ("transient", "transient")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if not self.value():
+            return queryset
+        kind = "permanent" if self.value() == "permanent" else "transient"
+        kinds = ["permanent"] if kind == "permanent" else ["transient", "lease_expired"]
+        return queryset.filter(status=TriggerStatus.FAILED).filter(last_error_kind__in=kinds)
+
+
 class InstanceWithStepsAdmin(TriggerInstanceAdmin):
     inlines = (StepLogInline, InboxInline, StatusChangeInline)
+    list_display = (
+        *TriggerInstanceAdmin.list_display[:-2],
+        "error_kind_display",
+        *TriggerInstanceAdmin.list_display[-2:],
+    )
+    list_filter = (
+        *TriggerInstanceAdmin.list_filter[:3],
+        InstanceErrorKindFilter,
+        *TriggerInstanceAdmin.list_filter[3:],
+    )
+    actions = ("retry_failed", "retry_failed_including_permanent", "run_now", "cancel")
 
-    def node_states(self, obj: TriggerInstance) -> dict[str, str]:
-        states: dict[str, str] = {}
+    search_help_text = (
+        "Exact instance id (UUID), exact idempotency key, or a recipient: an email "
+        "address or phone number a delivery was sent to."
+    )
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        if not looks_like_recipient(search_term):
+            return found, duplicates
+        # The ids first (delivery_recipient index), then OR'd with the id/key match:
+        # both sides are index lookups.
+        ids = instance_ids_sent_to(search_term)
+        return found | queryset.filter(pk__in=ids), False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # A correlated subquery: evaluated for the page's rows (and, when the filter is
+        # used, for failed rows only).
+        return super().get_queryset(request).annotate(last_error_kind=_last_failure_kind())
+
+    @admin.display(description="kind")
+    def error_kind_display(self, obj: TriggerInstance) -> SafeString | str:
+        """permanent (a plain retry fails again) or transient, for a failed instance."""
+        kind = getattr(obj, "last_error_kind", None)
+        if obj.status != TriggerStatus.FAILED or not kind:
+            return "-"
+        colour = "#c62828" if kind == "permanent" else "#b35c00"
+        return format_html(
+            '<span class="nf-error-kind nf-error-kind-{}" style="color:{};font-weight:600">'
+            "{}</span>",
+            kind,
+            colour,
+            kind,
+        )
+
+    @admin.action(
+        description="Retry selected failed instances (skips permanent failures)",
+        permissions=["operate"],
+    )
+    def retry_failed(self, request: HttpRequest, queryset: QuerySet) -> None:
+        permanent = queryset.filter(status=TriggerStatus.FAILED, last_error_kind="permanent")
+        skipped = permanent.count()
+        if queryset.exclude(pk__in=permanent.values("pk")).exists():
+            self._apply(
+                request,
+                queryset.exclude(status=TriggerStatus.FAILED, last_error_kind="permanent"),
+                instance_retry,
+                verb="Retried",
+                skip_reason="not failed, skipped",
+            )
+        if skipped:
+            self.message_user(
+                request,
+                f"{skipped} permanent failure(s) skipped: a plain retry fails again (same "
+                "payload, same workflow version). Fix the workflow and use “Retry on latest "
+                "version”, edit the payload, or use “Retry … including permanent failures”.",
+                messages.WARNING,
+            )
+
+    @admin.action(
+        description="Retry selected failed instances, including permanent failures",
+        permissions=["operate"],
+    )
+    def retry_failed_including_permanent(self, request: HttpRequest, queryset: QuerySet) -> None:
+        super().retry_failed(request, queryset)
+
+    def node_states(self, obj: TriggerInstance) -> dict[str, tuple[str, str]]:
+        states: dict[str, tuple[str, str]] = {}
         # Oldest first, so each node ends with the outcome of its latest attempt.
-        for node_id, success in (
+        for node_id, success, error in (
             StepExecutionLog.objects.filter(trigger=obj)
             .order_by("started_at", "id")
-            .values_list("node_id", "success")
+            .values_list("node_id", "success", "error")
         ):
-            states[node_id] = "succeeded" if success else "failed"
+            states[node_id] = ("succeeded", "") if success else ("failed", error)
         return states
 
 
@@ -164,7 +308,7 @@ class StepExecutionLogAdmin(
         "workflow",
         "node_id",
         "node_type",
-        "attempt",
+        "run",
         "success",
         "duration",
         "error_short",
@@ -194,7 +338,7 @@ class StepExecutionLogAdmin(
                     "workflow_version",
                     "node_id",
                     "node_type",
-                    "attempt",
+                    "run",
                     "started",
                     "finished",
                     "duration",
@@ -211,6 +355,7 @@ class StepExecutionLogAdmin(
     )
     readonly_fields = (
         "instance_display",
+        "run",
         "started",
         "finished",
         "duration",
@@ -225,6 +370,24 @@ class StepExecutionLogAdmin(
     ) -> tuple[QuerySet, bool]:
         return _search_by_instance(queryset, search_term, "trigger_id")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Runs of the node so far, across operator retries: a count over the instance's
+        # own logs (steplog_trigger_started), evaluated for the page's rows only.
+        earlier = (
+            StepExecutionLog.objects.filter(
+                trigger=OuterRef("trigger"), node_id=OuterRef("node_id"), id__lte=OuterRef("id")
+            )
+            .order_by()
+            .values("trigger")
+            .annotate(n=Count("*"))
+            .values("n")
+        )
+        return super().get_queryset(request).annotate(run_number=Subquery(earlier))
+
+    @admin.display(description="attempt")
+    def run(self, obj: StepExecutionLog) -> str:
+        return _run_label(obj)
+
     @admin.display(description="instance")
     def instance_display(self, obj: StepExecutionLog) -> SafeString:
         return instance_link(obj.trigger_id)
@@ -234,8 +397,8 @@ class StepExecutionLogAdmin(
         return f"{obj.duration_ms:.0f} ms"
 
     @admin.display(description="error")
-    def error_short(self, obj: StepExecutionLog) -> str:
-        return obj.error if len(obj.error) <= 80 else obj.error[:79] + "…"
+    def error_short(self, obj: StepExecutionLog) -> SafeString | str:
+        return truncated(obj.error, 70)
 
     @admin.display(description="output")
     def output_json(self, obj: StepExecutionLog) -> SafeString:
@@ -291,11 +454,11 @@ class DeliveryAdmin(
         "instance_display",
         "node_id",
         "channel",
+        "recipient_short",
         "status_display",
         "tracking_status",
-        "provider_message_id",
+        "provider_message_id_short",
         "attempts",
-        "created",
     )
     inlines = (DeliveryAttemptInline, DeliveryEventInline)
     list_filter = (
@@ -310,11 +473,12 @@ class DeliveryAdmin(
     ordering = ("-id",)
     sortable_by = ()
     search_fields = ("instance__id",)
-    search_help_text = "Exact trigger instance id (UUID)."
+    search_help_text = "Exact trigger instance id (UUID), or a recipient (email or phone)."
     fields = (
         "instance_display",
         "node_id",
         "channel",
+        "recipient",
         "status_display",
         "tracking_status",
         "tracking_updated_at",
@@ -331,8 +495,18 @@ class DeliveryAdmin(
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
-        # delivery_unique_instance_node leads with instance_id.
+        # delivery_unique_instance_node leads with instance_id; delivery_recipient.
+        if looks_like_recipient(search_term):
+            return queryset.filter(recipient=normalize_recipient(search_term)), False
         return _search_by_instance(queryset, search_term, "instance_id")
+
+    @admin.display(description="recipient")
+    def recipient_short(self, obj: Delivery) -> SafeString | str:
+        return truncated(obj.recipient, 32)
+
+    @admin.display(description="provider message id")
+    def provider_message_id_short(self, obj: Delivery) -> SafeString | str:
+        return truncated(obj.provider_message_id, 20)
 
     @admin.display(description="instance")
     def instance_display(self, obj: Delivery) -> SafeString:

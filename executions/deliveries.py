@@ -20,7 +20,7 @@ from django.utils import timezone
 from notifyflow import metrics
 from triggers.state import Statement
 
-from .models import Delivery, DeliveryAttempt, DeliveryStatus
+from .models import Delivery, DeliveryAttempt, DeliveryStatus, normalize_recipient
 from .providers.base import ProviderError
 from .providers.failover import collect_attempts
 
@@ -31,19 +31,23 @@ _TABLE = Delivery._meta.db_table
 # One statement: create the row, or mark a not-yet-sent one as sending again. Returns
 # nothing when the row is already 'sent' (then we must not send).
 _BEGIN_SQL = (
-    f"INSERT INTO {_TABLE} (instance_id, node_id, channel, status, provider_message_id,"
-    " output, attempts, created_at, updated_at)"
-    " VALUES (%s, %s, %s, 'sending', '', '{}', 1, %s, %s)"
+    f"INSERT INTO {_TABLE} (instance_id, node_id, channel, recipient, status,"
+    " provider_message_id, output, attempts, created_at, updated_at)"
+    " VALUES (%s, %s, %s, %s, 'sending', '', '{}', 1, %s, %s)"
     " ON CONFLICT (instance_id, node_id) DO UPDATE"
     f" SET status = 'sending', attempts = {_TABLE}.attempts + 1,"
-    " updated_at = excluded.updated_at"
+    " recipient = excluded.recipient, updated_at = excluded.updated_at"
     f" WHERE {_TABLE}.status <> 'sent'"
     " RETURNING id, attempts"
 )
 
 
-def guarded_send(*, step: StepContext, channel: str, send: Callable[[], dict]) -> dict[str, Any]:
+def guarded_send(
+    *, step: StepContext, channel: str, recipient: str, send: Callable[[], dict]
+) -> dict[str, Any]:
     """Call ``send`` unless this node's message was already sent; return its output.
+    ``recipient`` (the rendered address or number) is recorded, normalized, on the
+    delivery row.
 
     The outcome is not written here: ``step.pending_delivery`` (and every provider call,
     ``step.pending_attempts``) carries it to the step's outcome transaction
@@ -56,7 +60,10 @@ def guarded_send(*, step: StepContext, channel: str, send: Callable[[], dict]) -
     now = timezone.now()
     instance_id = step.instance_id.hex if connection.vendor == "sqlite" else step.instance_id
     with connection.cursor() as cursor:
-        cursor.execute(_BEGIN_SQL, (instance_id, step.node_id, channel, now, now))
+        cursor.execute(
+            _BEGIN_SQL,
+            (instance_id, step.node_id, channel, normalize_recipient(recipient), now, now),
+        )
         began = cursor.fetchone()
     if began is None:  # sent by an attempt that finished after our claim read it
         output = (

@@ -1,6 +1,22 @@
 from __future__ import annotations
 
+import re
+from email.utils import parseaddr
+
 from django.db import models
+
+_PHONE_NOISE = re.compile(r"[\s().-]")
+
+
+def normalize_recipient(value: str) -> str:
+    """How a recipient is stored and searched: an email address lowercased, a phone
+    number without spaces, dots, dashes or parentheses."""
+    value = value.strip()
+    if "@" in value:
+        if "<" in value:  # "Ada Lovelace <ada@example.com>"
+            value = parseaddr(value)[1] or value
+        return value.lower()[:320]
+    return _PHONE_NOISE.sub("", value)[:320]
 
 
 class StepExecutionLog(models.Model):
@@ -76,6 +92,10 @@ class Delivery(models.Model):
     )
     node_id = models.CharField(max_length=64)
     channel = models.CharField(max_length=16)
+    # The rendered recipient (normalized: email lowercased, phone without spaces; the
+    # first address when an email has several), so support can find what was sent to
+    # whom: see ``normalize_recipient`` and ``instances_sent_to``.
+    recipient = models.CharField(max_length=320, blank=True, default="")
     status = models.CharField(max_length=16, choices=DeliveryStatus.choices)
     provider_message_id = models.CharField(max_length=255, blank=True, default="")
     output = models.JSONField(default=dict, blank=True)
@@ -100,6 +120,8 @@ class Delivery(models.Model):
                 name="delivery_provider_message_id",
                 condition=~models.Q(provider_message_id=""),
             ),
+            # Admin search and GET /api/v1/triggers/?recipient=: exact, normalized match.
+            models.Index(fields=["recipient"], name="delivery_recipient"),
         ]
 
     def __str__(self) -> str:
@@ -192,3 +214,25 @@ class DeliveryEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.delivery_id} {self.provider} {self.provider_event}"
+
+
+# More matches than any support question needs; bounds the id list handed to the
+# instance query (which then uses the primary key, not a scan by created_at).
+RECIPIENT_MATCH_LIMIT = 10_000
+
+
+def instance_ids_sent_to(recipient: str) -> list:
+    """Ids of the instances with a delivery to ``recipient`` (normalized first), via
+    the delivery_recipient index; at most RECIPIENT_MATCH_LIMIT of them."""
+    return list(
+        Delivery.objects.filter(recipient=normalize_recipient(recipient))
+        .order_by()
+        .values_list("instance_id", flat=True)
+        .distinct()[:RECIPIENT_MATCH_LIMIT]
+    )
+
+
+def looks_like_recipient(term: str) -> bool:
+    """An email address or a phone number (what admin search treats as a recipient)."""
+    term = term.strip()
+    return ("@" in term and " " not in term) or bool(re.fullmatch(r"\+?[\d\s().-]{6,}", term))

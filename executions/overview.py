@@ -9,7 +9,7 @@ from django.db.models import Count, Min
 from django.utils import timezone
 
 from triggers.models import TriggerInstance, TriggerStatus
-from workflows.admin_support import table_row_estimate
+from workflows.admin_support import relative_age, table_row_estimate
 
 FAILED_WINDOW = timedelta(hours=1)
 
@@ -29,6 +29,8 @@ class ConsoleOverview:
     failed_last_hour: int
     backlog: int
     oldest_backlog_at: datetime | None
+    waiting: int = 0
+    next_wake_up_at: datetime | None = None
 
     @property
     def total(self) -> int:
@@ -37,6 +39,12 @@ class ConsoleOverview:
     @property
     def failed_since(self) -> datetime:
         return self.now - FAILED_WINDOW
+
+    @property
+    def next_wake_up_in(self) -> timedelta | None:
+        if self.next_wake_up_at is None:
+            return None
+        return max(timedelta(0), self.next_wake_up_at - self.now)
 
     @property
     def oldest_backlog_age(self) -> timedelta | None:
@@ -60,6 +68,8 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
       minus the other statuses, flagged ``approximate``; exact otherwise.
     - failed in the last hour: failed instances whose ``finished_at`` is within the
       hour (served by the partial index trigger_failed_finished).
+    - waiting: enqueued instances not due yet (delays, backoff, waits) and the next
+      wake-up, from the same partial index.
     - backlog: enqueued instances already due (``available_at <= now``) and their oldest
       due time, both from the partial index trigger_due_enqueued.
     """
@@ -85,8 +95,14 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
     backlog = TriggerInstance.objects.filter(status=S.ENQUEUED, available_at__lte=now).aggregate(
         n=Count("*"), oldest=Min("available_at")
     )
+    # Delayed, backing off or waiting: enqueued and not yet due (same partial index).
+    waiting = TriggerInstance.objects.filter(status=S.ENQUEUED, available_at__gt=now).aggregate(
+        n=Count("*"), next=Min("available_at")
+    )
     return ConsoleOverview(
         now=now,
+        waiting=waiting["n"],
+        next_wake_up_at=waiting["next"],
         status_counts=[
             StatusCount(
                 value,
@@ -106,14 +122,4 @@ def format_age(age: timedelta | None) -> str:
     """``2d 3h``, ``4m 05s``, ``12s``; empty for None."""
     if age is None:
         return ""
-    seconds = int(age.total_seconds())
-    days, rest = divmod(seconds, 86_400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    if minutes:
-        return f"{minutes}m {secs:02d}s"
-    return f"{secs}s"
+    return relative_age(age.total_seconds())

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.generics import GenericAPIView, get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,9 +15,11 @@ from rest_framework.response import Response
 from notifyflow.api import paginated_list, validated_body
 from notifyflow.pagination import StepLogsOldestFirst
 from triggers.models import TriggerInstance
+from triggers.serializers import TriggerListFilterSerializer, TriggerOutputSerializer
+from triggers.views import TriggerListCreateView
 
 from . import tracking
-from .models import Delivery, StepExecutionLog
+from .models import Delivery, StepExecutionLog, instance_ids_sent_to
 from .preview import workflow_preview
 from .selectors import instance_timeline, workflow_stats
 from .serializers import (
@@ -29,12 +33,44 @@ from .serializers import (
 )
 
 
+class TriggerListByRecipientFilterSerializer(TriggerListFilterSerializer):
+    recipient = serializers.CharField(
+        required=False,
+        max_length=320,
+        help_text="An email address or phone number a delivery of the instance was sent to",
+    )
+
+
+def _sent_to(queryset: QuerySet, recipient: str) -> QuerySet:
+    # The ids first (delivery_recipient index), then the instances by primary key: a
+    # join or IN-subquery lets the planner walk instances by created_at instead.
+    return queryset.filter(pk__in=instance_ids_sent_to(recipient))
+
+
+# GET/POST /api/v1/triggers/ with ?recipient= added: deliveries belong to this layer,
+# so the filter is added here and notifyflow/urls.py points at this view. (A comment,
+# not a docstring: drf-spectacular would publish a docstring as the API description.)
+class TriggerListView(TriggerListCreateView):
+    filter_serializer = TriggerListByRecipientFilterSerializer
+    filter_lookups = {**TriggerListCreateView.filter_lookups, "recipient": _sent_to}
+
+    @extend_schema(
+        parameters=[TriggerListByRecipientFilterSerializer],
+        responses=TriggerOutputSerializer(many=True),
+        description="Trigger instances, newest first; `recipient` finds those with a "
+        "delivery to an email address or phone number.",
+    )
+    def get(self, request: Request) -> Response:
+        return self.list(request)
+
+
 class TriggerStepsView(GenericAPIView):
     """Step logs of one trigger instance, oldest first."""
 
     serializer_class = StepLogOutputSerializer
     pagination_class = StepLogsOldestFirst
 
+    @extend_schema(responses=StepLogOutputSerializer(many=True))
     def get(self, request: Request, id: str) -> Response:
         get_object_or_404(TriggerInstance.objects.only("id"), pk=id)
         queryset = StepExecutionLog.objects.filter(trigger_id=id).select_related("workflow")
@@ -46,7 +82,9 @@ class StepLogListView(GenericAPIView):
     serializer_class = StepLogOutputSerializer
     pagination_class = StepLogsOldestFirst
 
-    @extend_schema(parameters=[StepLogFilterSerializer])
+    @extend_schema(
+        parameters=[StepLogFilterSerializer], responses=StepLogOutputSerializer(many=True)
+    )
     def get(self, request: Request) -> Response:
         return paginated_list(
             self,

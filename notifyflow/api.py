@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -49,19 +49,27 @@ def validated_body(request: Request, serializer_class: type[Serializer]) -> dict
     return serializer.validated_data
 
 
+Lookup = str | Callable[[QuerySet, Any], QuerySet]
+
+
 def paginated_list(
     view: GenericAPIView,
     request: Request,
     queryset: QuerySet,
     filter_serializer: type[Serializer],
-    lookups: dict[str, str],
+    lookups: Mapping[str, Lookup],
 ) -> Response:
     """Validate the query-string filters (400 naming a bad one), apply each given filter
-    as ``queryset.filter(lookups[name]=value)``, and answer one page."""
+    as ``queryset.filter(lookups[name]=value)`` (or ``lookups[name](queryset, value)``
+    when it is a function), and answer one page."""
     filters = filter_serializer(data=request.query_params)
     filters.is_valid(raise_exception=True)
     for name, value in filters.validated_data.items():
-        queryset = queryset.filter(**{lookups[name]: value})
+        lookup = lookups[name]
+        if callable(lookup):
+            queryset = lookup(queryset, value)
+        else:
+            queryset = queryset.filter(**{lookup: value})
     page = view.paginate_queryset(queryset)
     return view.get_paginated_response(view.get_serializer(page, many=True).data)
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -44,14 +45,9 @@ def _flatten(detail: Any, prefix: str = "") -> list[dict[str, Any]]:
 def error_response(
     *, code: str, message: str, field: str | None, status_code: int, errors: list | None = None
 ) -> Response:
-    body = {
-        "code": code,
-        "field": field,
-        "message": message,
-        "errors": errors
-        if errors is not None
-        else [{"field": field, "code": code, "message": message}],
-    }
+    body = _body(code, message, field)
+    if errors is not None:
+        body["errors"] = errors
     return Response(body, status=status_code)
 
 
@@ -111,3 +107,36 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     return error_response(
         code=str(code), message=str(detail), field=None, status_code=response.status_code
     )
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's 500 view (``handler500``): under ``/api/`` the error shape as JSON, never
+    an HTML page; the console keeps Django's page."""
+    if _is_api(request):
+        return JsonResponse(
+            _body("server_error", "internal server error; the failure is logged", None),
+            status=500,
+        )
+    return defaults.server_error(request)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 404 view (``handler404``): JSON for unknown paths under ``/api/``."""
+    if _is_api(request):
+        return JsonResponse(
+            _body("not_found", f"{request.path}: no such endpoint", None), status=404
+        )
+    return defaults.page_not_found(request, exception)
+
+
+def _body(code: str, message: str, field: str | None) -> dict[str, Any]:
+    return {
+        "code": code,
+        "field": field,
+        "message": message,
+        "errors": [{"field": field, "code": code, "message": message}],
+    }

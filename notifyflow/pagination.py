@@ -6,9 +6,31 @@ limit/offset only for the small workflow list.
 
 from __future__ import annotations
 
-from rest_framework.pagination import CursorPagination, LimitOffsetPagination
+from typing import Any
+
+from rest_framework.exceptions import NotFound
+from rest_framework.pagination import CursorPagination as DrfCursorPagination
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+
+from .errors import ApplicationError
 
 MAX_PAGE_SIZE = 500
+
+
+class CursorPagination(DrfCursorPagination):
+    """A cursor that does not decode is a bad parameter (400 naming ``cursor``), not a
+    missing page (DRF answers 404 "Invalid cursor")."""
+
+    def decode_cursor(self, request: Request) -> Any:
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raise ApplicationError(
+                code="invalid_cursor",
+                field=self.cursor_query_param,
+                message=f"{self.cursor_query_param}: not a cursor this API returned",
+            ) from None
 
 
 class NewestFirst(CursorPagination):

@@ -1,13 +1,91 @@
+"""The API's one JSON parser: what it accepts is what both databases can store.
+
+Python's json module reads ``1e999`` as infinity and ``NaN``/``Infinity`` as floats;
+PostgreSQL's jsonb and SQLite's JSON1 reject them (a 500 at the INSERT), and a NUL
+character is refused by PostgreSQL's jsonb but silently kept by SQLite. So every body is
+checked here, once, before any view sees it: a 400 naming the field, on every endpoint.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import math
+from typing import Any
+
+from django.conf import settings
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
+from .errors import ApplicationError
+
+
+class _NonFinite(float):
+    """A parsed NaN, Infinity or out-of-range number, kept until the walk names its field."""
+
+    text: str
+
+    def __new__(cls, text: str) -> _NonFinite:
+        value = super().__new__(cls, "nan")
+        value.text = text
+        return value
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    return value if math.isfinite(value) else _NonFinite(text)
+
+
+def _path(parent: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if parent else key
+
+
+def check_storable(value: Any, path: str = "") -> None:
+    """Raise ApplicationError (400) naming the first non-finite number or NUL character
+    in ``value`` (a parsed JSON document). Iterative: nesting depth is bounded by the
+    parser, not by this walk."""
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if "\x00" in key:
+                    _refuse(where or "body", "nul_character", "a key contains a NUL character")
+                stack.append((_path(where, key), child))
+        elif isinstance(item, list):
+            stack.extend((_path(where, index), child) for index, child in enumerate(item))
+        elif isinstance(item, str):
+            if "\x00" in item:
+                _refuse(where or "body", "nul_character", "contains a NUL character")
+        elif isinstance(item, float) and not math.isfinite(item):
+            text = getattr(item, "text", repr(item))
+            _refuse(
+                where or "body",
+                "invalid_number",
+                f"{text} is not a finite number (out of range, NaN or Infinity)",
+            )
+
+
+def _refuse(field: str, code: str, problem: str) -> None:
+    raise ApplicationError(code=code, field=field, message=f"{field}: {problem}")
+
 
 class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser, with pathologically deep nesting refused as malformed (Python's
-    json module raises RecursionError there, which would otherwise be a 500)."""
+    """DRF's JSON parser, plus: pathologically deep nesting refused as malformed
+    (Python's json raises RecursionError there), and non-finite numbers and NUL
+    characters refused with a 400 naming the field (``check_storable``)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
+        parser_context = parser_context or {}
+        encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
         try:
-            return super().parse(stream, media_type, parser_context)
+            decoded = codecs.getreader(encoding)(stream)
+            data = json.load(decoded, parse_float=_parse_float, parse_constant=_NonFinite)
         except RecursionError as exc:
             raise ParseError("JSON parse error - nested too deeply") from exc
+        except ValueError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from exc
+        check_storable(data)
+        return data

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "workflows",
     "triggers",
@@ -77,6 +78,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "notifyflow.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files under gunicorn (DEBUG off): served from STATIC_ROOT, hashed names
+    # cached forever, gzip/brotli precompressed by collectstatic.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -143,7 +147,14 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(os.environ.get("NOTIFYFLOW_STATIC_ROOT", VAR_DIR / "static"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Needs `manage.py collectstatic` before the web process starts (scripts/run.sh, the
+    # Dockerfile); a missing file is then an error at render time, not a silent 404.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 # plain (default, for people) or json (one object per line, for log pipelines); both
 # carry the request/task/trigger fields (notifyflow/logs.py).
@@ -174,7 +185,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "notifyflow.pagination.ByIdOldestFirst",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "notifyflow.api_errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "notifyflow.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -184,6 +195,15 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
+    # The docs pages load Swagger UI and ReDoc from our own static files, never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"persistAuthorization": True},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "notifyflow.openapi.document_errors",
+    ],
 }
 
 # Requests bigger than this never reach a view: 413 (checked before parsing).

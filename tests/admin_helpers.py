@@ -82,3 +82,18 @@ def failed_instance(**kwargs) -> TriggerInstance:
         actor="engine",
     )
     return instance
+
+
+def grant_edit_payload(user: User) -> User:
+    """Give ``user`` "edit payload and retry" (the row triggers/migrations/0008 makes;
+    re-created here because a transactional test flushes it)."""
+    from django.contrib.auth.models import Permission
+    from django.contrib.contenttypes.models import ContentType
+
+    permission, _ = Permission.objects.get_or_create(
+        content_type=ContentType.objects.get_for_model(TriggerInstance),
+        codename="edit_payload_triggerinstance",
+        defaults={"name": "Can edit the payload of a failed instance and retry it"},
+    )
+    user.user_permissions.add(permission)
+    return User.objects.get(pk=user.pk)  # a fresh object: no stale permission cache

@@ -38,6 +38,12 @@ def _isolate(settings, tmp_path):
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     settings.SMS_FILE_PATH = str(tmp_path / "sms")
     settings.NOTIFYFLOW_RETRY_BASE_DELAY_S = 60
+    # In-process tests render pages without a collectstatic run; the manifest storage
+    # is exercised where it matters, by the browser test's gunicorn (README's way).
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
     # Test databases roll back, so ids (and cached rows keyed by them) get reused.
     caching.clear_all()
     from executions.providers import sms

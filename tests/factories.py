@@ -32,6 +32,14 @@ def email_sms_definition(delay: str | None = None) -> dict:
     return {"entry_node_id": "hello", "nodes": nodes, "edges": edges}
 
 
+def render_error_definition() -> dict:
+    """email_sms_definition with a typo in the SMS body: rendering it is a permanent
+    error (an undefined variable)."""
+    definition = email_sms_definition()
+    definition["nodes"][1]["config"]["body"] = "Hi {{ payload.nmae }}"
+    return definition
+
+
 PAYLOAD = {"name": "Ada", "email": "ada@example.com", "phone": "+15005550006"}
 
 

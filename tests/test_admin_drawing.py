@@ -73,3 +73,73 @@ def test_branch_labels_show_order_and_conditions():
 def test_nothing_to_draw_is_empty():
     assert draw_workflow_svg(None) == ""
     assert draw_workflow_svg({"nodes": []}) == ""
+
+
+def _boxes(svg: str, css_class: str) -> list[tuple[float, float, float, float]]:
+    """(x, y, w, h) of the first rect of every <g class="css_class ...">."""
+    import re
+
+    out = []
+    for group in re.findall(rf'<g class="{css_class}[^"]*".*?</g>', svg, re.S):
+        m = re.search(r'<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"', group)
+        out.append(tuple(float(v) for v in m.groups()))
+    return out
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def branching_definition() -> dict:
+    nodes = [{"id": "start", "type": "delay", "config": {"duration": "1s"}}]
+    edges = []
+    for i in range(4):
+        nodes.append({"id": f"n{i}", "type": "sms", "config": {"to": "+1500", "body": "x"}})
+        condition = f'payload.plan == "enterprise-annual-{i}" and payload.region == "eu-west"'
+        edges.append({"from": "start", "to": f"n{i}", "condition": condition})
+    return {"entry_node_id": "start", "nodes": nodes, "edges": edges}
+
+
+def test_edge_labels_overlap_neither_each_other_nor_nodes_and_keep_the_full_text():
+    from workflows.drawing import MIN_FONT_PX, draw_workflow_svg
+
+    svg = str(draw_workflow_svg(branching_definition()))
+    labels = _boxes(svg, "nf-edge-label")
+    nodes = _boxes(svg, "nf-node")
+    assert len(labels) == 4 and len(nodes) == 5
+    for i, a in enumerate(labels):
+        assert not any(_overlap(a, b) for b in labels[i + 1 :])
+        assert not any(_overlap(a, n) for n in nodes)
+    assert (
+        "payload.plan == &quot;enterprise-annual-3&quot; and payload.region == &quot;eu-west&quot;"
+        in svg
+    )
+    # Never shrunk to fit: no max-width on the svg, a scrolling box around it.
+    assert 'class="nf-dag-scroll"' in svg and "max-width:100%;height:auto" not in svg
+    font_sizes = {int(size) for size in __import__("re").findall(r'font-size="(\d+)"', svg)}
+    assert min(font_sizes) >= MIN_FONT_PX
+
+
+def test_failing_node_shows_its_error_and_waiting_node_its_deadline():
+    from workflows.drawing import draw_workflow_svg
+
+    from .factories import email_sms_definition
+
+    failed = str(
+        draw_workflow_svg(
+            email_sms_definition(),
+            current_node="text",
+            node_states={"hello": "succeeded", "text": "failed"},
+            node_errors={"text": "body: undefined variable 'nmae'"},
+        )
+    )
+    assert "undefined variable" in failed
+    waiting = str(
+        draw_workflow_svg(
+            email_sms_definition(delay="12d"),
+            current_node="wait",
+            node_states={"hello": "succeeded"},
+            waiting_until="2026-12-05 10:00 UTC",
+        )
+    )
+    assert "nf-node-waiting" in waiting and "waiting until 2026-12-05 10:00 UTC" in waiting

@@ -105,7 +105,7 @@ def test_retry_action_audits_the_operator_and_dispatches(
         response = operator_client.post(
             reverse(CHANGELIST),
             {
-                "action": "retry_failed",
+                "action": "retry_failed_including_permanent",
                 "_selected_action": [failed.pk, completed.pk],
             },
             follow=True,

@@ -33,3 +33,61 @@ def test_openapi_schema_and_docs():
     for path in ("/api/v1/triggers/", "/api/v1/workflows/", "/api/v1/step-logs/"):
         assert path in text
     assert Client().get("/api/docs/").status_code == 200
+
+
+def _schema() -> dict:
+    return Client().get("/api/schema/", HTTP_ACCEPT="application/json").json()
+
+
+def test_docs_pages_load_their_assets_from_our_static_files_not_a_cdn():
+    for url in ("/api/docs/", "/api/redoc/"):
+        html = Client().get(url).content.decode()
+        assert "/static/drf_spectacular_sidecar/" in html, url
+        assert "cdn" not in html.lower() and "@latest" not in html, url
+        assert "https://" not in html and "http://" not in html.replace("http://www.w3.org", ""), (
+            url
+        )
+
+
+def test_schema_declares_bearer_auth_on_every_api_operation():
+    schema = _schema()
+    assert schema["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key from `manage.py create_api_key NAME` or the admin.",
+    }
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            assert {"bearerAuth": []} in operation["security"], (method, path)
+            assert "401" in operation["responses"], (method, path)
+
+
+def test_list_endpoints_are_documented_as_pages():
+    paths = _schema()["paths"]
+    for path in (
+        "/api/v1/triggers/",
+        "/api/v1/triggers/{id}/steps/",
+        "/api/v1/step-logs/",
+        "/api/v1/workflows/",
+        "/api/v1/workflow-triggers/",
+    ):
+        ok = paths[path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert ok["$ref"].startswith("#/components/schemas/Paginated"), path
+
+
+def test_error_shape_is_documented_where_it_applies():
+    paths = _schema()["paths"]
+    error = {"$ref": "#/components/schemas/Error"}
+
+    def documented(path: str, method: str) -> set[str]:
+        responses = paths[path][method]["responses"]
+        return {
+            code
+            for code, response in responses.items()
+            if response.get("content", {}).get("application/json", {}).get("schema") == error
+        }
+
+    assert documented("/api/v1/triggers/", "post") == {"400", "401", "413", "415"}
+    assert documented("/api/v1/triggers/{id}/", "get") == {"401", "404"}
+    assert documented("/api/v1/triggers/{id}/cancel/", "post") >= {"404", "409"}
+    assert documented("/api/v1/triggers/", "get") == {"400", "401"}

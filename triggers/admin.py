@@ -24,6 +24,7 @@ from django.utils.safestring import SafeString
 from notifyflow.errors import ApplicationError
 from workflows.admin import WorkflowAdmin
 from workflows.admin_support import (
+    InputListFilter,
     LargeTableAdminMixin,
     LeanChangeListMixin,
     ReadOnlyAdminMixin,
@@ -32,6 +33,8 @@ from workflows.admin_support import (
     pretty_json,
     status_badge,
     timestamp_column,
+    truncated,
+    waiting_until,
 )
 from workflows.drawing import draw_workflow_svg
 from workflows.models import Workflow
@@ -44,15 +47,74 @@ from .services import (
     api_key_create,
     api_key_revoke,
     instance_cancel,
+    instance_edit_payload_and_retry,
     instance_retry,
+    instance_retry_on_latest_version,
     instance_run_now,
     workflow_pause,
     workflow_resume,
 )
 
+# Not granted to the operators group: triggers/migrations/0008 creates it, an
+# administrator hands it out.
+EDIT_PAYLOAD_PERMISSION = "triggers.edit_payload_triggerinstance"
+
+
+class EditPayloadForm(forms.Form):
+    payload = forms.JSONField(
+        widget=forms.Textarea(
+            attrs={"rows": 18, "class": "vLargeTextField", "style": "font-family:monospace"}
+        ),
+        help_text="A JSON object. The instance is retried at once with it; the audit row "
+        "keeps the old and the new payload.",
+    )
+
+    def clean_payload(self) -> Any:
+        payload = self.cleaned_data["payload"]
+        if not isinstance(payload, dict):
+            raise forms.ValidationError("must be a JSON object")
+        return payload
+
+
 # An action over "all N matching" could name a million rows; each retry is a
 # transaction plus a broker message, so one click handles at most this many.
 ACTION_BATCH_LIMIT = 500
+
+
+def is_waiting(obj: TriggerInstance) -> bool:
+    """Enqueued but not due: a delay, a retry's backoff or a wait."""
+    return obj.status == TriggerStatus.ENQUEUED and obj.available_at > timezone.now()
+
+
+class WaitingFilter(admin.SimpleListFilter):
+    """Enqueued instances split by due time (the partial index trigger_due_enqueued)."""
+
+    title = "due"
+    parameter_name = "due"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return [("waiting", "waiting (not due yet)"), ("now", "due now")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        now = timezone.now()
+        if self.value() == "waiting":
+            return queryset.filter(status=TriggerStatus.ENQUEUED, available_at__gt=now)
+        if self.value() == "now":
+            return queryset.filter(status=TriggerStatus.ENQUEUED, available_at__lte=now)
+        return queryset
+
+
+class HasErrorFilter(InputListFilter):
+    """Failed instances whose last error contains the text (a LIKE over failed rows)."""
+
+    title = "last error"
+    parameter_name = "error"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = (self.value() or "").strip()
+        if not value:
+            return queryset
+        return queryset.filter(status=TriggerStatus.FAILED, last_error__icontains=value)
 
 
 class StatusChangeInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -60,13 +122,23 @@ class StatusChangeInline(ReadOnlyAdminMixin, admin.TabularInline):
     fk_name = "instance"
     verbose_name = "status change"
     verbose_name_plural = "status history"
-    fields = ("from_status", "to_status", "reason", "actor", "when")
+    fields = ("from_status", "to_status", "reason", "actor", "when", "details_json")
     readonly_fields = fields
     ordering = ("at", "id")
     extra = 0
     max_num = 0
     can_delete = False
     when = timestamp_column("at")
+
+    @admin.display(description="details")
+    def details_json(self, obj: TriggerStatusChange) -> SafeString | str:
+        if not obj.details:
+            return "-"
+        return format_html(
+            "<details><summary>{}</summary>{}</details>",
+            ", ".join(sorted(obj.details)),
+            pretty_json(obj.details),
+        )
 
 
 class InboxInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -99,15 +171,22 @@ class TriggerInstanceAdmin(
         "short_id",
         "status_display",
         "workflow",
-        "current_node_id",
-        "attempts",
-        "available",
+        "node",
+        "tries",
+        "due",
+        "last_error_short",
         "created",
     )
     list_display_links = ("short_id",)
-    list_filter = ("status", "workflow", ("created_at", admin.DateFieldListFilter))
+    list_filter = (
+        "status",
+        WaitingFilter,
+        HasErrorFilter,
+        "workflow",
+        ("created_at", admin.DateFieldListFilter),
+    )
     list_select_related = ("workflow",)
-    changelist_defer = ("payload", "vars", "last_error")
+    changelist_defer = ("payload", "vars")
     # Every index on the table leads with created_at after the filter columns; sorting
     # by anything else would be a sort of the whole (filtered) table per page.
     sortable_by = ("created",)
@@ -131,6 +210,7 @@ class TriggerInstanceAdmin(
                     "status_display",
                     "current_node_id",
                     "attempts",
+                    "due",
                     "available",
                     "last_error",
                     "created",
@@ -146,7 +226,7 @@ class TriggerInstanceAdmin(
         (
             "Lease",
             {
-                "fields": ("locked_by", "locked_until", "lease_token", "dispatched_at"),
+                "fields": ("locked_by", "locked", "lease_token", "dispatched"),
                 "classes": ("collapse",),
             },
         ),
@@ -155,6 +235,7 @@ class TriggerInstanceAdmin(
         "waiting_display",
         "version_display",
         "status_display",
+        "due",
         "available",
         "created",
         "updated",
@@ -162,11 +243,15 @@ class TriggerInstanceAdmin(
         "drawing",
         "payload_json",
         "vars_json",
+        "locked",
+        "dispatched",
     )
     available = timestamp_column("available_at", "available at")
     created = timestamp_column("created_at", "created", sortable=True)
     updated = timestamp_column("updated_at", "updated")
     finished = timestamp_column("finished_at", "finished")
+    locked = timestamp_column("locked_until", "locked until")
+    dispatched = timestamp_column("dispatched_at", "dispatched at")
 
     # --- list -------------------------------------------------------------------------
 
@@ -184,13 +269,40 @@ class TriggerInstanceAdmin(
             condition |= Q(pk=as_uuid)
         return queryset.filter(condition), False
 
+    @admin.display(description="tries")
+    def tries(self, obj: TriggerInstance) -> int:
+        """Failures of the current node (the retry budget; README)."""
+        return obj.attempts
+
+    @admin.display(description="node", ordering=None)
+    def node(self, obj: TriggerInstance) -> str:
+        return obj.current_node_id or "-"
+
     @admin.display(description="id", ordering="created_at")
     def short_id(self, obj: TriggerInstance) -> str:
         return str(obj.pk)[:8]
 
     @admin.display(description="status")
     def status_display(self, obj: TriggerInstance) -> SafeString:
+        if is_waiting(obj):
+            return status_badge("waiting", "Waiting")
         return status_badge(obj.status, obj.get_status_display())
+
+    @admin.display(description="due")
+    def due(self, obj: TriggerInstance) -> SafeString | str:
+        """ "waiting until …" (absolute, with zone, and relative) for a delayed, backing-off
+        or waiting instance; "due now" for one a worker should pick up; else "-"."""
+        if obj.status != TriggerStatus.ENQUEUED:
+            return "-"
+        return waiting_until(obj.available_at) or "due now"
+
+    @admin.display(description="last error")
+    def last_error_short(self, obj: TriggerInstance) -> SafeString | str:
+        # "node text: ..." - the node is the column beside it; the full text on hover.
+        prefix = f"node {obj.current_node_id}: "
+        text = obj.last_error
+        short = text[len(prefix) :] if text.startswith(prefix) else text
+        return truncated(short, 90, full=text)
 
     # --- detail -----------------------------------------------------------------------
 
@@ -215,16 +327,24 @@ class TriggerInstanceAdmin(
     def version_display(self, obj: TriggerInstance) -> str:
         return f"v{obj.workflow_version.version}"
 
-    def node_states(self, obj: TriggerInstance) -> dict[str, str]:
-        """node id -> "succeeded" / "failed", for the drawing (steps are executions')."""
+    def node_states(self, obj: TriggerInstance) -> dict[str, tuple[str, str]]:
+        """node id -> ("succeeded" / "failed", error of that latest attempt), for the
+        drawing (steps are the executions layer's, which overrides this)."""
         return {}
 
     @admin.display(description="graph")
     def drawing(self, obj: TriggerInstance) -> SafeString:
+        states = self.node_states(obj)
         return draw_workflow_svg(
             obj.workflow_version.definition,
             current_node=obj.current_node_id,
-            node_states=self.node_states(obj),
+            node_states={node: state for node, (state, _) in states.items()},
+            node_errors={node: error for node, (_, error) in states.items() if error},
+            waiting_until=(
+                timezone.localtime(obj.available_at).strftime("%Y-%m-%d %H:%M %Z")
+                if is_waiting(obj)
+                else None
+            ),
         )
 
     @admin.display(description="payload")
@@ -246,6 +366,13 @@ class TriggerInstanceAdmin(
     ) -> HttpResponse:
         if obj is not None and can_operate(request):
             context["nf_can_retry"] = obj.status == TriggerStatus.FAILED
+            latest = obj.workflow.current_version_id
+            if obj.status == TriggerStatus.FAILED and latest not in (None, obj.workflow_version_id):
+                context["nf_latest_version"] = obj.workflow.current_version.version
+            context["nf_can_edit_payload"] = (
+                obj.status == TriggerStatus.FAILED
+                and request.user.has_perm(EDIT_PAYLOAD_PERMISSION)
+            )
             context["nf_can_run_now"] = (
                 obj.status == TriggerStatus.ENQUEUED and obj.available_at > timezone.now()
             )
@@ -272,6 +399,16 @@ class TriggerInstanceAdmin(
                 "<path:object_id>/retry/",
                 self.admin_site.admin_view(self.retry_view),
                 name=f"{prefix}_retry",
+            ),
+            path(
+                "<path:object_id>/retry-latest/",
+                self.admin_site.admin_view(self.retry_latest_view),
+                name=f"{prefix}_retry_latest",
+            ),
+            path(
+                "<path:object_id>/edit-payload/",
+                self.admin_site.admin_view(self.edit_payload_view),
+                name=f"{prefix}_edit_payload",
             ),
             path(
                 "<path:object_id>/run-now/",
@@ -347,6 +484,64 @@ class TriggerInstanceAdmin(
             skipped="Not retried: the instance is not failed, skipped.",
         )
 
+    def retry_latest_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        def retry_latest(*, instance_id: Any, actor: str) -> bool:
+            try:
+                version = instance_retry_on_latest_version(instance_id=instance_id, actor=actor)
+            except ApplicationError as exc:
+                self.message_user(request, f"Not retried: {exc.message}.", messages.WARNING)
+                return False
+            self.message_user(
+                request,
+                f"Retry scheduled on workflow version v{version}: the instance is enqueued "
+                "to run now.",
+                messages.SUCCESS,
+            )
+            return True
+
+        return self._button(request, object_id, retry_latest, done="", skipped="")
+
+    def edit_payload_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if not (
+            self.has_operate_permission(request) and request.user.has_perm(EDIT_PAYLOAD_PERMISSION)
+        ):
+            raise PermissionDenied
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        change_url = reverse("admin:triggers_triggerinstance_change", args=[quote(obj.pk)])
+        form = EditPayloadForm(
+            request.POST if request.method == "POST" else None, initial={"payload": obj.payload}
+        )
+        if request.method == "POST" and form.is_valid():
+            try:
+                instance_edit_payload_and_retry(
+                    instance_id=obj.pk,
+                    actor=request.user.get_username(),
+                    payload=form.cleaned_data["payload"],
+                )
+            except ApplicationError as exc:
+                form.add_error("payload", exc.message)
+            else:
+                self.message_user(
+                    request,
+                    "Payload replaced and retry scheduled (old and new payload audited).",
+                    messages.SUCCESS,
+                )
+                return HttpResponseRedirect(change_url)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": obj,
+            "title": f"Edit payload and retry {str(obj.pk)[:8]}",
+            "form": form,
+            "change_url": change_url,
+            "is_failed": obj.status == TriggerStatus.FAILED,
+        }
+        return TemplateResponse(
+            request, "admin/triggers/triggerinstance/edit_payload.html", context
+        )
+
     def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         return self._button(
             request,
@@ -367,8 +562,9 @@ class TriggerInstanceAdmin(
         if obj is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         if operation(instance_id=obj.pk, actor=request.user.get_username()):
-            self.message_user(request, done, messages.SUCCESS)
-        else:
+            if done:
+                self.message_user(request, done, messages.SUCCESS)
+        elif skipped:
             self.message_user(request, skipped, messages.WARNING)
         return HttpResponseRedirect(
             reverse("admin:triggers_triggerinstance_change", args=[quote(obj.pk)])
@@ -424,9 +620,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "name",
         "prefix_display",
         "active_display",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
+        "created",
+        "last_used",
+        "revoked",
     )
     list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
     search_fields = ("name", "prefix")
@@ -435,10 +631,13 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "name",
         "prefix_display",
         "active_display",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
+        "created",
+        "last_used",
+        "revoked",
     )
+    created = timestamp_column("created_at", "created")
+    last_used = timestamp_column("last_used_at", "last used")
+    revoked = timestamp_column("revoked_at", "revoked")
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
         if obj is None:

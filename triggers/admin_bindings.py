@@ -17,6 +17,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from notifyflow.errors import ApplicationError
+from workflows.admin_support import timestamp_column
 
 from .event_models import EventRecord, WorkflowTrigger
 from .events import idempotency_key_preview, idempotency_setting_validate, workflow_trigger_save
@@ -72,7 +73,9 @@ class WorkflowTriggerAdmin(admin.ModelAdmin):
     list_filter = ["is_active"]
     list_select_related = ["workflow"]
     search_fields = ["event_name", "workflow__key"]
-    readonly_fields = ["created_at", "updated_at"]
+    readonly_fields = ["created", "updated"]
+    created = timestamp_column("created_at", "created")
+    updated = timestamp_column("updated_at", "updated")
 
     @admin.display(description="strategy")
     def strategy(self, obj: WorkflowTrigger) -> str:
@@ -135,11 +138,12 @@ class WorkflowTriggerAdmin(admin.ModelAdmin):
 class EventRecordAdmin(admin.ModelAdmin):
     """Read-only: events are written by POST /api/v1/events/ only."""
 
-    list_display = ["name", "event_id", "received_at", "summary"]
+    list_display = ["name", "event_id", "received", "summary"]
+    received = timestamp_column("received_at", "received")
     search_fields = ["=name", "=event_id"]
     date_hierarchy = "received_at"
     show_full_result_count = False
-    readonly_fields = ["name", "event_id", "context_sha256", "received_at", "outcomes"]
+    readonly_fields = ["name", "event_id", "context_sha256", "received", "outcomes"]
 
     @admin.display(description="outcomes")
     def summary(self, obj: EventRecord) -> str:

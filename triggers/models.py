@@ -130,6 +130,9 @@ class TriggerStatusChange(models.Model):
     reason = models.TextField(blank=True, default="")
     actor = models.CharField(max_length=200, blank=True, default="")
     at = models.DateTimeField(auto_now_add=True)
+    # What an operator changed with the transition, e.g. {"old_payload", "new_payload"}
+    # or {"old_version", "new_version"}; null for everything else.
+    details = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["at", "id"]

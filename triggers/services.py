@@ -7,6 +7,7 @@ or inactive workflow, a finished instance).
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import uuid
@@ -14,12 +15,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from notifyflow import metrics
 from notifyflow.caching import ProcessCache
 from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
+from notifyflow.parsers import check_storable
 from workflows.models import Workflow
 from workflows.services import workflow_set_paused
 
@@ -153,6 +156,94 @@ def _existing(workflow: Workflow | str, idempotency_key: str) -> TriggerInstance
 def instance_retry(*, instance_id: uuid.UUID | str, actor: str) -> bool:
     """failed -> enqueued now, attempts reset. False if the instance is not failed."""
     return state.retry_failed(instance_id=instance_id, actor=actor)
+
+
+def instance_retry_on_latest_version(*, instance_id: uuid.UUID | str, actor: str) -> int:
+    """Retry a failed instance on its workflow's current version (the fix for a render
+    error is usually a new version): the new version is pinned and the audit row names
+    both. Returns the version number now pinned.
+
+    Raises NotFoundError; ConflictError ``not_failed``, ``no_newer_version`` (already on
+    the current one: a plain retry does that) or ``node_not_in_version`` (the node the
+    instance stopped at is not in the new version)."""
+    instance = _instance_or_404(instance_id)
+    _require_failed(instance)
+    latest = instance.workflow.current_version
+    if latest is None or latest.pk == instance.workflow_version_id:
+        raise ConflictError(
+            code="no_newer_version",
+            field=None,
+            message=f"instance {instance.pk} already runs on the workflow's current version",
+        )
+    node_ids = {node["id"] for node in latest.definition.get("nodes", [])}
+    if instance.current_node_id not in node_ids:
+        raise ConflictError(
+            code="node_not_in_version",
+            field=None,
+            message=f"node {instance.current_node_id!r} is not in version v{latest.version}",
+        )
+    old = instance.workflow_version.version
+    moved = state.retry_failed(
+        instance_id=instance.pk,
+        actor=actor,
+        reason=f"retried by operator on workflow version v{latest.version} (was v{old})",
+        workflow_version_id=latest.pk,
+        expect={"workflow_version_id": instance.workflow_version_id},
+        details={"old_version": old, "new_version": latest.version},
+    )
+    if not moved:
+        raise ConflictError(
+            code="busy", field=None, message=f"instance {instance.pk} changed state; try again"
+        )
+    return latest.version
+
+
+def instance_edit_payload_and_retry(
+    *, instance_id: uuid.UUID | str, actor: str, payload: dict[str, Any]
+) -> TriggerInstance:
+    """Replace a failed instance's payload and retry it (on its pinned version). The
+    audit row keeps the old and the new payload. The caller checks the operator's
+    permission; ``payload`` must be a JSON object (ApplicationError naming ``payload``).
+
+    Raises NotFoundError; ConflictError ``not_failed``."""
+    if not isinstance(payload, dict):
+        raise ApplicationError(
+            code="not_an_object", field="payload", message="payload: must be a JSON object"
+        )
+    check_storable(payload, "payload")
+    size = len(json.dumps(payload, separators=(",", ":")).encode())
+    if size > settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES:
+        raise ApplicationError(
+            code="payload_too_large",
+            field="payload",
+            status=413,
+            message=f"payload: {size} bytes is over the limit of "
+            f"{settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES} bytes",
+        )
+    instance = _instance_or_404(instance_id)
+    _require_failed(instance)
+    moved = state.retry_failed(
+        instance_id=instance.pk,
+        actor=actor,
+        reason="payload edited and retried by operator",
+        payload=payload,
+        details={"old_payload": instance.payload, "new_payload": payload},
+    )
+    if not moved:
+        raise ConflictError(
+            code="busy", field=None, message=f"instance {instance.pk} changed state; try again"
+        )
+    instance.refresh_from_db()
+    return instance
+
+
+def _require_failed(instance: TriggerInstance) -> None:
+    if instance.status != TriggerStatus.FAILED:
+        raise ConflictError(
+            code="not_failed",
+            field=None,
+            message=f"instance {instance.pk} is {instance.status}, not failed",
+        )
 
 
 def instance_run_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:

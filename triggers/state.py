@@ -91,6 +91,7 @@ def transition(
     where: dict[str, Any] | None = None,
     updates: dict[str, Any] | None = None,
     also: Sequence[Statement] = (),
+    details: dict[str, Any] | None = None,
 ) -> bool:
     """Move an instance from ``from_status`` to ``to_status`` and write the audit row.
 
@@ -101,10 +102,12 @@ def transition(
 
     ``also`` (PostgreSQL only): further statements executed in the same statement
     whatever the outcome (callers on other databases write those rows themselves).
+    ``details`` goes into the audit row (what an operator changed).
     """
     conditions, values, audit = _prepare(
         instance_id, from_status, to_status, reason, actor, lease_token, where, updates
     )
+    audit["details"] = details
     if connection.vendor == "postgresql":
         sql, params = _statement(conditions, values, audit, also, "SELECT 1 FROM moved")
         with connection.cursor() as cursor:
@@ -234,7 +237,7 @@ def create(*, instance: TriggerInstance, actor: str, interests: Sequence[str] = 
         f'WITH created AS ({insert} RETURNING "{TriggerInstance._meta.pk.column}"), '
         f"audit AS ({_AUDIT_INSERT.replace('FROM moved', 'FROM created')}) "
     )
-    params = [*params, *CREATED, "created", actor[:200], instance.created_at]
+    params = [*params, *CREATED, "created", actor[:200], instance.created_at, None]
     if interests:
         pk = TriggerInstance._meta.pk.column
         sql += f'{_INTEREST_INSERT} SELECT "{pk}", subject FROM created, unnest(%s::text[]) subject'
@@ -247,22 +250,43 @@ def create(*, instance: TriggerInstance, actor: str, interests: Sequence[str] = 
     instance._state.db = connection.alias
 
 
-def retry_failed(*, instance_id: uuid.UUID | str, actor: str) -> bool:
-    """failed -> enqueued now, attempts reset: the only way out of failed."""
+def retry_failed(
+    *,
+    instance_id: uuid.UUID | str,
+    actor: str,
+    reason: str = "retried by operator",
+    workflow_version_id: int | None = None,
+    payload: dict[str, Any] | None = None,
+    expect: dict[str, Any] | None = None,
+    details: dict[str, Any] | None = None,
+) -> bool:
+    """failed -> enqueued now, attempts reset: the only way out of failed.
+
+    An operator may pin another version of the workflow (``workflow_version_id``) or
+    replace the payload in the same fenced write; ``expect`` are further lookups the
+    row must still match (the version or payload the operator saw), ``details`` what
+    changed, for the audit row."""
     now = timezone.now()
+    updates: dict[str, Any] = {
+        "attempts": 0,
+        "available_at": now,
+        "dispatched_at": now,
+        "finished_at": None,
+        "last_error": "",
+    }
+    if workflow_version_id is not None:
+        updates["workflow_version_id"] = workflow_version_id
+    if payload is not None:
+        updates["payload"] = payload
     moved = transition(
         instance_id=instance_id,
         from_status=S.FAILED,
         to_status=S.ENQUEUED,
-        reason="retried by operator",
+        reason=reason,
         actor=actor,
-        updates={
-            "attempts": 0,
-            "available_at": now,
-            "dispatched_at": now,
-            "finished_at": None,
-            "last_error": "",
-        },
+        where=expect,
+        updates=updates,
+        details=details,
     )
     if moved:
         dispatch_on_commit(instance_id)
@@ -321,17 +345,19 @@ def _prepare(
 
 
 _FIELDS = {f.name: f for f in TriggerInstance._meta.concrete_fields}
+_FIELDS.update({f.attname: f for f in TriggerInstance._meta.concrete_fields})
 _FIELDS["pk"] = TriggerInstance._meta.pk
 _OPERATORS = {"": "=", "lte": "<=", "lt": "<", "gte": ">=", "gt": ">"}
 _update_sql_cache: dict[tuple, str] = {}
 _AUDIT_COLUMNS = ", ".join(
     f'"{TriggerStatusChange._meta.get_field(name).column}"'  # type: ignore[union-attr]
-    for name in ("instance", "from_status", "to_status", "reason", "actor", "at")
+    for name in ("instance", "from_status", "to_status", "reason", "actor", "at", "details")
 )
 _AUDIT_INSERT = (
     f'INSERT INTO "{TriggerStatusChange._meta.db_table}" ({_AUDIT_COLUMNS})'
-    f' SELECT "{TriggerInstance._meta.pk.column}", %s, %s, %s, %s, %s FROM moved'
+    f' SELECT "{TriggerInstance._meta.pk.column}", %s, %s, %s, %s, %s, %s FROM moved'
 )
+_AUDIT_DETAILS = TriggerStatusChange._meta.get_field("details")
 
 
 _WORKFLOW = TriggerInstance._meta.get_field("workflow").related_model._meta
@@ -407,6 +433,7 @@ def _statement(
         audit["reason"],
         audit["actor"],
         audit["at"],
+        _AUDIT_DETAILS.get_db_prep_save(audit.get("details"), connection),
     ]
     for index, statement in enumerate(also):
         ctes.append(f"also_{index} AS ({statement.sql})")

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import paginated_list, validated_body
+from notifyflow.api import Lookup, paginated_list, validated_body
 from notifyflow.pagination import NewestFirst
 from workflows.models import Workflow
 from workflows.serializers import WorkflowOutputSerializer
@@ -33,6 +33,13 @@ from .services import (
 class TriggerListCreateView(GenericAPIView):
     serializer_class = TriggerOutputSerializer
     pagination_class = NewestFirst
+    # Higher layers may add filters (executions: ?recipient=) by subclassing.
+    filter_serializer: type[serializers.Serializer] = TriggerListFilterSerializer
+    filter_lookups: dict[str, Lookup] = {
+        "workflow": "workflow__key",
+        "status": "status",
+        "idempotency_key": "idempotency_key",
+    }
 
     def get_queryset(self):
         return TriggerInstance.objects.select_related("workflow", "workflow_version")
@@ -53,14 +60,16 @@ class TriggerListCreateView(GenericAPIView):
             return Response(data, status=status.HTTP_201_CREATED)
         return Response(data, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
 
-    @extend_schema(parameters=[TriggerListFilterSerializer])
+    @extend_schema(
+        parameters=[TriggerListFilterSerializer],
+        responses=TriggerOutputSerializer(many=True),
+    )
     def get(self, request: Request) -> Response:
+        return self.list(request)
+
+    def list(self, request: Request) -> Response:
         return paginated_list(
-            self,
-            request,
-            self.get_queryset(),
-            TriggerListFilterSerializer,
-            {"workflow": "workflow__key", "status": "status", "idempotency_key": "idempotency_key"},
+            self, request, self.get_queryset(), self.filter_serializer, self.filter_lookups
         )
 
 
@@ -122,7 +131,11 @@ class TriggerCancelByKeyView(GenericAPIView):
 
     serializer_class = TriggerOutputSerializer
 
-    @extend_schema(request=CancelByKeyInputSerializer, responses={200: TriggerOutputSerializer})
+    @extend_schema(
+        request=CancelByKeyInputSerializer,
+        responses={200: TriggerOutputSerializer},
+        operation_id="v1_triggers_cancel_by_key",
+    )
     def post(self, request: Request) -> Response:
         body = validated_body(request, CancelByKeyInputSerializer)
         instance = instance_cancel_by_key(

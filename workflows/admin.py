@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .admin_support import LeanChangeListMixin, ReadOnlyAdminMixin, pretty_json
+from .admin_support import LeanChangeListMixin, ReadOnlyAdminMixin, pretty_json, timestamp_column
 from .definition import NODE_TYPES, DefinitionError, DefinitionProblem, validate_definition
 from .diagram import to_mermaid
 from .drawing import draw_workflow_svg
@@ -87,12 +87,13 @@ class WorkflowVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
     fk_name = "workflow"
     verbose_name = "version"
     verbose_name_plural = "version history"
-    fields = ("version", "created_at", "created_by", "definition_json")
+    fields = ("version", "created", "created_by", "definition_json")
     readonly_fields = fields
     ordering = ("-version",)
     extra = 0
     max_num = 0
     can_delete = False
+    created = timestamp_column("created_at", "created")
 
     @admin.display(description="definition")
     def definition_json(self, obj: WorkflowVersion) -> SafeString:
@@ -108,7 +109,7 @@ class WorkflowVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
 @admin.register(Workflow)
 class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
     form = WorkflowForm
-    list_display = ("key", "name", "is_active", "version_display", "updated_at")
+    list_display = ("key", "name", "is_active", "version_display", "updated")
     list_filter = ("is_active",)
     list_select_related = ("current_version",)
     changelist_defer = ("current_version__definition",)
@@ -120,9 +121,11 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
         "drawing",
         "mermaid",
         "definition_json",
-        "created_at",
-        "updated_at",
+        "created",
+        "updated",
     )
+    created = timestamp_column("created_at", "created")
+    updated = timestamp_column("updated_at", "updated", sortable=True)
 
     def get_fieldsets(self, request: HttpRequest, obj: Workflow | None = None) -> list:
         editing = (
@@ -132,7 +135,7 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
         )
         head = ("key", "name", "is_active")
         if obj is not None:
-            head += ("version_display", "created_at", "updated_at")
+            head += ("version_display", "created", "updated")
         fieldsets: list = [(None, {"fields": head})]
         fieldsets.append(
             ("Definition", {"fields": ("definition" if editing else "definition_json",)})

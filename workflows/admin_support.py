@@ -34,6 +34,8 @@ STATUS_COLOURS = {
     "processing": "#b35c00",
     "completed": "#1a7f37",
     "failed": "#c62828",
+    "waiting": "#6b4fbb",
+    "cancelled": "#5f6b7a",
     "sending": "#b35c00",
     "sent": "#1a7f37",
 }
@@ -205,23 +207,72 @@ class LeanChangeListMixin:
 
 
 def precise_time(value: datetime | None) -> str:
-    """Operators correlate steps seconds apart; the stock format stops at minutes."""
+    """The console's one timestamp format: ``2026-11-23 19:31:52.123 UTC`` (operators
+    correlate steps seconds apart; the stock format stops at minutes, and says no zone)."""
     if value is None:
         return "-"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    local = timezone.localtime(value)
+    return local.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + f" {local.tzname()}"
+
+
+def relative_age(seconds: float) -> str:
+    """``2d 3h``, ``4h 05m``, ``4m 05s``, ``12s`` (whole units, never negative)."""
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+def waiting_until(value: datetime | None, now: datetime | None = None) -> SafeString | None:
+    """``in 12d 3h until 2026-12-05 10:00:00.000 UTC`` (relative, then absolute with the
+    zone) for a future ``value``; None when it is not in the future."""
+    now = now or timezone.now()
+    if value is None or value <= now:
+        return None
+    at = precise_time(value)
+    date, _, time = at.partition(" ")
+    return format_html(
+        '<span class="nf-waiting" title="waiting until {}"><span class="nf-rel">in {}</span> '
+        '<span class="nf-ts">until <span>{}</span> <span>{}</span></span></span>',
+        at,
+        relative_age((value - now).total_seconds()),
+        date,
+        time,
+    )
+
+
+def truncated(text: str, limit: int = 60, *, full: str | None = None) -> SafeString | str:
+    """Long text cut to ``limit`` characters (and two lines, console.css) in a list;
+    the full text (``full``, default ``text``) on hover."""
+    if not text:
+        return "-"
+    short = text if len(text) <= limit else text[: limit - 1] + "…"
+    return format_html('<span class="nf-trunc" title="{}">{}</span>', full or text, short)
 
 
 def timestamp_column(
     field_name: str, description: str | None = None, *, sortable: bool = False
-) -> Callable[[Any, Model], str]:
+) -> Callable[[Any, Model], SafeString | str]:
     """A ModelAdmin display method showing ``field_name`` to the millisecond."""
 
     @admin.display(
         description=description or field_name.replace("_", " "),
         ordering=field_name if sortable else None,
     )
-    def column(model_admin: Any, obj: Model) -> str:
-        return precise_time(getattr(obj, field_name))
+    def column(model_admin: Any, obj: Model) -> SafeString | str:
+        text = precise_time(getattr(obj, field_name))
+        date, _, time = text.partition(" ")
+        if not time:
+            return text
+        # Date and time each on one line; a narrow column wraps between them.
+        return format_html('<span class="nf-ts"><span>{}</span> <span>{}</span></span>', date, time)
 
     return column
 

@@ -14,11 +14,19 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-NODE_W, NODE_H = 190, 58
-COL_GAP, ROW_GAP = 110, 34
+NODE_W, NODE_H = 240, 58
+# The gap between columns grows with the widest edge label (up to MAX_COL_GAP), so a
+# label always sits in the gap, never under a node.
+MIN_COL_GAP, MAX_COL_GAP, ROW_GAP = 110, 330, 34
 PAD = 24
 LEGEND_H = 28
 CHAR_W = 6.4  # average glyph width at 11px, to size label backgrounds
+LABEL_H, LABEL_MARGIN = 17, 3
+ERROR_LINE_H = 14  # < ROW_GAP: a failed node's error lines stay clear of the next row
+LABEL_CHARS = 44  # longer conditions are cut; the full text is the label's tooltip
+# Never scaled down to fit: the drawing keeps this size and its container scrolls
+# sideways (the console's .nf-dag-scroll).
+MIN_FONT_PX = 11
 
 TYPE_COLOURS = {
     "email": "#0b6bcb",
@@ -39,6 +47,22 @@ CURRENT_STROKE = "#e07b00"
 
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _wrap(text: str, width: int, lines: int) -> list[str]:
+    """``text`` in at most ``lines`` lines of ``width`` characters, the last cut."""
+    words, out, line = text.split(), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            out.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    out.append(line)
+    if len(out) > lines:
+        out = out[:lines]
+        out[-1] = _short(out[-1] + " …", width)
+    return [_short(item, width) for item in out]
 
 
 def _summary(node: Mapping[str, Any]) -> str:
@@ -83,7 +107,9 @@ def _layers(ids: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
     return layer
 
 
-def _positions(ids: list[str], edges: list[tuple[str, str]]) -> dict[str, tuple[int, int]]:
+def _positions(
+    ids: list[str], edges: list[tuple[str, str]], col_gap: int = MIN_COL_GAP
+) -> dict[str, tuple[int, int]]:
     layer = _layers(ids, edges)
     columns: dict[int, list[str]] = {}
     for node_id in ids:
@@ -103,7 +129,7 @@ def _positions(ids: list[str], edges: list[tuple[str, str]]) -> dict[str, tuple[
         for row, node_id in enumerate(members):
             rows[node_id] = row
             positions[node_id] = (
-                PAD + col * (NODE_W + COL_GAP),
+                PAD + col * (NODE_W + col_gap),
                 int(PAD + offset + row * (NODE_H + ROW_GAP)),
             )
     return positions
@@ -121,11 +147,16 @@ def draw_workflow_svg(
     *,
     current_node: str | None = None,
     node_states: Mapping[str, str] | None = None,
+    node_errors: Mapping[str, str] | None = None,
+    waiting_until: str | None = None,
 ) -> SafeString:
-    """An inline <svg> of ``definition``; empty string when there is nothing to draw.
+    """An inline <svg> of ``definition``, in a sideways-scrolling box; empty string when
+    there is nothing to draw.
 
     ``node_states`` maps node id -> ``"succeeded"`` or ``"failed"`` (the outcome of
-    that node's latest attempt); ``current_node`` is outlined.
+    that node's latest attempt); ``node_errors`` node id -> the error of that failed
+    attempt, shown in the node; ``current_node`` is outlined, and captioned "waiting
+    until ``waiting_until``" when the instance is waiting for that time.
     """
     if not isinstance(definition, Mapping):
         return mark_safe("")
@@ -137,26 +168,34 @@ def draw_workflow_svg(
     raw_edges = [e for e in definition.get("edges") or [] if isinstance(e, Mapping)]
     edges = [e for e in raw_edges if str(e.get("from")) in by_id and str(e.get("to")) in by_id]
     pairs = [(str(e["from"]), str(e["to"])) for e in edges]
-    positions = _positions(ids, pairs)
+    labels = _edge_labels(edges)
+    widest = max((_label_width(short) for short, _ in labels.values()), default=0)
+    col_gap = int(min(MAX_COL_GAP, max(MIN_COL_GAP, widest + 40)))
+    positions = _positions(ids, pairs, col_gap)
     states = dict(node_states or {})
     entry = str(definition.get("entry_node_id"))
 
     width = max(x for x, _ in positions.values()) + NODE_W + PAD
     height = max(y for _, y in positions.values()) + NODE_H + PAD
+    if any(states.get(node) == "failed" for node in (node_errors or {})):
+        height += 2 * ERROR_LINE_H  # a failed node's error lines
     show_legend = bool(states) or current_node is not None
     total_height = height + (LEGEND_H if show_legend else 0)
 
     parts: list[str] = [
+        '<div class="nf-dag-scroll" style="overflow-x:auto;max-width:100%">',
         f'<svg xmlns="http://www.w3.org/2000/svg" class="nf-dag" width="{width}" '
         f'height="{total_height}" viewBox="0 0 {width} {total_height}" role="img" '
         f'aria-label="Workflow graph" font-family="system-ui, -apple-system, Segoe UI, '
-        f'Roboto, sans-serif" style="max-width:100%;height:auto;background:#fcfcfd;'
+        f'Roboto, sans-serif" style="min-width:{width}px;background:#fcfcfd;'
         f'border:1px solid #e3e6ea;border-radius:6px">',
         '<defs><marker id="nf-arrow" viewBox="0 0 10 10" refX="9" refY="5" '
         'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
         '<path d="M0,0 L10,5 L0,10 z" fill="#5f6b7a"/></marker></defs>',
     ]
-    parts.extend(_edges_svg(edges, positions))
+    edge_paths, label_parts = _edges_svg(edges, positions, labels, col_gap)
+    parts.extend(edge_paths)
+    errors = dict(node_errors or {})
     for node_id in ids:
         parts.append(
             _node_svg(
@@ -166,36 +205,31 @@ def draw_workflow_svg(
                 state=states.get(node_id),
                 current=node_id == current_node,
                 entry=node_id == entry,
+                error=errors.get(node_id) if states.get(node_id) == "failed" else None,
+                waiting_until=waiting_until if node_id == current_node else None,
             )
         )
+    # Labels last: drawn over edges and never under a node.
+    parts.extend(label_parts)
     if show_legend:
         parts.append(_legend_svg(height))
-    parts.append("</svg>")
+    parts.append("</svg></div>")
     # Safe: every piece of text interpolated above went through escape().
     return mark_safe("".join(parts))
 
 
-def _edges_svg(
-    edges: Iterable[Mapping[str, Any]], positions: Mapping[str, tuple[int, int]]
-) -> list[str]:
-    out: list[str] = []
-    labels: list[str] = []
+def _label_width(text: str) -> float:
+    return len(text) * CHAR_W + 10
+
+
+def _edge_labels(edges: Iterable[Mapping[str, Any]]) -> dict[int, tuple[str, str]]:
+    """id(edge) -> (label as drawn, full text) for the edges that get a label."""
     per_source: dict[str, list[Mapping[str, Any]]] = {}
     for edge in edges:
         per_source.setdefault(str(edge["from"]), []).append(edge)
-    for src, outs in per_source.items():
+    labels: dict[int, tuple[str, str]] = {}
+    for outs in per_source.values():
         for order, edge in enumerate(outs, start=1):
-            dst = str(edge["to"])
-            x1, y1 = positions[src][0] + NODE_W, positions[src][1] + NODE_H // 2
-            x2, y2 = positions[dst][0], positions[dst][1] + NODE_H // 2
-            if x2 <= x1:  # same column cannot happen with longest-path layers; be safe
-                x2 = x1 + COL_GAP
-            mid = (x1 + x2) / 2
-            out.append(
-                f'<path class="nf-edge" d="M{x1},{y1} C{mid},{y1} {mid},{y2} {x2 - 2},{y2}" '
-                f'fill="none" stroke="#5f6b7a" stroke-width="1.5" '
-                f'marker-end="url(#nf-arrow)"/>'
-            )
             condition = edge.get("condition")
             if condition is not None:
                 text = f"if {condition}"
@@ -205,19 +239,67 @@ def _edges_svg(
                 continue
             if len(outs) > 1:
                 text = f"{order}. {text}"
-            label = _short(str(text), 30)
-            # The cubic's midpoint: (P0 + 3P1 + 3P2 + P3) / 8.
-            lx = (x1 + 3 * mid + 3 * mid + x2) / 8
-            ly = (y1 + 3 * y1 + 3 * y2 + y2) / 8
-            w = len(label) * CHAR_W + 10
-            labels.append(
-                f'<g class="nf-edge-label"><title>{escape(str(text))}</title>'
-                f'<rect x="{lx - w / 2:.1f}" y="{ly - 9:.1f}" width="{w:.1f}" height="17" '
-                f'rx="4" fill="#fff" stroke="#c9ced6"/>'
-                f'<text x="{lx:.1f}" y="{ly + 4:.1f}" font-size="11" text-anchor="middle" '
-                f'fill="#37414f">{escape(label)}</text></g>'
-            )
-    return out + labels
+            labels[id(edge)] = (_short(str(text), LABEL_CHARS), str(text))
+    return labels
+
+
+def _edges_svg(
+    edges: Iterable[Mapping[str, Any]],
+    positions: Mapping[str, tuple[int, int]],
+    labels: Mapping[int, tuple[str, str]],
+    col_gap: int,
+) -> tuple[list[str], list[str]]:
+    """The edge curves, and their labels placed without overlap: each label sits on
+    its edge where the edge enters the gap after its source, and labels in the same
+    gap that would collide are pushed down below one another."""
+    out: list[str] = []
+    placed: list[tuple[float, float, float, str, str]] = []  # x, y, width, short, full
+    for edge in edges:
+        src, dst = str(edge["from"]), str(edge["to"])
+        x1, y1 = positions[src][0] + NODE_W, positions[src][1] + NODE_H // 2
+        x2, y2 = positions[dst][0], positions[dst][1] + NODE_H // 2
+        if x2 <= x1:  # same column cannot happen with longest-path layers; be safe
+            x2 = x1 + col_gap
+        mid = (x1 + x2) / 2
+        out.append(
+            f'<path class="nf-edge" d="M{x1},{y1} C{mid},{y1} {mid},{y2} {x2 - 2},{y2}" '
+            f'fill="none" stroke="#5f6b7a" stroke-width="1.5" '
+            f'marker-end="url(#nf-arrow)"/>'
+        )
+        if id(edge) not in labels:
+            continue
+        short, full = labels[id(edge)]
+        w = _label_width(short)
+        # In the gap right after the source (where the edges of one source still fan
+        # out), at the height the curve has there: t = 0.25 on the cubic.
+        t = 0.25
+        lx = (1 - t) ** 3 * x1 + 3 * (1 - t) ** 2 * t * mid + 3 * (1 - t) * t**2 * mid + t**3 * x2
+        ly = (1 - t) ** 3 * y1 + 3 * (1 - t) ** 2 * t * y1 + 3 * (1 - t) * t**2 * y2 + t**3 * y2
+        lx = min(max(lx, x1 + w / 2 + 4), x1 + col_gap - w / 2 - 4)
+        placed.append((lx, ly, w, short, full))
+    # Resolve collisions top to bottom: a label overlapping one already placed moves
+    # down just below it.
+    placed.sort(key=lambda item: (item[1], item[0]))
+    boxes: list[tuple[float, float, float, float]] = []
+    label_parts: list[str] = []
+    for lx, ly, w, short, full in placed:
+        top = ly - LABEL_H / 2
+        moved = True
+        while moved:
+            moved = False
+            for bx, by, bw, bh in boxes:
+                if abs(lx - bx) < (w + bw) / 2 and top < by + bh + LABEL_MARGIN and by < top + bh:
+                    top = by + bh + LABEL_MARGIN
+                    moved = True
+        boxes.append((lx, top, w, LABEL_H))
+        label_parts.append(
+            f'<g class="nf-edge-label"><title>{escape(full)}</title>'
+            f'<rect x="{lx - w / 2:.1f}" y="{top:.1f}" width="{w:.1f}" height="{LABEL_H}" '
+            f'rx="4" fill="#fff" stroke="#c9ced6"/>'
+            f'<text x="{lx:.1f}" y="{top + 12.5:.1f}" font-size="{MIN_FONT_PX}" '
+            f'text-anchor="middle" fill="#37414f">{escape(short)}</text></g>'
+        )
+    return out, label_parts
 
 
 def _node_svg(
@@ -228,6 +310,8 @@ def _node_svg(
     state: str | None,
     current: bool,
     entry: bool,
+    error: str | None = None,
+    waiting_until: str | None = None,
 ) -> str:
     x, y = pos
     fill, stroke, caption = STATE_STYLES.get(state, STATE_STYLES[None])
@@ -235,28 +319,46 @@ def _node_svg(
     colour = TYPE_COLOURS.get(kind, "#5f6b7a")
     summary = _summary(node)
     classes = ["nf-node", f"nf-node-{state}" if state else "nf-node-pending"]
-    if current:
+    if current and waiting_until:
+        classes.append("nf-node-current")
+        classes.append("nf-node-waiting")
+        caption = f"waiting until {waiting_until}"
+    elif current:
         classes.append("nf-node-current")
         caption = "current" + (f" · {caption}" if caption else "")
     tooltip = f"{node_id} ({kind})" + (f"\n{summary}" if summary else "")
+    if caption:
+        tooltip += f"\n{caption}"
+    # A failed node grows by two lines (into the row gap) holding the start of its
+    # error; the whole error is the node's tooltip.
+    error_lines = _wrap(error, 36, 2) if error else []
+    height = NODE_H + ERROR_LINE_H * len(error_lines)
+    if error:
+        tooltip += f"\n{error}"
     parts = [
         f'<g class="{" ".join(classes)}" data-node-id="{escape(node_id)}">',
         f"<title>{escape(tooltip)}</title>",
-        f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="7" fill="{fill}" '
+        f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{height}" rx="7" fill="{fill}" '
         f'stroke="{CURRENT_STROKE if current else stroke}" '
         f'stroke-width="{3.5 if current else 1.5}"/>',
-        f'<rect x="{x}" y="{y}" width="6" height="{NODE_H}" rx="3" fill="{colour}"/>',
+        f'<rect x="{x}" y="{y}" width="6" height="{height}" rx="3" fill="{colour}"/>',
         f'<text x="{x + 14}" y="{y + 20}" font-size="13" font-weight="700" fill="#1f2933">'
         f"{escape(_short(node_id, 22))}</text>",
-        f'<text x="{x + NODE_W - 8}" y="{y + 20}" font-size="10" font-weight="700" '
+        f'<text x="{x + NODE_W - 8}" y="{y + 20}" font-size="{MIN_FONT_PX}" font-weight="700" '
         f'text-anchor="end" fill="{colour}">{escape(kind.upper())}</text>',
-        f'<text x="{x + 14}" y="{y + 37}" font-size="11" fill="#4b5563">'
-        f"{escape(_short(summary, 28))}</text>",
+        f'<text x="{x + 14}" y="{y + 37}" font-size="{MIN_FONT_PX}" fill="#4b5563">'
+        f"{escape(_short(summary, 32))}</text>",
     ]
     if caption:
         parts.append(
-            f'<text x="{x + 14}" y="{y + 51}" font-size="10" font-weight="600" '
-            f'fill="{CURRENT_STROKE if current else stroke}">{escape(caption)}</text>'
+            f'<text class="nf-node-caption" x="{x + 14}" y="{y + 51}" '
+            f'font-size="{MIN_FONT_PX}" font-weight="600" '
+            f'fill="{CURRENT_STROKE if current else stroke}">{escape(_short(caption, 34))}</text>'
+        )
+    for index, line in enumerate(error_lines, start=1):
+        parts.append(
+            f'<text class="nf-node-error" x="{x + 14}" y="{y + 51 + index * ERROR_LINE_H}" '
+            f'font-size="{MIN_FONT_PX}" fill="#c62828">{escape(line)}</text>'
         )
     if entry:
         parts.append(
@@ -271,7 +373,7 @@ def _legend_svg(top: int) -> str:
     items = [
         ("#dff3e4", "#1a7f37", 1.5, "executed"),
         ("#fbe3e3", "#c62828", 1.5, "failed (latest attempt)"),
-        ("#ffffff", CURRENT_STROKE, 3, "current node"),
+        ("#ffffff", CURRENT_STROKE, 3, "current node (or waiting)"),
         ("#ffffff", "#8a94a3", 1.5, "not run"),
     ]
     out = []
@@ -282,5 +384,5 @@ def _legend_svg(top: int) -> str:
             f'stroke="{stroke}" stroke-width="{width}"/>'
             f'<text x="{x + 20}" y="{top + 10}" font-size="11" fill="#37414f">{label}</text>'
         )
-        x += 40 + int(len(label) * CHAR_W)
+        x += 48 + int(len(label) * 6.8)
     return "".join(out)

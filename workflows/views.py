@@ -40,6 +40,7 @@ class WorkflowListCreateView(GenericAPIView):
     pagination_class = WorkflowPages
     queryset = Workflow.objects.select_related("current_version").order_by("key")
 
+    @extend_schema(responses=WorkflowOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)

@@ -34,5 +34,5 @@ def execute(step: StepContext) -> NodeResult:
             "sent_at": step.now.isoformat(),
         }
 
-    output = guarded_send(step=step, channel="email", send=send)
+    output = guarded_send(step=step, channel="email", recipient=to[0], send=send)
     return NodeResult(output=output, vars_key=f"email_{step.node_id}")

@@ -20,5 +20,5 @@ def execute(step: StepContext) -> NodeResult:
         )
         return {"message_id": result.message_id, "to": to, "sent_at": step.now.isoformat()}
 
-    output = guarded_send(step=step, channel="sms", send=send)
+    output = guarded_send(step=step, channel="sms", recipient=to, send=send)
     return NodeResult(output=output, vars_key=f"sms_{step.node_id}")

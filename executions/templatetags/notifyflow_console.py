@@ -7,6 +7,7 @@ from typing import Any
 from django import template
 
 from executions.overview import ConsoleOverview, console_overview_get, format_age
+from workflows.admin_support import precise_time
 
 register = template.Library()
 
@@ -32,3 +33,9 @@ def thousands(value: Any) -> str:
         return f"{int(value):,}"
     except (TypeError, ValueError):
         return str(value)
+
+
+@register.filter
+def precise(value: Any) -> str:
+    """The console's one timestamp format (workflows.admin_support.precise_time)."""
+    return precise_time(value)
