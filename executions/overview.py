@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from triggers.models import TriggerInstance, TriggerStatus
@@ -92,17 +92,18 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
     failed_last_hour = TriggerInstance.objects.filter(
         status=S.FAILED, finished_at__gte=now - FAILED_WINDOW
     ).count()
-    backlog = TriggerInstance.objects.filter(status=S.ENQUEUED, available_at__lte=now).aggregate(
-        n=Count("*"), oldest=Min("available_at")
-    )
-    # Delayed, backing off or waiting: enqueued and not yet due (same partial index).
-    waiting = TriggerInstance.objects.filter(status=S.ENQUEUED, available_at__gt=now).aggregate(
-        n=Count("*"), next=Min("available_at")
+    # Due and not yet due enqueued instances in one pass over trigger_due_enqueued.
+    due, later = Q(available_at__lte=now), Q(available_at__gt=now)
+    enqueued = TriggerInstance.objects.filter(status=S.ENQUEUED).aggregate(
+        backlog=Count("pk", filter=due),
+        oldest=Min("available_at", filter=due),
+        waiting=Count("pk", filter=later),
+        next=Min("available_at", filter=later),
     )
     return ConsoleOverview(
         now=now,
-        waiting=waiting["n"],
-        next_wake_up_at=waiting["next"],
+        waiting=enqueued["waiting"],
+        next_wake_up_at=enqueued["next"],
         status_counts=[
             StatusCount(
                 value,
@@ -113,8 +114,8 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
             for value, label in S.choices
         ],
         failed_last_hour=failed_last_hour,
-        backlog=backlog["n"],
-        oldest_backlog_at=backlog["oldest"],
+        backlog=enqueued["backlog"],
+        oldest_backlog_at=enqueued["oldest"],
     )
 
 

@@ -187,6 +187,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "notifyflow.api_errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "notifyflow.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    # JSON only: no ?format= override (an unknown one answered an undocumented 404).
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "NotifyFlow API",

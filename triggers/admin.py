@@ -109,6 +109,7 @@ class HasErrorFilter(InputListFilter):
 
     title = "last error"
     parameter_name = "error"
+    placeholder = "text in the"
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         value = (self.value() or "").strip()
