@@ -117,5 +117,6 @@ def execute(step: StepContext) -> NodeResult:
             message_id=lambda result: "",
         )
 
-    output = guarded_send(step=step, channel="webhook", send=send)
+    # The recipient of a webhook is its target host (searchable like an address).
+    output = guarded_send(step=step, channel="webhook", recipient=host, send=send)
     return NodeResult(output=output, vars_key=f"webhook_{step.node_id}")
