@@ -4,7 +4,14 @@ Used by every process a bench run starts (gunicorn, celery workers, the orchestr
 so the app under test and its reference run with identical framework configuration.
 """
 
-from notifyflow.settings import *  # noqa: F403
+import os
+
+# Benchmarks run on loopback with local backends: the production guards' values.
+os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-secret-key-" + "0123456789abcdef" * 3)
+os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1")
+os.environ.setdefault("NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS", "1")
+
+from notifyflow.settings import *  # noqa: E402, F403
 
 INSTALLED_APPS = [*INSTALLED_APPS, "bench.reference_app"]  # noqa: F405
 ROOT_URLCONF = "bench.urls"

@@ -21,6 +21,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from notifyflow.errors import ApplicationError
+from notifyflow.redaction import redact
 from triggers.admin import (
     InboxInline,
     StatusChangeInline,
@@ -406,7 +407,10 @@ class StepExecutionLogAdmin(
 
     @admin.display(description="input context")
     def input_context_json(self, obj: StepExecutionLog) -> SafeString:
-        return pretty_json(obj.input_context)
+        context = obj.input_context
+        if isinstance(context, dict) and isinstance(context.get("payload"), dict):
+            context = {**context, "payload": redact(context["payload"])}
+        return pretty_json(context)
 
 
 class DeliveryAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):

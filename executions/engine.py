@@ -21,6 +21,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from notifyflow import logs, metrics
+from notifyflow.redaction import redact
 from triggers import inbox, state
 from triggers.dispatch import dispatch_on_commit
 from triggers.inbox_models import InboxEvent, OutboxEvent
@@ -132,6 +133,19 @@ def build_context(
     }
 
 
+# What a step log holds instead of the payload: the instance keeps it once.
+PAYLOAD_REF = {"$ref": "instance.payload"}
+
+
+def logged_context(context: dict[str, Any]) -> dict[str, Any]:
+    """The context as a step log keeps it: the payload by reference, unless
+    NOTIFYFLOW_STEP_LOG_FULL_CONTEXT asks for a snapshot (then with the redaction paths
+    masked)."""
+    if settings.NOTIFYFLOW_STEP_LOG_FULL_CONTEXT:
+        return {**context, "payload": redact(context["payload"])}
+    return {**context, "payload": PAYLOAD_REF}
+
+
 def choose_next_node(
     definition: dict[str, Any], node_id: str, context: dict[str, Any]
 ) -> str | None:
@@ -213,7 +227,7 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
         attempt=instance.attempts + 1,
         started_at=started,
         finished_at=finished,
-        input_context=context,
+        input_context=logged_context(context),
         output=outcome.output,
         success=outcome.success,
         error=outcome.error,

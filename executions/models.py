@@ -25,9 +25,10 @@ class StepExecutionLog(models.Model):
     trigger = models.ForeignKey(
         "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="step_logs"
     )
-    # No index of its own: steplog_workflow_node_success leads with it.
+    # PROTECT: deleting a workflow must never take its history with it. No index of its
+    # own: steplog_workflow_node_success leads with it.
     workflow = models.ForeignKey(
-        "workflows.Workflow", on_delete=models.CASCADE, related_name="step_logs", db_index=False
+        "workflows.Workflow", on_delete=models.PROTECT, related_name="step_logs", db_index=False
     )
     workflow_version = models.PositiveIntegerField()
     node_id = models.CharField(max_length=64)

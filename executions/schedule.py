@@ -6,6 +6,8 @@ from django.conf import settings
 
 SWEEP_TASK = "notifyflow.sweep"
 SWEEP_NAME = "notifyflow: sweep (lost messages, expired leases, long delays)"
+PURGE_TASK = "notifyflow.purge_finished"
+PURGE_NAME = "notifyflow: purge finished instances (NOTIFYFLOW_PURGE_AFTER_DAYS)"
 
 
 def ensure_sweeper_schedule() -> None:
@@ -19,4 +21,14 @@ def ensure_sweeper_schedule() -> None:
     PeriodicTask.objects.update_or_create(
         name=SWEEP_NAME,
         defaults={"task": SWEEP_TASK, "interval": schedule, "enabled": True},
+    )
+    # The optional daily purge: enabled only while NOTIFYFLOW_PURGE_AFTER_DAYS > 0.
+    daily, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.DAYS)
+    PeriodicTask.objects.update_or_create(
+        name=PURGE_NAME,
+        defaults={
+            "task": PURGE_TASK,
+            "interval": daily,
+            "enabled": settings.NOTIFYFLOW_PURGE_AFTER_DAYS > 0,
+        },
     )

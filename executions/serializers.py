@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from notifyflow.fields import JsonObjectField
+from notifyflow.redaction import redact
 from triggers.serializers import StatusChangeOutputSerializer, TriggerOutputSerializer
 
 from .models import Delivery, DeliveryAttempt, DeliveryEvent, StepExecutionLog
@@ -34,6 +37,13 @@ class StepLogOutputSerializer(serializers.ModelSerializer):
             "task_id",
             "worker",
         ]
+
+    def to_representation(self, instance: StepExecutionLog) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        context = data.get("input_context")
+        if isinstance(context, dict) and isinstance(context.get("payload"), dict):
+            data["input_context"] = {**context, "payload": redact(context["payload"])}
+        return data
 
 
 class StepLogFilterSerializer(serializers.Serializer):

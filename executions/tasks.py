@@ -54,6 +54,18 @@ def wake_waiting(instance_ids: list[str], event: str) -> int:
     return inbox.wake_waiting(instance_ids=instance_ids, event=event)
 
 
+@shared_task(name="notifyflow.purge_finished", ignore_result=True)
+def purge_finished() -> dict:
+    """Periodic when NOTIFYFLOW_PURGE_AFTER_DAYS > 0: delete old finished instances."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from triggers.retention import finished_purge
+
+    return finished_purge(older_than=timedelta(days=settings.NOTIFYFLOW_PURGE_AFTER_DAYS))
+
+
 @shared_task(name="notifyflow.sweep", ignore_result=True)
 def sweep() -> dict:
     """Periodic: re-dispatch due instances whose message was lost; recover dead leases."""

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from notifyflow.api import paginated_list, validated_body
 from notifyflow.pagination import StepLogsOldestFirst
 from triggers.models import TriggerInstance
+from triggers.permissions import visible_instances
 from triggers.serializers import TriggerListFilterSerializer, TriggerOutputSerializer
 from triggers.views import TriggerListCreateView
 
@@ -69,10 +70,13 @@ class TriggerStepsView(GenericAPIView):
 
     serializer_class = StepLogOutputSerializer
     pagination_class = StepLogsOldestFirst
+    required_scope = {"GET": "read_own"}
 
     @extend_schema(responses=StepLogOutputSerializer(many=True))
     def get(self, request: Request, id: str) -> Response:
-        get_object_or_404(TriggerInstance.objects.only("id"), pk=id)
+        get_object_or_404(
+            visible_instances(TriggerInstance.objects.only("id"), request.user), pk=id
+        )
         queryset = StepExecutionLog.objects.filter(trigger_id=id).select_related("workflow")
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -89,7 +93,11 @@ class StepLogListView(GenericAPIView):
         return paginated_list(
             self,
             request,
-            StepExecutionLog.objects.select_related("workflow"),
+            visible_instances(
+                StepExecutionLog.objects.select_related("workflow"),
+                request.user,
+                prefix="trigger__",
+            ),
             StepLogFilterSerializer,
             {"trigger": "trigger_id", "node": "node_id"},
         )

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.generics import GenericAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BaseRenderer
@@ -15,6 +16,24 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 
 from .errors import ApplicationError
+
+
+def workflow_limit(request: Request) -> list[str]:
+    """The workflow keys the caller's API key is limited to (empty: all). Read from the
+    key by attribute, so lower layers need not import the key model."""
+    return list(getattr(request.user, "workflows", None) or [])
+
+
+def limit_to_workflows(request: Request, queryset: QuerySet, field: str = "key") -> QuerySet:
+    limit = workflow_limit(request)
+    return queryset.filter(**{f"{field}__in": limit}) if limit else queryset
+
+
+def require_workflow_allowed(request: Request, key: str) -> None:
+    """403 ``permission_denied`` unless the caller's key may use workflow ``key``."""
+    limit = workflow_limit(request)
+    if limit and key not in limit:
+        raise PermissionDenied(f"API key may not use workflow {key!r}")
 
 
 def json_object_body(request: Request) -> dict:

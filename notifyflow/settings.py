@@ -55,9 +55,41 @@ def env_float(name: str, default: float) -> float:
     return float(_env_number(name, default, float))
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "notifyflow-insecure-development-key")
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
 DEBUG = env_bool("DJANGO_DEBUG", False)
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h]
+# Only ever accepted with DEBUG on: it is public, in this file.
+INSECURE_DEVELOPMENT_KEY = "notifyflow-insecure-development-key"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "") or (INSECURE_DEVELOPMENT_KEY if DEBUG else "")
+if not DEBUG and SECRET_KEY in ("", INSECURE_DEVELOPMENT_KEY):
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be set to a long random value when DJANGO_DEBUG is off "
+        "(`make run` keeps a generated one in var/)"
+    )
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1" if DEBUG else "")
+if not DEBUG and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured(
+        "DJANGO_ALLOWED_HOSTS must list the host names this site answers to (comma-separated)"
+    )
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+# HTTPS: DJANGO_HTTPS=1 (behind TLS) switches every setting below on; each can still be
+# set on its own. Off by default so `make run` works over plain http on localhost.
+_HTTPS = env_bool("DJANGO_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", _HTTPS)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000 if _HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", _HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", _HTTPS)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", _HTTPS)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", _HTTPS)
+# Behind a proxy that terminates TLS and sets X-Forwarded-Proto.
+if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -138,7 +170,10 @@ if IS_POSTGRES:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -173,13 +208,19 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": NOTIFYFLOW_LOG_FORMAT}},
     "loggers": {
         "notifyflow": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+        # Unexpected errors (500s) with their traceback, whatever DEBUG is.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }
 
 # --- REST framework -------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["triggers.auth.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        # Scopes of API keys: each view's required_scope (triggers/permissions.py).
+        "triggers.permissions.HasScope",
+    ],
     "DEFAULT_PARSER_CLASSES": ["notifyflow.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "notifyflow.pagination.ByIdOldestFirst",
@@ -221,6 +262,29 @@ NOTIFYFLOW_METRICS_TOKEN = os.environ.get("NOTIFYFLOW_METRICS_TOKEN", "")
 # /readyz answers 503 when the oldest due instance has waited longer than this (0: never).
 NOTIFYFLOW_READYZ_MAX_DUE_AGE_S = env_float("NOTIFYFLOW_READYZ_MAX_DUE_AGE_S", 0)
 
+# --- Templates and definitions (SPEC §10) ----------------------------------------------
+# Liquid limits: a template hitting one fails its step permanently, naming the node.
+NOTIFYFLOW_TEMPLATE_LOOP_LIMIT = env_int("NOTIFYFLOW_TEMPLATE_LOOP_LIMIT", 10_000)
+NOTIFYFLOW_TEMPLATE_OUTPUT_LIMIT = env_int("NOTIFYFLOW_TEMPLATE_OUTPUT_LIMIT", 256 * 1024)
+NOTIFYFLOW_TEMPLATE_NAMESPACE_LIMIT = env_int("NOTIFYFLOW_TEMPLATE_NAMESPACE_LIMIT", 256 * 1024)
+# Caps checked when a definition is saved.
+NOTIFYFLOW_TEMPLATE_MAX_LENGTH = env_int("NOTIFYFLOW_TEMPLATE_MAX_LENGTH", 32 * 1024)
+NOTIFYFLOW_DEFINITION_MAX_NODES = env_int("NOTIFYFLOW_DEFINITION_MAX_NODES", 200)
+NOTIFYFLOW_DEFINITION_MAX_BYTES = env_int("NOTIFYFLOW_DEFINITION_MAX_BYTES", 256 * 1024)
+
+# --- Personal data (SPEC §10) ----------------------------------------------------------
+# Step logs keep the context with a reference to the instance's payload instead of a
+# copy of it; on asks for a full snapshot per step.
+NOTIFYFLOW_STEP_LOG_FULL_CONTEXT = env_bool("NOTIFYFLOW_STEP_LOG_FULL_CONTEXT", False)
+# Payload paths (comma-separated, dotted: "email,user.phone") masked in step logs, the
+# API and the admin.
+NOTIFYFLOW_REDACT_PATHS = [
+    p.strip() for p in os.environ.get("NOTIFYFLOW_REDACT_PATHS", "").split(",") if p.strip()
+]
+# purge_finished on a beat schedule: finished instances older than this many days are
+# deleted daily (0: only when run by hand).
+NOTIFYFLOW_PURGE_AFTER_DAYS = env_int("NOTIFYFLOW_PURGE_AFTER_DAYS", 0)
+
 # --- Providers ------------------------------------------------------------------------
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
@@ -241,6 +305,17 @@ TWILIO_AUTH_TOKEN = os.environ.get("TWILIO_AUTH_TOKEN", "")
 # Only for tests and local fakes: where the twilio client sends its HTTP requests.
 TWILIO_API_BASE_URL = os.environ.get("TWILIO_API_BASE_URL", "")
 TWILIO_TIMEOUT_S = env_float("TWILIO_TIMEOUT_S", 15)
+# The console backends print whole messages (tokens, addresses) into the log: refused in
+# production unless explicitly allowed (`make run` allows them).
+NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS = env_bool("NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS", False)
+if not (DEBUG or NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS) and (
+    EMAIL_BACKEND == "django.core.mail.backends.console.EmailBackend"
+    or SMS_BACKEND in ("console", "executions.providers.sms.ConsoleSmsBackend")
+):
+    raise ImproperlyConfigured(
+        "the console email/SMS backends print messages into the log: with DJANGO_DEBUG off "
+        "set EMAIL_BACKEND and SMS_BACKEND, or NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS=1"
+    )
 
 
 # --- Delivery (SPEC §11) ----------------------------------------------------------------
@@ -346,8 +421,13 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Time limits hold only in the prefork pool (solo and threads ignore them): every
+# worker command we document and `make run` use prefork.
 CELERY_TASK_SOFT_TIME_LIMIT = NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S
 CELERY_TASK_TIME_LIMIT = NOTIFYFLOW_STEP_TIME_LIMIT_S
+# A prefork child whose resident memory grows past this (KiB) is replaced after its task.
+NOTIFYFLOW_WORKER_MAX_MEMORY_KB = env_int("NOTIFYFLOW_WORKER_MAX_MEMORY_KB", 512 * 1024)
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = NOTIFYFLOW_WORKER_MAX_MEMORY_KB
 # When a worker loses Redis (restart, failover), let the steps it is running finish: the
 # database records their outcome whatever the broker does, and their messages, no
 # longer ackable, come back after the visibility timeout as harmless no-ops. Celery's

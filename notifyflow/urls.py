@@ -1,3 +1,5 @@
+import logging
+
 from django.conf import settings
 from django.contrib import admin
 from django.db import connection
@@ -36,21 +38,27 @@ from workflows.views import WorkflowDetailView, WorkflowDiagramView, WorkflowLis
 from . import metrics
 from .celery import app as celery_app
 
+logger = logging.getLogger("notifyflow.health")
+
 
 def _checks() -> dict[str, str]:
+    """Database and broker, each "ok" or "fail": driver errors (hosts, ports, users) go
+    to the log, not to the unauthenticated caller."""
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         checks["database"] = "ok"
-    except Exception as exc:  # noqa: BLE001 - any failure means unhealthy
-        checks["database"] = f"error: {exc.__class__.__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - any failure means unhealthy
+        logger.exception("healthz: database check failed")
+        checks["database"] = "fail"
     try:
         with celery_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
         checks["broker"] = "ok"
-    except Exception as exc:  # noqa: BLE001
-        checks["broker"] = f"error: {exc.__class__.__name__}: {exc}"
+    except Exception:  # noqa: BLE001
+        logger.exception("healthz: broker check failed")
+        checks["broker"] = "fail"
     return checks
 
 

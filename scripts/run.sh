@@ -11,6 +11,16 @@ export EMAIL_BACKEND="${EMAIL_BACKEND:-django.core.mail.backends.console.EmailBa
 # includes the worker's step counters (notifyflow/metrics.py).
 export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-$PWD/var/prometheus}"
 mkdir -p "$PROMETHEUS_MULTIPROC_DIR" && rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db
+# A local demo: the console backends are wanted here (refused elsewhere unless allowed),
+# the site answers on loopback, and the secret key is generated once and kept in var/.
+export NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS="${NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS:-1}"
+export DJANGO_ALLOWED_HOSTS="${DJANGO_ALLOWED_HOSTS:-localhost,127.0.0.1}"
+mkdir -p var
+if [ -z "${DJANGO_SECRET_KEY:-}" ]; then
+    [ -s var/dev-secret-key ] || (umask 077; $PY -c "import secrets; print(secrets.token_urlsafe(50))" > var/dev-secret-key)
+    DJANGO_SECRET_KEY="$(cat var/dev-secret-key)"
+    export DJANGO_SECRET_KEY
+fi
 
 $PY manage.py migrate --noinput -v0
 $PY manage.py collectstatic --noinput -v0
@@ -21,9 +31,10 @@ pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 
-# The filesystem broker has no fanout: run without gossip/mingle/heartbeat.
-.venv/bin/celery -A notifyflow worker -l INFO -P solo -O fair --without-gossip --without-mingle \
-    --without-heartbeat & pids+=($!)
+# The filesystem broker has no fanout: run without gossip/mingle/heartbeat. Prefork, so
+# the step time limits and the per-child memory cap hold (the solo pool ignores both).
+.venv/bin/celery -A notifyflow worker -l INFO -P prefork -c 2 -O fair --without-gossip \
+    --without-mingle --without-heartbeat & pids+=($!)
 .venv/bin/celery -A notifyflow beat -l INFO -s var/celerybeat-schedule \
     -S django_celery_beat.schedulers:DatabaseScheduler & pids+=($!)
 .venv/bin/gunicorn notifyflow.wsgi:application -b "127.0.0.1:${PORT}" -w 2 \

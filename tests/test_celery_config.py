@@ -64,3 +64,15 @@ def test_publish_and_broker_reconnect_settings_are_in_effect():
         options = conf.broker_transport_options
         assert options["socket_keepalive"] is True
         assert 0 < options["socket_connect_timeout"] < options["socket_timeout"]
+
+
+def test_worker_children_are_bounded_in_memory_and_every_documented_pool_is_prefork():
+    from pathlib import Path
+
+    assert app.conf.worker_max_memory_per_child == settings.NOTIFYFLOW_WORKER_MAX_MEMORY_KB
+    root = Path(__file__).resolve().parent.parent
+    for path in ("scripts/run.sh", "docker-compose.yml", "README.md"):
+        text = (root / path).read_text()
+        # Celery's solo and threads pools apply no time limit at all.
+        assert "-P solo" not in text and "--pool=solo" not in text, path
+        assert "-P threads" not in text, path

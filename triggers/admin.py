@@ -22,6 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from notifyflow.errors import ApplicationError
+from notifyflow.redaction import redact
 from workflows.admin import WorkflowAdmin
 from workflows.admin_support import (
     InputListFilter,
@@ -42,7 +43,7 @@ from workflows.models import Workflow
 from . import admin_bindings  # noqa: F401 - registers the event-binding admin
 from .admin_support import instance_link
 from .inbox_models import InboxEvent
-from .models import ApiKey, TriggerInstance, TriggerStatus, TriggerStatusChange
+from .models import ApiKey, ApiKeyScope, TriggerInstance, TriggerStatus, TriggerStatusChange
 from .services import (
     api_key_create,
     api_key_revoke,
@@ -350,7 +351,7 @@ class TriggerInstanceAdmin(
 
     @admin.display(description="payload")
     def payload_json(self, obj: TriggerInstance) -> SafeString:
-        return pretty_json(obj.payload)
+        return pretty_json(redact(obj.payload))
 
     @admin.display(description="vars")
     def vars_json(self, obj: TriggerInstance) -> SafeString:
@@ -607,9 +608,22 @@ class TriggerStatusChangeAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.M
 
 
 class ApiKeyAddForm(forms.ModelForm):
+    # Not the model field's name: the JSON list is written by api_key_create.
+    workflow_keys = forms.ModelMultipleChoiceField(
+        queryset=Workflow.objects.order_by("key"),
+        to_field_name="key",
+        required=False,
+        help_text="Limit the key to these workflows; none selected: every workflow",
+    )
+
     class Meta:
         model = ApiKey
-        fields = ("name",)
+        fields = ("name", "scope")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Left out: admin, like `create_api_key` without --scope.
+        self.fields["scope"].required = False
 
 
 @admin.register(ApiKey)
@@ -620,17 +634,21 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_display = (
         "name",
         "prefix_display",
+        "scope",
+        "workflows_display",
         "active_display",
         "created",
         "last_used",
         "revoked",
     )
-    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter), "scope")
     search_fields = ("name", "prefix")
     actions = ("revoke",)
     readonly_fields = (
         "name",
         "prefix_display",
+        "scope",
+        "workflows_display",
         "active_display",
         "created",
         "last_used",
@@ -642,7 +660,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
         if obj is None:
-            return ("name",)
+            return ("name", "scope", "workflow_keys")
         return self.readonly_fields
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
@@ -669,6 +687,10 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def prefix_display(self, obj: ApiKey) -> SafeString:
         return format_html("<code>{}…</code>", obj.prefix)
 
+    @admin.display(description="workflows")
+    def workflows_display(self, obj: ApiKey) -> str:
+        return ", ".join(obj.workflows) if obj.workflows else "all"
+
     @admin.display(description="active", boolean=True)
     def active_display(self, obj: ApiKey) -> bool:
         return obj.is_active
@@ -676,8 +698,13 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool
     ) -> None:
-        created, raw = api_key_create(name=form.cleaned_data["name"])
+        created, raw = api_key_create(
+            name=form.cleaned_data["name"],
+            scope=form.cleaned_data.get("scope") or ApiKeyScope.ADMIN,
+            workflows=[w.key for w in form.cleaned_data.get("workflow_keys") or ()],
+        )
         obj.pk, obj.name, obj.prefix = created.pk, created.name, created.prefix
+        obj.scope, obj.workflows = created.scope, created.workflows
         obj.key_hash, obj.created_at = created.key_hash, created.created_at
         obj._state.adding = False
         obj._state.db = created._state.db

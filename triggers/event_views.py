@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.generics import GenericAPIView
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.generics import GenericAPIView, get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -32,19 +33,29 @@ from .events import (
     workflow_trigger_save,
 )
 from .inbox import deliver_to_instance
+from .models import TriggerInstance
+from .permissions import actor, require_workflow, visible_instances, visible_workflows
 
 
 class EventReceiveView(GenericAPIView):
     serializer_class = EventOutputSerializer
+    required_scope = {"POST": "trigger"}
 
     @extend_schema(request=EventInputSerializer, responses={202: EventOutputSerializer})
     def post(self, request: Request) -> Response:
         body = validated_body(request, EventInputSerializer)
+        key = request.user
+        if key.workflows and body["subjects"]:
+            # Subjects reach instances of any workflow.
+            raise PermissionDenied("an API key limited to workflows may not send subjects")
         result = event_receive(
             name=body["name"],
             event_id=body["event_id"],
             context=body["context"],
             subjects=body["subjects"],
+            workflows=key.workflows or None,
+            actor=actor(key),
+            created_by_key=key.name,
         )
         return Response(
             {
@@ -61,12 +72,16 @@ class InstanceEventView(GenericAPIView):
     """Deliver an event to one running instance's inbox (SPEC §8)."""
 
     serializer_class = InstanceEventOutputSerializer
+    required_scope = {"POST": "trigger"}
 
     @extend_schema(
         request=InstanceEventInputSerializer, responses={202: InstanceEventOutputSerializer}
     )
     def post(self, request: Request, id: str) -> Response:
         body = validated_body(request, InstanceEventInputSerializer)
+        get_object_or_404(
+            visible_instances(TriggerInstance.objects.only("id"), request.user), pk=id
+        )
         delivered = deliver_to_instance(
             instance_id=id, name=body["name"], event_id=body["event_id"], context=body["context"]
         )
@@ -75,6 +90,7 @@ class InstanceEventView(GenericAPIView):
 
 def _save_kwargs(request: Request) -> dict:
     body = validated_body(request, WorkflowTriggerInputSerializer)
+    require_workflow(request.user, body["workflow"])
     return {
         "event_name": body["event_name"],
         "workflow": body["workflow"],
@@ -88,7 +104,11 @@ class WorkflowTriggerListCreateView(GenericAPIView):
     pagination_class = ByIdOldestFirst
 
     def get_queryset(self) -> QuerySet[WorkflowTrigger]:
-        return WorkflowTrigger.objects.select_related("workflow")
+        return visible_workflows(
+            WorkflowTrigger.objects.select_related("workflow"),
+            self.request.user,
+            field="workflow__key",
+        )
 
     @extend_schema(
         parameters=[WorkflowTriggerFilterSerializer],
@@ -117,7 +137,11 @@ class WorkflowTriggerDetailView(GenericAPIView):
     lookup_field = "id"
 
     def get_queryset(self) -> QuerySet[WorkflowTrigger]:
-        return WorkflowTrigger.objects.select_related("workflow")
+        return visible_workflows(
+            WorkflowTrigger.objects.select_related("workflow"),
+            self.request.user,
+            field="workflow__key",
+        )
 
     def get(self, request: Request, id: int) -> Response:
         return Response(self.get_serializer(self.get_object()).data)
@@ -136,9 +160,15 @@ class WorkflowTriggerDetailView(GenericAPIView):
 class WorkflowTriggerPreviewKeyView(GenericAPIView):
     serializer_class = PreviewKeyOutputSerializer
     lookup_field = "id"
+    # Writes nothing: a read.
+    required_scope = {"POST": "read"}
 
     def get_queryset(self) -> QuerySet[WorkflowTrigger]:
-        return WorkflowTrigger.objects.select_related("workflow")
+        return visible_workflows(
+            WorkflowTrigger.objects.select_related("workflow"),
+            self.request.user,
+            field="workflow__key",
+        )
 
     @extend_schema(request=PreviewKeyInputSerializer, responses={200: PreviewKeyOutputSerializer})
     def post(self, request: Request, id: int) -> Response:

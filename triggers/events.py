@@ -150,7 +150,13 @@ def idempotency_key_preview(
 
 
 def _binding_run(
-    binding: WorkflowTrigger, *, event_id: str | None, context: dict[str, Any], at: datetime
+    binding: WorkflowTrigger,
+    *,
+    event_id: str | None,
+    context: dict[str, Any],
+    at: datetime,
+    actor: str,
+    created_by_key: str,
 ) -> BindingOutcome:
     workflow_key = binding.workflow.key
 
@@ -172,7 +178,11 @@ def _binding_run(
         # failing binding leaves the others' instances in place.
         with transaction.atomic():
             result = trigger_create(
-                workflow=binding.workflow, idempotency_key=generated.key, payload=context
+                workflow=binding.workflow,
+                idempotency_key=generated.key,
+                payload=context,
+                actor=actor,
+                created_by_key=created_by_key,
             )
     except ApplicationError as exc:
         logger.warning(
@@ -218,6 +228,9 @@ def event_receive(
     event_id: str | None = None,
     subjects: Sequence[str] = (),
     at: datetime | None = None,
+    workflows: Sequence[str] | None = None,
+    actor: str = "api",
+    created_by_key: str = "",
 ) -> EventResult:
     """Fan an event out to every active workflow trigger bound to ``name``, and deliver
     it to every running instance interested in one of ``subjects``.
@@ -227,6 +240,8 @@ def event_receive(
     a skipped binding never stops the others. The event and all outcomes are recorded
     in EventRecord. Delivery (``triggers.inbox.deliver``) comes after the bindings, so
     an instance a binding just created hears the event too when it is interested.
+    ``workflows``, when given, limits the bindings to those workflow keys (a key limited
+    to workflows); ``actor`` and ``created_by_key`` are recorded on created instances.
     """
     metrics.EVENTS_RECEIVED.inc()
     at = at or timezone.now()
@@ -235,7 +250,19 @@ def event_receive(
         .select_related("workflow__current_version")
         .order_by("id")
     )
-    outcomes = [_binding_run(b, event_id=event_id, context=context, at=at) for b in bindings]
+    if workflows is not None:
+        bindings = bindings.filter(workflow__key__in=workflows)
+    outcomes = [
+        _binding_run(
+            b,
+            event_id=event_id,
+            context=context,
+            at=at,
+            actor=actor,
+            created_by_key=created_by_key,
+        )
+        for b in bindings
+    ]
     record = EventRecord.objects.create(
         name=name,
         event_id=event_id,

@@ -54,6 +54,9 @@ class TriggerInstance(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The name of the API key that created the instance ("" for the admin, an event's
+    # emit, or rows older than scoped keys): a `trigger` key reads only its own.
+    created_by_key = models.CharField(max_length=100, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
@@ -142,10 +145,25 @@ class TriggerStatusChange(models.Model):
         return f"{self.from_status} -> {self.to_status}"
 
 
+class ApiKeyScope(models.TextChoices):
+    """What a key may do (SPEC §6): ``trigger`` creates triggers, posts events and reads
+    the instances it created; ``read`` reads everything; ``admin`` also changes workflows
+    and bindings and acts on instances."""
+
+    TRIGGER = "trigger", "Trigger (create triggers, post events, read own instances)"
+    READ = "read", "Read (read everything)"
+    ADMIN = "admin", "Admin (everything)"
+
+
 class ApiKey(models.Model):
     """An API key; only the SHA-256 of the key is stored (keys are 256-bit random)."""
 
     name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=16, choices=ApiKeyScope.choices, default=ApiKeyScope.ADMIN)
+    # Workflow keys this key is limited to; empty means every workflow.
+    workflows = models.JSONField(
+        default=list, blank=True, help_text="Workflow keys this key may use; empty: all"
+    )
     prefix = models.CharField(max_length=12, help_text="First characters, to recognise a key")
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -155,6 +173,11 @@ class ApiKey(models.Model):
     class Meta:
         verbose_name = "API key"
         ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(scope__in=ApiKeyScope.values), name="api_key_scope_valid"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
@@ -165,6 +188,9 @@ class ApiKey(models.Model):
 
     # DRF treats the authenticated principal as request.user.
     is_authenticated = True
+
+    def allows_workflow(self, workflow_key: str) -> bool:
+        return not self.workflows or workflow_key in self.workflows
 
     @staticmethod
     def hash_key(raw_key: str) -> str:

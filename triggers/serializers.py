@@ -6,6 +6,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from notifyflow.fields import JsonObjectField, StrictCharField
+from notifyflow.redaction import redact
 
 from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from .services import MAX_IDEMPOTENCY_KEY_LENGTH
@@ -65,7 +66,7 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
             "vars": obj.vars,
             "attempts": obj.attempts,
             "available_at": _iso(obj.available_at),
-            "payload": obj.payload,
+            "payload": redact(obj.payload),
             "last_error": obj.last_error,
             "created_at": _iso(obj.created_at),
             "updated_at": _iso(obj.updated_at),

@@ -11,6 +11,7 @@ import json
 import logging
 import secrets
 import uuid
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ from workflows.services import workflow_set_paused
 from . import state
 from .dispatch import dispatch_on_commit
 from .inbox import interests_render
-from .models import ApiKey, TriggerInstance, TriggerStatus
+from .models import ApiKey, ApiKeyScope, TriggerInstance, TriggerStatus
 
 logger = logging.getLogger("notifyflow.triggers")
 
@@ -67,7 +68,12 @@ def _resolve_workflow(workflow: Workflow | str) -> Workflow:
 
 
 def trigger_create(
-    *, workflow: Workflow | str, idempotency_key: str, payload: dict[str, Any], actor: str = "api"
+    *,
+    workflow: Workflow | str,
+    idempotency_key: str,
+    payload: dict[str, Any],
+    actor: str = "api",
+    created_by_key: str = "",
 ) -> TriggerCreateResult:
     """Create a trigger instance, or return the existing one for the same key.
 
@@ -110,6 +116,7 @@ def trigger_create(
         attempts=0,
         available_at=now,
         dispatched_at=now,
+        created_by_key=created_by_key[:100],
     )
     interests = interests_render(
         templates=version.definition.get("interests", ()),
@@ -373,12 +380,27 @@ def workflow_resume(*, workflow: Workflow, actor: str, batch: int = 10_000) -> W
 # --- API keys ------------------------------------------------------------------------
 
 
-def api_key_create(*, name: str) -> tuple[ApiKey, str]:
-    """Create an API key; return the row and the raw key (shown once, never stored)."""
+def api_key_create(
+    *, name: str, scope: str = ApiKeyScope.ADMIN, workflows: Sequence[str] = ()
+) -> tuple[ApiKey, str]:
+    """Create an API key of ``scope`` (limited to ``workflows`` when given); return the
+    row and the raw key (shown once, never stored)."""
     if not name or not name.strip():
         raise ApplicationError(field="name", code="required", message="name: required")
+    if scope not in ApiKeyScope.values:
+        raise ApplicationError(
+            field="scope",
+            code="invalid_choice",
+            message=f"scope: must be one of {', '.join(ApiKeyScope.values)}",
+        )
     raw = "nf_" + secrets.token_urlsafe(32)
-    key = ApiKey.objects.create(name=name.strip(), prefix=raw[:10], key_hash=ApiKey.hash_key(raw))
+    key = ApiKey.objects.create(
+        name=name.strip(),
+        prefix=raw[:10],
+        key_hash=ApiKey.hash_key(raw),
+        scope=scope,
+        workflows=sorted(set(workflows)),
+    )
     return key, raw
 
 

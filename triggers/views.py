@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.generics import GenericAPIView
+from rest_framework.generics import GenericAPIView, get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -12,6 +12,7 @@ from workflows.models import Workflow
 from workflows.serializers import WorkflowOutputSerializer
 
 from .models import TriggerInstance
+from .permissions import actor, require_workflow, visible_instances, visible_workflows
 from .serializers import (
     CancelByKeyInputSerializer,
     CancelInputSerializer,
@@ -33,6 +34,7 @@ from .services import (
 class TriggerListCreateView(GenericAPIView):
     serializer_class = TriggerOutputSerializer
     pagination_class = NewestFirst
+    required_scope = {"POST": "trigger", "GET": "read_own"}
     # Higher layers may add filters (executions: ?recipient=) by subclassing.
     filter_serializer: type[serializers.Serializer] = TriggerListFilterSerializer
     filter_lookups: dict[str, Lookup] = {
@@ -42,7 +44,10 @@ class TriggerListCreateView(GenericAPIView):
     }
 
     def get_queryset(self):
-        return TriggerInstance.objects.select_related("workflow", "workflow_version")
+        return visible_instances(
+            TriggerInstance.objects.select_related("workflow", "workflow_version"),
+            self.request.user,
+        )
 
     @extend_schema(
         request=TriggerCreateInputSerializer,
@@ -50,10 +55,13 @@ class TriggerListCreateView(GenericAPIView):
     )
     def post(self, request: Request) -> Response:
         body = validated_body(request, TriggerCreateInputSerializer)
+        require_workflow(request.user, body["workflow"])
         result = trigger_create(
             workflow=body["workflow"],
             idempotency_key=body["idempotency_key"],
             payload=body["payload"],
+            actor=actor(request.user),
+            created_by_key=request.user.name,
         )
         data = TriggerOutputSerializer(result.instance).data
         if result.created:
@@ -76,18 +84,17 @@ class TriggerListCreateView(GenericAPIView):
 class TriggerDetailView(GenericAPIView):
     serializer_class = TriggerOutputSerializer
     lookup_field = "id"
+    required_scope = {"GET": "read_own"}
 
     def get_queryset(self):
-        return TriggerInstance.objects.select_related("workflow", "workflow_version")
+        return visible_instances(
+            TriggerInstance.objects.select_related("workflow", "workflow_version"),
+            self.request.user,
+        )
 
     @extend_schema(parameters=[OpenApiParameter("id", str, OpenApiParameter.PATH)])
     def get(self, request: Request, id: str) -> Response:
         return Response(self.get_serializer(self.get_object()).data)
-
-
-def _actor(request: Request) -> str:
-    """The audited actor of an API call: the API key's name."""
-    return f"api:{getattr(request.user, 'name', request.user)}"
 
 
 class TriggerCancelView(GenericAPIView):
@@ -98,7 +105,10 @@ class TriggerCancelView(GenericAPIView):
     @extend_schema(request=CancelInputSerializer, responses={200: TriggerOutputSerializer})
     def post(self, request: Request, id: str) -> Response:
         body = validated_body(request, CancelInputSerializer)
-        instance = instance_cancel(instance_id=id, actor=_actor(request), reason=body["reason"])
+        get_object_or_404(
+            visible_instances(TriggerInstance.objects.only("id"), request.user), pk=id
+        )
+        instance = instance_cancel(instance_id=id, actor=actor(request.user), reason=body["reason"])
         return Response(TriggerOutputSerializer(instance).data)
 
 
@@ -110,7 +120,7 @@ class TriggerRetryView(GenericAPIView):
 
     @extend_schema(request=None, responses={200: TriggerOutputSerializer})
     def post(self, request: Request, id: str) -> Response:
-        instance = instance_retry_or_conflict(instance_id=id, actor=_actor(request))
+        instance = instance_retry_or_conflict(instance_id=id, actor=actor(request.user))
         return Response(TriggerOutputSerializer(instance).data)
 
 
@@ -122,7 +132,7 @@ class TriggerRunNowView(GenericAPIView):
 
     @extend_schema(request=None, responses={200: TriggerOutputSerializer})
     def post(self, request: Request, id: str) -> Response:
-        instance = instance_run_now_or_conflict(instance_id=id, actor=_actor(request))
+        instance = instance_run_now_or_conflict(instance_id=id, actor=actor(request.user))
         return Response(TriggerOutputSerializer(instance).data)
 
 
@@ -138,10 +148,11 @@ class TriggerCancelByKeyView(GenericAPIView):
     )
     def post(self, request: Request) -> Response:
         body = validated_body(request, CancelByKeyInputSerializer)
+        require_workflow(request.user, body["workflow"])
         instance = instance_cancel_by_key(
             workflow=body["workflow"],
             idempotency_key=body["idempotency_key"],
-            actor=_actor(request),
+            actor=actor(request.user),
             reason=body["reason"],
         )
         return Response(TriggerOutputSerializer(instance).data)
@@ -151,15 +162,19 @@ class WorkflowPauseView(GenericAPIView):
     """Pause (no step starts) or resume (due instances dispatched at once) a workflow."""
 
     serializer_class = WorkflowOutputSerializer
-    queryset = Workflow.objects.select_related("current_version")
     lookup_field = "key"
     pause = True
+
+    def get_queryset(self):
+        return visible_workflows(
+            Workflow.objects.select_related("current_version"), self.request.user
+        )
 
     @extend_schema(request=None, responses={200: WorkflowOutputSerializer})
     def post(self, request: Request, key: str) -> Response:
         workflow = self.get_object()
         if self.pause:
-            workflow_pause(workflow=workflow, actor=_actor(request))
+            workflow_pause(workflow=workflow, actor=actor(request.user))
         else:
-            workflow_resume(workflow=workflow, actor=_actor(request))
+            workflow_resume(workflow=workflow, actor=actor(request.user))
         return Response(self.get_serializer(workflow).data)

@@ -7,13 +7,17 @@ condition?}]}``. ``validate_definition`` returns a normalized copy or raises
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from notifyflow.errors import ApplicationError
+from django.conf import settings
 
-from .durations import parse_duration
+from notifyflow.errors import ApplicationError
+from notifyflow.limits import MAX_JSON_DEPTH, json_depth_exceeds
+
+from .durations import MAX_DURATION_MS, parse_duration
 from .templating import TemplateError, check_condition, check_template
 
 NODE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -22,19 +26,21 @@ NODE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 @dataclass(frozen=True)
 class FieldSpec:
     required: bool
-    # "template" | "html_template" | "int" | "duration" | "name" (a plain non-empty
-    # string) | "condition" (a Liquid expression) | "template_list" | "template_object"
+    # "template" | "html_template" | "int" (milliseconds, bounded) | "duration" | "name"
+    # (a plain non-empty string) | "condition" (a Liquid expression) | "template_list" |
+    # "template_object" | "recipients" (one address template, or a JSON list of them:
+    # each renders to exactly one address, never split)
     kind: str
 
 
 NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
     "email": {
-        "to": FieldSpec(True, "template"),
+        "to": FieldSpec(True, "recipients"),
         "subject": FieldSpec(True, "template"),
         "body": FieldSpec(True, "template"),
         "html_body": FieldSpec(False, "html_template"),
         "from_email": FieldSpec(False, "template"),
-        "reply_to": FieldSpec(False, "template"),
+        "reply_to": FieldSpec(False, "recipients"),
         "retry": FieldSpec(False, "retry_policy"),
     },
     "sms": {
@@ -71,6 +77,7 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
     },
 }
 MAX_INTERESTS = 20
+MAX_RECIPIENTS = 50
 MAX_NAME_LENGTH = 200
 NODE_TYPES = tuple(NODE_CONFIG_SPECS)
 
@@ -118,6 +125,7 @@ def validate_definition(definition: Any) -> dict[str, Any]:
     problems: list[DefinitionProblem] = []
     if not isinstance(definition, dict):
         raise DefinitionError([DefinitionProblem("definition", "must be a JSON object")])
+    _check_caps(definition)
     unknown = set(definition) - {"entry_node_id", "nodes", "edges", "interests", "cancel_on"}
     for key in sorted(unknown):
         problems.append(DefinitionProblem(key, "unknown field", code="unknown_field"))
@@ -229,17 +237,15 @@ def validate_definition(definition: Any) -> dict[str, Any]:
                     )
                 )
             else:
-                try:
-                    check_condition(condition)
-                except TemplateError as exc:
-                    problems.append(
-                        DefinitionProblem(
-                            f"{path}.condition",
-                            f"invalid Liquid expression: {exc}",
-                            node=edge.get("from"),
-                            code="invalid_template",
-                        )
-                    )
+                source = edge.get("from")
+                problem = _template_problem(
+                    condition,
+                    f"{path}.condition",
+                    source if isinstance(source, str) else None,
+                    kind="condition",
+                )
+                if problem:
+                    problems.append(problem)
         if ok:
             clean = {"from": edge["from"], "to": edge["to"]}
             if isinstance(condition, str):
@@ -277,6 +283,63 @@ def validate_definition(definition: Any) -> dict[str, Any]:
     return clean_definition
 
 
+def _check_caps(definition: dict[str, Any]) -> None:
+    """Size caps, checked before anything walks the definition (SPEC §10)."""
+    if json_depth_exceeds(definition, MAX_JSON_DEPTH):
+        raise DefinitionError(
+            [
+                DefinitionProblem(
+                    "definition", f"nested more than {MAX_JSON_DEPTH} levels deep", code="too_deep"
+                )
+            ]
+        )
+    size = len(json.dumps(definition, separators=(",", ":"), default=str).encode())
+    limit = settings.NOTIFYFLOW_DEFINITION_MAX_BYTES
+    if size > limit:
+        raise DefinitionError(
+            [
+                DefinitionProblem(
+                    "definition",
+                    f"{size} bytes is over the limit of {limit} bytes",
+                    code="definition_too_large",
+                )
+            ]
+        )
+    nodes = definition.get("nodes")
+    most = settings.NOTIFYFLOW_DEFINITION_MAX_NODES
+    if isinstance(nodes, list) and len(nodes) > most:
+        raise DefinitionError(
+            [
+                DefinitionProblem(
+                    "nodes",
+                    f"{len(nodes)} nodes is over the limit of {most}",
+                    code="too_many_nodes",
+                )
+            ]
+        )
+
+
+def _template_problem(
+    value: str, path: str, node: str | None, *, html: bool = False, kind: str = "template"
+) -> DefinitionProblem | None:
+    """The problem with one template (or condition) string, if any: too long or does not
+    parse."""
+    limit = settings.NOTIFYFLOW_TEMPLATE_MAX_LENGTH
+    if len(value) > limit:
+        return DefinitionProblem(
+            path, f"{len(value)} characters is over the limit of {limit}", node, "too_long"
+        )
+    try:
+        if kind == "condition":
+            check_condition(value)
+        else:
+            check_template(value, html=html)
+    except TemplateError as exc:
+        what = "Liquid expression" if kind == "condition" else "Liquid template"
+        return DefinitionProblem(path, f"invalid {what}: {exc}", node, "invalid_template")
+    return None
+
+
 def _check_interests(interests: Any) -> list[DefinitionProblem]:
     """``interests``: Liquid templates over payload and trigger, rendered at creation."""
     if not isinstance(interests, list) or len(interests) > MAX_INTERESTS:
@@ -289,12 +352,9 @@ def _check_interests(interests: Any) -> list[DefinitionProblem]:
         if not isinstance(template, str) or not template.strip():
             problems.append(DefinitionProblem(path, "must be a non-empty template string"))
             continue
-        try:
-            check_template(template)
-        except TemplateError as exc:
-            problems.append(
-                DefinitionProblem(path, f"invalid Liquid template: {exc}", code="invalid_template")
-            )
+        problem = _template_problem(template, path, None)
+        if problem:
+            problems.append(problem)
     return problems
 
 
@@ -326,29 +386,15 @@ def _check_cancel_on(rules: Any) -> list[DefinitionProblem]:
 def _check_condition_field(value: Any, path: str, node: str | None) -> list[DefinitionProblem]:
     if not isinstance(value, str) or not value.strip():
         return [DefinitionProblem(path, "must be a Liquid expression", node=node)]
-    try:
-        check_condition(value)
-    except TemplateError as exc:
-        return [
-            DefinitionProblem(
-                path, f"invalid Liquid expression: {exc}", node=node, code="invalid_template"
-            )
-        ]
-    return []
+    problem = _template_problem(value, path, node, kind="condition")
+    return [problem] if problem else []
 
 
 def _check_template_value(value: Any, path: str, node: str | None) -> list[DefinitionProblem]:
     """A template string, or (for lists and objects) any JSON whose strings are templates."""
     if isinstance(value, str):
-        try:
-            check_template(value)
-        except TemplateError as exc:
-            return [
-                DefinitionProblem(
-                    path, f"invalid Liquid template: {exc}", node=node, code="invalid_template"
-                )
-            ]
-        return []
+        problem = _template_problem(value, path, node)
+        return [problem] if problem else []
     if isinstance(value, list):
         return [
             p for i, v in enumerate(value) for p in _check_template_value(v, f"{path}[{i}]", node)
@@ -356,6 +402,29 @@ def _check_template_value(value: Any, path: str, node: str | None) -> list[Defin
     if isinstance(value, dict):
         return [p for k, v in value.items() for p in _check_template_value(v, f"{path}.{k}", node)]
     return []
+
+
+def _check_recipients(value: Any, path: str, node: str | None) -> list[DefinitionProblem]:
+    """One address template, or a non-empty JSON list of them (at most MAX_RECIPIENTS)."""
+    if isinstance(value, str):
+        if not value.strip():
+            return [DefinitionProblem(path, "must not be empty", node=node, code="required")]
+        problem = _template_problem(value, path, node)
+        return [problem] if problem else []
+    if (
+        not isinstance(value, list)
+        or not value
+        or len(value) > MAX_RECIPIENTS
+        or not all(isinstance(v, str) and v.strip() for v in value)
+    ):
+        return [
+            DefinitionProblem(
+                path,
+                f"must be an address template or a list of 1-{MAX_RECIPIENTS} of them",
+                node=node,
+            )
+        ]
+    return _check_template_value(value, path, node)
 
 
 def _check_config(
@@ -401,10 +470,20 @@ def _check_config(
                 problems.append(DefinitionProblem(f"{path}.{key}", "must be an object", node=node))
             else:
                 problems.extend(_check_template_value(value, f"{path}.{key}", node))
+        elif field.kind == "recipients":
+            problems.extend(_check_recipients(value, f"{path}.{key}", node))
         elif field.kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 <= value <= MAX_DURATION_MS
+            ):
                 problems.append(
-                    DefinitionProblem(f"{path}.{key}", "must be an integer >= 0", node=node)
+                    DefinitionProblem(
+                        f"{path}.{key}",
+                        f"must be an integer from 0 to {MAX_DURATION_MS} (milliseconds)",
+                        node=node,
+                    )
                 )
         elif field.kind == "retry_policy":
             problems.extend(_check_retry_policy(value, f"{path}.{key}", node))
@@ -433,17 +512,11 @@ def _check_config(
                     )
                 )
                 continue
-            try:
-                check_template(value, html=field.kind == "html_template")
-            except TemplateError as exc:
-                problems.append(
-                    DefinitionProblem(
-                        f"{path}.{key}",
-                        f"invalid Liquid template: {exc}",
-                        node=node,
-                        code="invalid_template",
-                    )
-                )
+            problem = _template_problem(
+                value, f"{path}.{key}", node, html=field.kind == "html_template"
+            )
+            if problem:
+                problems.append(problem)
     if node_type == "delay":
         given = [k for k in ("delay_ms", "duration", "until") if config.get(k) is not None]
         if len(given) != 1:
@@ -566,32 +639,31 @@ def _check_webhook_url(value: Any, path: str, node: str | None) -> list[Definiti
 
 
 def _find_cycle(ids: list[str], edges: list[dict[str, Any]]) -> list[str] | None:
+    """A cycle as a list of node ids (first == last), or None. Iterative depth-first
+    search: a long chain of nodes must not hit Python's recursion limit."""
     graph: dict[str, list[str]] = {i: [] for i in ids}
     for edge in edges:
         graph[edge["from"]].append(edge["to"])
     white, grey, black = 0, 1, 2
     color = dict.fromkeys(ids, white)
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        color[node] = grey
-        stack.append(node)
-        for nxt in graph[node]:
-            if color[nxt] == grey:
-                return stack[stack.index(nxt) :] + [nxt]
-            if color[nxt] == white:
-                found = visit(nxt)
-                if found:
-                    return found
-        stack.pop()
-        color[node] = black
-        return None
-
-    for node in ids:
-        if color[node] == white:
-            found = visit(node)
-            if found:
-                return found
+    for root in ids:
+        if color[root] != white:
+            continue
+        color[root] = grey
+        path = [root]
+        # One iterator of successors per node on the current path.
+        pending = [iter(graph[root])]
+        while pending:
+            nxt = next(pending[-1], None)
+            if nxt is None:
+                color[path.pop()] = black
+                pending.pop()
+            elif color[nxt] == grey:
+                return path[path.index(nxt) :] + [nxt]
+            elif color[nxt] == white:
+                color[nxt] = grey
+                path.append(nxt)
+                pending.append(iter(graph[nxt]))
     return None
 
 

@@ -76,7 +76,8 @@ def _summary(node: Mapping[str, Any]) -> str:
                 value = config[key]
                 return f"{value} ms" if key == "delay_ms" else f"{key} {value}"
     if kind in ("email", "sms"):
-        return f"to {config.get('to', '')}"
+        to = config.get("to", "")
+        return f"to {', '.join(map(str, to)) if isinstance(to, list) else to}"
     if kind == "wait":
         timeout = config.get("timeout") or f"{config.get('timeout_ms')} ms"
         return f"for {config.get('event', '')} ≤ {timeout}"

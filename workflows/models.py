@@ -37,7 +37,9 @@ class Workflow(models.Model):
 class WorkflowVersion(models.Model):
     """An immutable snapshot of a definition. Never updated once written."""
 
-    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="versions")
+    # PROTECT: versions are history (instances pin them); a workflow is deactivated,
+    # not deleted with its past.
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="versions")
     version = models.PositiveIntegerField()
     definition = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)

@@ -1,6 +1,10 @@
-"""Liquid templates: one strict environment for rendering, one lenient one for conditions.
+"""Liquid templates: one strict environment for rendering, one lenient one for conditions,
+all made by ``liquid_environment`` with the resource limits of SPEC §10.
 
 Compiled templates are cached by source text, so a worker parses each template once.
+A template that hits a limit (loop iterations, output size, local namespace) raises
+``TemplateError`` like any other render error: the engine makes that a permanent failure
+naming the node, never a hang or an exhausted worker.
 """
 
 from __future__ import annotations
@@ -8,30 +12,70 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from django.conf import settings
+from django.core.signals import setting_changed
 from liquid import Environment, StrictUndefined
-from liquid.exceptions import LiquidError
-
-# Undefined variables are an error when rendering a message: a typo must not send
-# "Hello ," to a customer.
-_text_env = Environment(undefined=StrictUndefined)
-_html_env = Environment(undefined=StrictUndefined, autoescape=True)
-# A condition over a missing field is simply false (Liquid's usual semantics).
-_condition_env = Environment()
+from liquid.exceptions import LiquidError, ResourceLimitError
+from liquid.undefined import Undefined
 
 
 class TemplateError(Exception):
     """A template failed to parse or render; ``str()`` says where."""
 
 
+class TemplateLimitError(TemplateError):
+    """A template hit a resource limit (loop iterations, output size, namespace size)."""
+
+
+def liquid_environment(
+    *, undefined: type[Undefined] = Undefined, autoescape: bool = False
+) -> Environment:
+    """The one way to make a Liquid environment: python-liquid keeps its limits as class
+    attributes, so each environment is an instance of a subclass carrying the limits
+    from settings (``NOTIFYFLOW_TEMPLATE_*``)."""
+    limited = type(
+        "LimitedEnvironment",
+        (Environment,),
+        {
+            "loop_iteration_limit": settings.NOTIFYFLOW_TEMPLATE_LOOP_LIMIT,
+            "output_stream_limit": settings.NOTIFYFLOW_TEMPLATE_OUTPUT_LIMIT,
+            "local_namespace_limit": settings.NOTIFYFLOW_TEMPLATE_NAMESPACE_LIMIT,
+        },
+    )
+    return limited(undefined=undefined, autoescape=autoescape)
+
+
+@lru_cache(maxsize=1)
+def _environments() -> tuple[Environment, Environment, Environment]:
+    return (
+        # Undefined variables are an error when rendering a message: a typo must not
+        # send "Hello ," to a customer.
+        liquid_environment(undefined=StrictUndefined),
+        liquid_environment(undefined=StrictUndefined, autoescape=True),
+        # A condition over a missing field is simply false (Liquid's usual semantics).
+        liquid_environment(),
+    )
+
+
 @lru_cache(maxsize=4096)
 def _compile(source: str, html: bool):
-    env = _html_env if html else _text_env
-    return env.from_string(source)
+    text_env, html_env, _ = _environments()
+    return (html_env if html else text_env).from_string(source)
 
 
 @lru_cache(maxsize=4096)
 def _compile_condition(expression: str):
-    return _condition_env.from_string("{% if " + expression + " %}1{% else %}0{% endif %}")
+    return _environments()[2].from_string("{% if " + expression + " %}1{% else %}0{% endif %}")
+
+
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    if setting.startswith("NOTIFYFLOW_TEMPLATE_"):
+        _environments.cache_clear()
+        _compile.cache_clear()
+        _compile_condition.cache_clear()
+
+
+setting_changed.connect(_reset, dispatch_uid="notifyflow_template_limits")
 
 
 def check_template(source: str, *, html: bool = False) -> None:
@@ -39,7 +83,7 @@ def check_template(source: str, *, html: bool = False) -> None:
     try:
         _compile(source, html)
     except LiquidError as exc:
-        raise TemplateError(_first_line(exc)) from exc
+        raise _error(exc) from exc
 
 
 def check_condition(expression: str) -> None:
@@ -48,22 +92,25 @@ def check_condition(expression: str) -> None:
     try:
         _compile_condition(expression)
     except LiquidError as exc:
-        raise TemplateError(_first_line(exc)) from exc
+        raise _error(exc) from exc
 
 
 def render(source: str, context: dict[str, Any], *, html: bool = False) -> str:
     try:
         return _compile(source, html).render(**context)
     except LiquidError as exc:
-        raise TemplateError(_first_line(exc)) from exc
+        raise _error(exc) from exc
 
 
 def condition_holds(expression: str, context: dict[str, Any]) -> bool:
     try:
         return _compile_condition(expression).render(**context) == "1"
     except LiquidError as exc:
-        raise TemplateError(_first_line(exc)) from exc
+        raise _error(exc) from exc
 
 
-def _first_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+def _error(exc: LiquidError) -> TemplateError:
+    text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    if isinstance(exc, ResourceLimitError):
+        return TemplateLimitError(text)
+    return TemplateError(text)

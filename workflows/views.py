@@ -8,7 +8,12 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import IgnoreFormatParameter, validated_body
+from notifyflow.api import (
+    IgnoreFormatParameter,
+    limit_to_workflows,
+    require_workflow_allowed,
+    validated_body,
+)
 from notifyflow.errors import ApplicationError, NotFoundError
 from notifyflow.pagination import WorkflowPages
 
@@ -20,6 +25,7 @@ from .services import workflow_save
 
 def _save(request: Request, workflow: Workflow | None) -> Workflow:
     data = validated_body(request, WorkflowInputSerializer)
+    require_workflow_allowed(request, data["key"])
     if workflow is not None and data["key"] != workflow.key:
         raise ApplicationError(
             code="key_mismatch", field="key", message="key: must match the workflow key in the URL"
@@ -31,14 +37,18 @@ def _save(request: Request, workflow: Workflow | None) -> Workflow:
         definition=data["definition"],
         workflow=workflow,
         create_only=workflow is None,
-        actor=str(request.user),
+        actor=f"api:{getattr(request.user, 'name', request.user)}",
     )
 
 
 class WorkflowListCreateView(GenericAPIView):
     serializer_class = WorkflowOutputSerializer
     pagination_class = WorkflowPages
-    queryset = Workflow.objects.select_related("current_version").order_by("key")
+
+    def get_queryset(self):
+        return limit_to_workflows(
+            self.request, Workflow.objects.select_related("current_version").order_by("key")
+        )
 
     @extend_schema(responses=WorkflowOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
@@ -53,8 +63,10 @@ class WorkflowListCreateView(GenericAPIView):
 
 class WorkflowDetailView(GenericAPIView):
     serializer_class = WorkflowOutputSerializer
-    queryset = Workflow.objects.select_related("current_version")
     lookup_field = "key"
+
+    def get_queryset(self):
+        return limit_to_workflows(self.request, Workflow.objects.select_related("current_version"))
 
     def get(self, request: Request, key: str) -> Response:
         return Response(self.get_serializer(self.get_object()).data)

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 
 from workflows.templating import TemplateError, render
 
@@ -53,6 +57,57 @@ class StepContext:
             return None
         return self.render(field_name, html=html)
 
+    def render_header(self, field_name: str) -> str:
+        """A header's value: surrounding whitespace dropped; CR or LF left inside is a
+        permanent error (header injection, and retrying cannot fix it)."""
+        return header_value(field_name, self.render(field_name).strip())
+
+    def render_recipients(self, field_name: str, *, kind: str) -> list[str]:
+        """Each template of the field (one, or a JSON list) renders to exactly one
+        address, validated for ``kind`` (``email`` or ``sms``); rendered text is never
+        split into several recipients. Raises a permanent ProviderError naming the field."""
+        templates = self.config[field_name]
+        if isinstance(templates, str):
+            templates = [templates]
+        addresses = []
+        for index, source in enumerate(templates):
+            where = field_name if len(templates) == 1 else f"{field_name}[{index}]"
+            try:
+                text = render(source, self.context).strip()
+            except TemplateError as exc:
+                raise ProviderError(f"{where}: template error: {exc}", permanent=True) from exc
+            addresses.append(recipient(where, text, kind=kind))
+        return addresses
+
+
+E164 = re.compile(r"^\+[1-9][0-9]{1,14}$")
+
+
+def header_value(field_name: str, value: str) -> str:
+    if "\r" in value or "\n" in value:
+        raise ProviderError(f"{field_name}: a header must not contain CR or LF", permanent=True)
+    return value
+
+
+def recipient(field_name: str, value: str, *, kind: str) -> str:
+    """``value`` if it is exactly one valid address of ``kind``, else a permanent error."""
+    header_value(field_name, value)
+    shown = value if len(value) <= 80 else value[:80] + "…"
+    if kind == "sms":
+        if not E164.match(value):
+            raise ProviderError(
+                f"{field_name}: {shown!r} is not one phone number in E.164 form (+15551234567)",
+                permanent=True,
+            )
+        return value
+    try:
+        validate_email(value)
+    except ValidationError:
+        raise ProviderError(
+            f"{field_name}: {shown!r} is not exactly one valid email address", permanent=True
+        ) from None
+    return value
+
 
 @dataclass
 class NodeResult:
@@ -72,7 +127,3 @@ class NodeResult:
     consume_inbox_id: int | None = None
     # An emit: the outbox row written in the step's outcome transaction.
     emit: dict[str, Any] | None = None
-
-
-def split_addresses(value: str) -> list[str]:
-    return [part.strip() for part in value.replace(";", ",").split(",") if part.strip()]

@@ -1,20 +1,19 @@
 from __future__ import annotations
 
 from ..deliveries import guarded_send
-from ..providers.base import ProviderError
 from ..providers.email import send_email
-from .base import NodeResult, StepContext, split_addresses
+from .base import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:
-    to = split_addresses(step.render("to"))
-    if not to:
-        raise ProviderError("to: rendered to an empty recipient list", permanent=True)
-    subject = step.render("subject").replace("\n", " ").strip()
+    to = step.render_recipients("to", kind="email")
+    subject = step.render_header("subject")
     body = step.render("body")
     html_body = step.render_optional("html_body", html=True)
-    from_email = step.render_optional("from_email")
-    reply_to = step.render_optional("reply_to")
+    from_email = step.render_header("from_email") if step.config.get("from_email") else None
+    reply_to = (
+        step.render_recipients("reply_to", kind="email") if step.config.get("reply_to") else None
+    )
 
     def send() -> dict:
         result = send_email(
@@ -23,7 +22,7 @@ def execute(step: StepContext) -> NodeResult:
             body=body,
             html_body=html_body,
             from_email=from_email,
-            reply_to=split_addresses(reply_to) if reply_to else None,
+            reply_to=reply_to,
             message_id=f"<{step.instance_id}.{step.node_id}@notifyflow>",
             idempotency_key=step.idempotency_key,
         )

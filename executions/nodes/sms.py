@@ -7,9 +7,7 @@ from .base import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:
-    to = step.render("to").strip()
-    if not to:
-        raise ProviderError("to: rendered to an empty phone number", permanent=True)
+    (to,) = step.render_recipients("to", kind="sms")
     body = step.render("body")
     if not body.strip():
         raise ProviderError("body: rendered to an empty message", permanent=True)

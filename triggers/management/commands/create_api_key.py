@@ -1,5 +1,7 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from notifyflow.errors import ApplicationError
+from triggers.models import ApiKeyScope
 from triggers.services import api_key_create
 
 
@@ -8,8 +10,29 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("name")
+        parser.add_argument(
+            "--scope",
+            choices=ApiKeyScope.values,
+            default=ApiKeyScope.ADMIN,
+            help="trigger: create triggers, post events, read own instances; read: read "
+            "everything; admin (default): everything",
+        )
+        parser.add_argument(
+            "--workflow",
+            action="append",
+            default=[],
+            dest="workflows",
+            help="limit the key to this workflow key (repeatable; default: all workflows)",
+        )
 
-    def handle(self, *args, name: str, **options):
-        key, raw = api_key_create(name=name)
-        self.stderr.write(f"Created API key {key.name!r} ({key.prefix}…). Store it now:")
+    def handle(self, *args, name: str, scope: str, workflows: list[str], **options):
+        try:
+            key, raw = api_key_create(name=name, scope=scope, workflows=workflows)
+        except ApplicationError as exc:
+            raise CommandError(exc.message) from exc
+        limited = f", workflows {', '.join(key.workflows)}" if key.workflows else ""
+        self.stderr.write(
+            f"Created API key {key.name!r} ({key.prefix}…), scope {key.scope}{limited}. "
+            "Store it now:"
+        )
         self.stdout.write(raw)

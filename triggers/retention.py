@@ -1,0 +1,65 @@
+"""Retention: deleting finished instances and their history (SPEC §10).
+
+History tables (step logs, status changes, event records) reject UPDATE and DELETE in
+PostgreSQL (triggers/migrations/0010); this is the one documented way past that guard:
+each batch runs in its own transaction with ``SET LOCAL notifyflow.purge = on``, which
+the guard's trigger function checks.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from .event_models import EventRecord
+from .models import TERMINAL_STATUSES, TriggerInstance
+
+logger = logging.getLogger("notifyflow.retention")
+
+
+def _allow_purge() -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL notifyflow.purge = on")
+
+
+def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]:
+    """Delete instances that finished (completed, failed, cancelled) more than
+    ``older_than`` ago, with their step logs, deliveries, audit rows, inbox, interests
+    and outbox; and event records received before the same cutoff.
+
+    Batches of ``batch`` instances, each in its own short transaction, oldest first, so
+    a purge under load never holds many locks or a long transaction. Returns counts.
+    """
+    cutoff = timezone.now() - older_than
+    instances = events = 0
+    while True:
+        with transaction.atomic():
+            _allow_purge()
+            ids = list(
+                TriggerInstance.objects.filter(status__in=TERMINAL_STATUSES, finished_at__lt=cutoff)
+                .order_by("finished_at")
+                .values_list("id", flat=True)[:batch]
+            )
+            if not ids:
+                break
+            # The ORM's collector deletes the dependent history rows (CASCADE) first.
+            TriggerInstance.objects.filter(pk__in=ids).delete()
+            instances += len(ids)
+    while True:
+        with transaction.atomic():
+            _allow_purge()
+            ids = list(
+                EventRecord.objects.filter(received_at__lt=cutoff)
+                .order_by("received_at")
+                .values_list("id", flat=True)[:batch]
+            )
+            if not ids:
+                break
+            EventRecord.objects.filter(pk__in=ids).delete()
+            events += len(ids)
+    logger.info("purged %d finished instances and %d event records", instances, events)
+    return {"instances": instances, "event_records": events}
