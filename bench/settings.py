@@ -10,6 +10,8 @@ import os
 os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-secret-key-" + "0123456789abcdef" * 3)
 os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1")
 os.environ.setdefault("NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS", "1")
+# Load generators are one key hammering the API on purpose.
+os.environ.setdefault("NOTIFYFLOW_THROTTLE_RATE", "")
 
 from notifyflow.settings import *  # noqa: E402, F403
 

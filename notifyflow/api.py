@@ -41,8 +41,17 @@ def json_object_body(request: Request) -> dict:
 
     Checks the declared size before parsing, so an oversized body is refused unread.
     """
+    declared = request.META.get("CONTENT_LENGTH")
+    if not declared:
+        # A chunked body's size is unknown until read: refuse it unread.
+        raise ApplicationError(
+            code="length_required",
+            field="Content-Length",
+            status=411,
+            message="Content-Length: required (chunked request bodies are not accepted)",
+        )
     try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        length = int(declared)
     except ValueError:
         length = 0
     limit = settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES + 16 * 1024
@@ -83,14 +92,20 @@ def paginated_list(
     when it is a function), and answer one page."""
     filters = filter_serializer(data=request.query_params)
     filters.is_valid(raise_exception=True)
+    options: dict[str, Any] = {}
     for name, value in filters.validated_data.items():
-        lookup = lookups[name]
-        if callable(lookup):
+        lookup = lookups.get(name)
+        if lookup is None:  # not a filter: an option of the representation (include_payload)
+            options[name] = value
+        elif callable(lookup):
             queryset = lookup(queryset, value)
         else:
             queryset = queryset.filter(**{lookup: value})
     page = view.paginate_queryset(queryset)
-    return view.get_paginated_response(view.get_serializer(page, many=True).data)
+    serializer = view.get_serializer(
+        page, many=True, context={**view.get_serializer_context(), **options}
+    )
+    return view.get_paginated_response(serializer.data)
 
 
 class IgnoreFormatParameter(DefaultContentNegotiation):

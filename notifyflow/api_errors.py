@@ -104,9 +104,12 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         return response
     code = getattr(exc, "default_code", "error")
     detail = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
-    return error_response(
+    shaped = error_response(
         code=str(code), message=str(detail), field=None, status_code=response.status_code
     )
+    if "Retry-After" in response:  # 429 (throttled) says when to come back
+        shaped["Retry-After"] = response["Retry-After"]
+    return shaped
 
 
 def _is_api(request: HttpRequest) -> bool:

@@ -18,6 +18,7 @@ from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
 from .errors import ApplicationError
+from .limits import MAX_JSON_DEPTH, json_depth_exceeds
 
 
 class _NonFinite(float):
@@ -87,5 +88,13 @@ class JSONParser(parsers.JSONParser):
             raise ParseError("JSON parse error - nested too deeply") from exc
         except ValueError as exc:
             raise ParseError(f"JSON parse error - {exc}") from exc
+        check_depth(data)
         check_storable(data)
         return data
+
+
+def check_depth(data: Any) -> None:
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH (400), so nothing accepted can break
+    a later page (the admin's pretty-printer, copies, templates) with recursion."""
+    if json_depth_exceeds(data, MAX_JSON_DEPTH):
+        raise ParseError(f"JSON parse error - nested more than {MAX_JSON_DEPTH} levels deep")

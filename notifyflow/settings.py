@@ -226,6 +226,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "notifyflow.pagination.ByIdOldestFirst",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "notifyflow.api_errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["notifyflow.throttling.PerKeyThrottle"],
     "DEFAULT_SCHEMA_CLASS": "notifyflow.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     # JSON only: no ?format= override (an unknown one answered an undocumented 404).
@@ -248,6 +249,11 @@ SPECTACULAR_SETTINGS = {
         "notifyflow.openapi.document_errors",
     ],
 }
+
+# Requests per API key (DRF rate: "1200/min", "50/s"); empty turns throttling off.
+NOTIFYFLOW_THROTTLE_RATE = os.environ.get("NOTIFYFLOW_THROTTLE_RATE", "1200/min").strip()
+# An event fans out to at most this many bindings (and no more may be saved).
+NOTIFYFLOW_MAX_BINDINGS_PER_EVENT = env_int("NOTIFYFLOW_MAX_BINDINGS_PER_EVENT", 20)
 
 # Requests bigger than this never reach a view: 413 (checked before parsing).
 NOTIFYFLOW_MAX_PAYLOAD_BYTES = env_int("NOTIFYFLOW_MAX_PAYLOAD_BYTES", 256 * 1024)
@@ -387,6 +393,20 @@ NOTIFYFLOW_KOMBU_TIMER_FIX = env_bool("NOTIFYFLOW_KOMBU_TIMER_FIX", True)
 # Workers commit asynchronously except for a step's outcome (executions/worker_hooks.py):
 # one fsync per step instead of three.
 NOTIFYFLOW_WORKER_ASYNC_COMMIT = env_bool("NOTIFYFLOW_WORKER_ASYNC_COMMIT", True)
+
+# --- Cache (throttling) ------------------------------------------------------------------
+# Shared by every web process: NOTIFYFLOW_CACHE_URL, else the Redis broker's server,
+# else (the embedded default) per-process memory.
+_CACHE_URL = os.environ.get("NOTIFYFLOW_CACHE_URL", "") or (
+    os.environ.get("CELERY_BROKER_URL", "")
+    if os.environ.get("CELERY_BROKER_URL", "").startswith(("redis://", "rediss://"))
+    else ""
+)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
+    if _CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 
 # --- Celery ---------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")

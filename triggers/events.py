@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
@@ -252,6 +253,8 @@ def event_receive(
     )
     if workflows is not None:
         bindings = bindings.filter(workflow__key__in=workflows)
+    # Bounded fan-out, whatever was stored before the cap (oldest bindings first).
+    bindings = bindings[: settings.NOTIFYFLOW_MAX_BINDINGS_PER_EVENT]
     outcomes = [
         _binding_run(
             b,
@@ -322,6 +325,16 @@ def workflow_trigger_save(
     ``idempotency_setting.<option>``)."""
     setting = idempotency_setting_validate(idempotency_setting)
     wf = _workflow_lookup(workflow)
+    most = settings.NOTIFYFLOW_MAX_BINDINGS_PER_EVENT
+    others = WorkflowTrigger.objects.filter(event_name=event_name)
+    if binding is not None:
+        others = others.exclude(pk=binding.pk)
+    if others.count() >= most:
+        raise ApplicationError(
+            field="event_name",
+            code="too_many_bindings",
+            message=f"event_name: {event_name!r} already has {most} bindings (the limit)",
+        )
     if binding is None:
         binding = WorkflowTrigger(
             event_name=event_name, workflow=wf, is_active=is_active, idempotency_setting=setting

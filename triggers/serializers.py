@@ -56,7 +56,7 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
     def to_representation(self, obj: TriggerInstance) -> dict:
         # The same fields as declared above (they drive the OpenAPI schema), built
         # directly: DRF's per-field machinery was ~11% of a POST.
-        return {
+        data = {
             "id": str(obj.pk),
             "workflow": obj.workflow.key,
             "workflow_version": obj.workflow_version.version,
@@ -66,12 +66,20 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
             "vars": obj.vars,
             "attempts": obj.attempts,
             "available_at": _iso(obj.available_at),
-            "payload": redact(obj.payload),
+            "payload": None,
             "last_error": obj.last_error,
             "created_at": _iso(obj.created_at),
             "updated_at": _iso(obj.updated_at),
             "finished_at": _iso(obj.finished_at),
         }
+        if self.with_payload():
+            data["payload"] = redact(obj.payload)
+        else:
+            del data["payload"]  # never read: the list's query defers it
+        return data
+
+    def with_payload(self) -> bool:
+        return True
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -83,7 +91,20 @@ def _iso(value: datetime | None) -> str | None:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
+class TriggerSummarySerializer(TriggerOutputSerializer):
+    """A list item: the instance without its payload (ask with ``include_payload``)."""
+
+    class Meta(TriggerOutputSerializer.Meta):
+        fields = [f for f in TriggerOutputSerializer.Meta.fields if f != "payload"]
+
+    def with_payload(self) -> bool:
+        return bool(self.context.get("include_payload"))
+
+
 class TriggerListFilterSerializer(serializers.Serializer):
+    include_payload = serializers.BooleanField(
+        required=False, default=False, help_text="Include each instance's payload"
+    )
     workflow = serializers.SlugField(required=False)
     status = serializers.ChoiceField(choices=TriggerStatus.values, required=False)
     idempotency_key = serializers.CharField(required=False, max_length=255)

@@ -19,6 +19,7 @@ from .serializers import (
     TriggerCreateInputSerializer,
     TriggerListFilterSerializer,
     TriggerOutputSerializer,
+    TriggerSummarySerializer,
 )
 from .services import (
     instance_cancel,
@@ -68,17 +69,30 @@ class TriggerListCreateView(GenericAPIView):
             return Response(data, status=status.HTTP_201_CREATED)
         return Response(data, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
 
+    def get_serializer_class(self):
+        if self.request is not None and self.request.method == "GET":
+            return TriggerSummarySerializer
+        return TriggerOutputSerializer
+
     @extend_schema(
-        parameters=[TriggerListFilterSerializer],
-        responses=TriggerOutputSerializer(many=True),
+        parameters=[TriggerListFilterSerializer], responses=TriggerSummarySerializer(many=True)
     )
     def get(self, request: Request) -> Response:
         return self.list(request)
 
     def list(self, request: Request) -> Response:
+        # Pages carry no payloads unless asked for (?include_payload=true): 50 rows of
+        # 256 KiB payloads would be a 12 MiB page.
+        queryset = self.get_queryset()
+        if not _wants_payload(request):
+            queryset = queryset.defer("payload")
         return paginated_list(
-            self, request, self.get_queryset(), self.filter_serializer, self.filter_lookups
+            self, request, queryset, self.filter_serializer, self.filter_lookups
         )
+
+
+def _wants_payload(request: Request) -> bool:
+    return request.query_params.get("include_payload", "").lower() in ("true", "1")
 
 
 class TriggerDetailView(GenericAPIView):
