@@ -180,7 +180,8 @@ def test_step_log_records_input_context(dispatched):
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
     engine.step_execute(instance_id=instance.pk, task_id="task-1", worker="w@h")
     log = StepExecutionLog.objects.get(trigger=instance)
-    assert log.input_context["payload"] == instance.payload
+    # The instance holds the payload once; the log refers to it (SPEC §10).
+    assert log.input_context["payload"] == {"$ref": "instance.payload"}
     assert log.input_context["trigger"]["id"] == str(instance.pk)
     assert log.input_context["workflow"]["version"] == 1
     assert (log.node_id, log.node_type, log.success, log.task_id) == (
