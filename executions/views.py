@@ -12,12 +12,12 @@ from rest_framework.generics import GenericAPIView, get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import paginated_list, validated_body
+from notifyflow.api import limit_to_workflows, paginated_list, validated_body
 from notifyflow.pagination import StepLogsOldestFirst
-from triggers.models import TriggerInstance
-from triggers.permissions import visible_instances
+from triggers.permissions import require_visible_instance, visible_instances
 from triggers.serializers import TriggerListFilterSerializer, TriggerOutputSerializer
 from triggers.views import TriggerListCreateView
+from workflows.models import Workflow
 
 from . import tracking
 from .models import Delivery, StepExecutionLog, instance_ids_sent_to
@@ -65,6 +65,11 @@ class TriggerListView(TriggerListCreateView):
         return self.list(request)
 
 
+def _require_visible_workflow(request: Request, key: str) -> None:
+    """404 unless the workflow exists and the caller's key may use it."""
+    get_object_or_404(limit_to_workflows(request, Workflow.objects.only("id")), key=key)
+
+
 class TriggerStepsView(GenericAPIView):
     """Step logs of one trigger instance, oldest first."""
 
@@ -74,9 +79,7 @@ class TriggerStepsView(GenericAPIView):
 
     @extend_schema(responses=StepLogOutputSerializer(many=True))
     def get(self, request: Request, id: str) -> Response:
-        get_object_or_404(
-            visible_instances(TriggerInstance.objects.only("id"), request.user), pk=id
-        )
+        require_visible_instance(request.user, id)
         queryset = StepExecutionLog.objects.filter(trigger_id=id).select_related("workflow")
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -108,8 +111,10 @@ class TriggerTimelineView(GenericAPIView):
     history (creation included), step logs, inbox and pending work; 404 unknown."""
 
     serializer_class = TimelineOutputSerializer
+    required_scope = {"GET": "read_own"}
 
     def get(self, request: Request, id: str) -> Response:
+        require_visible_instance(request.user, id)
         return Response(self.get_serializer(instance_timeline(instance_id=id)).data)
 
 
@@ -120,6 +125,7 @@ class WorkflowStatsView(GenericAPIView):
     serializer_class = WorkflowStatsOutputSerializer
 
     def get(self, request: Request, key: str) -> Response:
+        _require_visible_workflow(request, key)
         return Response(self.get_serializer(workflow_stats(key=key)).data)
 
 
@@ -128,9 +134,10 @@ class TriggerDeliveriesView(GenericAPIView):
     with its provider attempts and status events."""
 
     serializer_class = DeliveryOutputSerializer
+    required_scope = {"GET": "read_own"}
 
     def get(self, request: Request, id: str) -> Response:
-        get_object_or_404(TriggerInstance.objects.only("id"), pk=id)
+        require_visible_instance(request.user, id)
         queryset = Delivery.objects.filter(instance_id=id).prefetch_related(
             "attempt_rows", "events"
         )
@@ -179,10 +186,13 @@ class WorkflowPreviewView(GenericAPIView):
     Nothing is sent and nothing is written."""
 
     serializer_class = PreviewOutputSerializer
+    # Renders, sends nothing and writes nothing: a read.
+    required_scope = {"POST": "read"}
 
     @extend_schema(request=PreviewInputSerializer, responses={200: PreviewOutputSerializer})
     def post(self, request: Request, key: str) -> Response:
         data = validated_body(request, PreviewInputSerializer)
+        _require_visible_workflow(request, key)
         return Response(
             workflow_preview(key=key, payload=data["payload"], version=data.get("version"))
         )

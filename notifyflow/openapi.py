@@ -42,10 +42,13 @@ ERROR_SCHEMA: dict[str, Any] = {
 ERROR_DESCRIPTIONS = {
     "400": "Invalid input: the body, a query parameter or a JSON value (the field is named)",
     "401": "No API key, a malformed Authorization header, or an invalid or revoked key",
+    "403": "The API key's scope (or its workflow list) does not allow this",
     "404": "No such object",
     "409": "The object's state does not allow this (e.g. already finished)",
     "413": "Body larger than NOTIFYFLOW_MAX_PAYLOAD_BYTES",
+    "411": "A body sent without Content-Length (chunked bodies are not accepted)",
     "415": "Content-Type is not application/json",
+    "429": "Too many requests for this API key (NOTIFYFLOW_THROTTLE_RATE); see Retry-After",
 }
 # Operations whose service can refuse with ConflictError (409) or find no instance (404,
 # also without an id in the path: cancel by key), by path suffix.
@@ -72,13 +75,13 @@ def _error_codes(path: str, method: str, operation: dict[str, Any]) -> list[str]
     if operation.get("requestBody") or any(p.get("in") == "query" for p in parameters):
         codes.append("400")
     if any(requirement for requirement in operation.get("security") or []):
-        codes.append("401")
+        codes += ["401", "403", "429"]
     if "{" in path or (method == "post" and path.endswith(CONFLICT_PATH_SUFFIXES)):
         codes.append("404")
     if method == "post" and path.endswith(CONFLICT_PATH_SUFFIXES):
         codes.append("409")
     if operation.get("requestBody"):
-        codes += ["413", "415"]
+        codes += ["411", "413", "415"]
     return codes
 
 

@@ -116,6 +116,39 @@ def test_key_limited_to_workflows_sees_and_uses_only_those():
     )
 
 
+def test_key_limited_to_workflows_cannot_reach_other_instances_or_workflows():
+    WorkflowFactory(key="allowed")
+    other = WorkflowFactory(key="other")
+    hidden = TriggerInstanceFactory(workflow=other)
+    api = client("admin", workflows=("allowed",))
+    for suffix in ("steps/", "timeline/", "deliveries/"):
+        assert api.get(f"/api/v1/triggers/{hidden.pk}/{suffix}").status_code == 404, suffix
+    for action in ("cancel/", "retry/", "run-now/", "events/"):
+        body = {"name": "go"} if action == "events/" else {}
+        response = api.post(f"/api/v1/triggers/{hidden.pk}/{action}", body, format="json")
+        assert response.status_code == 404, action
+    assert api.get("/api/v1/workflows/other/stats/").status_code == 404
+    assert api.get("/api/v1/workflows/other/diagram/").status_code == 404
+    preview = api.post("/api/v1/workflows/other/preview/", {"payload": PAYLOAD}, format="json")
+    assert preview.status_code == 404
+    hidden.refresh_from_db()
+    assert hidden.status == "enqueued"  # nothing was done to it
+    assert api.get("/api/v1/workflows/allowed/stats/").status_code == 200
+
+
+def test_trigger_key_reads_the_timeline_and_deliveries_of_its_own_instances_only(workflow):
+    mine, other = client("trigger", "svc-a"), client("trigger", "svc-b")
+    instance_id = _trigger(mine, workflow).json()["id"]
+    for suffix in ("timeline/", "deliveries/"):
+        assert mine.get(f"/api/v1/triggers/{instance_id}/{suffix}").status_code == 200, suffix
+        assert other.get(f"/api/v1/triggers/{instance_id}/{suffix}").status_code == 404, suffix
+    # Preview is a read: a read key may, a trigger key may not.
+    payload = {"payload": PAYLOAD}
+    url = f"/api/v1/workflows/{workflow.key}/preview/"
+    assert client("read").post(url, payload, format="json").status_code == 200
+    _forbidden(mine.post(url, payload, format="json"))
+
+
 def test_existing_keys_default_to_admin():
     key, _ = api_key_create(name="legacy")
     assert key.scope == "admin" and key.workflows == []

@@ -36,7 +36,11 @@ OPENED_BRANCH = {
             "config": {"to": "{{ payload.email }}", "subject": "Hi", "body": "Hello"},
         },
         {"id": "listen", "type": "wait", "config": {"event": "delivery.opened", "timeout": "24h"}},
-        {"id": "thanks", "type": "email", "config": {"to": "a@b.c", "subject": "s", "body": "b"}},
+        {
+            "id": "thanks",
+            "type": "email",
+            "config": {"to": "ops@example.com", "subject": "s", "body": "b"},
+        },
         {"id": "nudge", "type": "sms", "config": {"to": "{{ payload.phone }}", "body": "?"}},
     ],
     "edges": [

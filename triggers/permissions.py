@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
 from rest_framework import exceptions, permissions
 from rest_framework.request import Request
 
-from .models import ApiKey, ApiKeyScope
+from .models import ApiKey, ApiKeyScope, TriggerInstance
 
 Scope = ApiKeyScope
 
@@ -62,6 +63,12 @@ def visible_instances(queryset: QuerySet, key: ApiKey, *, prefix: str = "") -> Q
     if key.workflows:
         queryset = queryset.filter(**{f"{prefix}workflow__key__in": key.workflows})
     return queryset
+
+
+def require_visible_instance(key: ApiKey, instance_id: Any) -> None:
+    """404 unless the instance exists and ``key`` may see it (a trigger key: only those it
+    created; a key limited to workflows: only theirs)."""
+    get_object_or_404(visible_instances(TriggerInstance.objects.only("id"), key), pk=instance_id)
 
 
 def visible_workflows(queryset: QuerySet, key: ApiKey, *, field: str = "key") -> QuerySet:

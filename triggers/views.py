@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.generics import GenericAPIView, get_object_or_404
+from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -12,7 +12,13 @@ from workflows.models import Workflow
 from workflows.serializers import WorkflowOutputSerializer
 
 from .models import TriggerInstance
-from .permissions import actor, require_workflow, visible_instances, visible_workflows
+from .permissions import (
+    actor,
+    require_visible_instance,
+    require_workflow,
+    visible_instances,
+    visible_workflows,
+)
 from .serializers import (
     CancelByKeyInputSerializer,
     CancelInputSerializer,
@@ -86,9 +92,7 @@ class TriggerListCreateView(GenericAPIView):
         queryset = self.get_queryset()
         if not _wants_payload(request):
             queryset = queryset.defer("payload")
-        return paginated_list(
-            self, request, queryset, self.filter_serializer, self.filter_lookups
-        )
+        return paginated_list(self, request, queryset, self.filter_serializer, self.filter_lookups)
 
 
 def _wants_payload(request: Request) -> bool:
@@ -119,9 +123,7 @@ class TriggerCancelView(GenericAPIView):
     @extend_schema(request=CancelInputSerializer, responses={200: TriggerOutputSerializer})
     def post(self, request: Request, id: str) -> Response:
         body = validated_body(request, CancelInputSerializer)
-        get_object_or_404(
-            visible_instances(TriggerInstance.objects.only("id"), request.user), pk=id
-        )
+        require_visible_instance(request.user, id)
         instance = instance_cancel(instance_id=id, actor=actor(request.user), reason=body["reason"])
         return Response(TriggerOutputSerializer(instance).data)
 
@@ -134,6 +136,7 @@ class TriggerRetryView(GenericAPIView):
 
     @extend_schema(request=None, responses={200: TriggerOutputSerializer})
     def post(self, request: Request, id: str) -> Response:
+        require_visible_instance(request.user, id)
         instance = instance_retry_or_conflict(instance_id=id, actor=actor(request.user))
         return Response(TriggerOutputSerializer(instance).data)
 
@@ -146,6 +149,7 @@ class TriggerRunNowView(GenericAPIView):
 
     @extend_schema(request=None, responses={200: TriggerOutputSerializer})
     def post(self, request: Request, id: str) -> Response:
+        require_visible_instance(request.user, id)
         instance = instance_run_now_or_conflict(instance_id=id, actor=actor(request.user))
         return Response(TriggerOutputSerializer(instance).data)
 

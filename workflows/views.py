@@ -82,9 +82,11 @@ class WorkflowDiagramView(GenericAPIView):
     every node with its type, every edge with its condition. 400 for an unknown format,
     404 for an unknown workflow or version."""
 
-    queryset = Workflow.objects.select_related("current_version")
     lookup_field = "key"
     content_negotiation_class = IgnoreFormatParameter
+
+    def get_queryset(self):
+        return limit_to_workflows(self.request, Workflow.objects.select_related("current_version"))
 
     @extend_schema(
         parameters=[DiagramQuerySerializer],
