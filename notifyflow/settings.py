@@ -403,7 +403,13 @@ _CACHE_URL = os.environ.get("NOTIFYFLOW_CACHE_URL", "") or (
     else ""
 )
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": _CACHE_URL,
+        # A Redis that is down must not hold API requests: the throttle then lets them
+        # through (notifyflow/throttling.py) after at most this long.
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    }
     if _CACHE_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }

@@ -52,6 +52,39 @@ def test_trigger_list_leaves_payloads_out_unless_asked(
     assert all(row["payload"] == PAYLOAD for row in rows)
 
 
+def test_throttle_lets_requests_through_when_its_redis_is_down(settings, workflow, caplog):
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    settings.NOTIFYFLOW_THROTTLE_RATE = "3/min"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{dead}/0",
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
+    raw = api_key_create(name="during-outage")[1]
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="notifyflow.throttling"):
+        statuses = [
+            api.post(
+                "/api/v1/triggers/",
+                {"workflow": workflow.key, "idempotency_key": f"k{i}", "payload": PAYLOAD},
+                format="json",
+            ).status_code
+            for i in range(5)
+        ]
+    assert statuses == [201] * 5  # over the rate, but nothing can count: fail open
+    assert time.monotonic() - started < 10
+    assert "throttle cache unreachable" in caplog.text
+
+
 def test_requests_over_the_rate_get_429_with_retry_after(settings, workflow):
     settings.NOTIFYFLOW_THROTTLE_RATE = "3/min"
     raw = api_key_create(name="noisy")[1]
