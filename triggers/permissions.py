@@ -65,9 +65,19 @@ def visible_instances(queryset: QuerySet, key: ApiKey, *, prefix: str = "") -> Q
     return queryset
 
 
-def require_visible_instance(key: ApiKey, instance_id: Any) -> None:
+def is_restricted(key: ApiKey) -> bool:
+    """Whether ``key`` sees only part of the instances (trigger scope or a workflow list)."""
+    return key.scope == Scope.TRIGGER or bool(key.workflows)
+
+
+def require_visible_instance(
+    key: ApiKey, instance_id: Any, *, only_if_restricted: bool = False
+) -> None:
     """404 unless the instance exists and ``key`` may see it (a trigger key: only those it
-    created; a key limited to workflows: only theirs)."""
+    created; a key limited to workflows: only theirs). ``only_if_restricted``: the caller
+    answers 404 for an unknown id itself, so an unrestricted key costs no query here."""
+    if only_if_restricted and not is_restricted(key):
+        return
     get_object_or_404(visible_instances(TriggerInstance.objects.only("id"), key), pk=instance_id)
 
 
