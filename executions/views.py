@@ -138,6 +138,7 @@ class TriggerDeliveriesView(GenericAPIView):
     serializer_class = DeliveryOutputSerializer
     required_scope = {"GET": "read_own"}
 
+    @extend_schema(responses=DeliveryOutputSerializer(many=True))
     def get(self, request: Request, id: str) -> Response:
         require_visible_instance(request.user, id)
         queryset = Delivery.objects.filter(instance_id=id).prefetch_related(

@@ -52,7 +52,7 @@ ERROR_DESCRIPTIONS = {
 }
 # Operations whose service can refuse with ConflictError (409) or find no instance (404,
 # also without an id in the path: cancel by key), by path suffix.
-CONFLICT_PATH_SUFFIXES = ("/cancel/",)
+CONFLICT_PATH_SUFFIXES = ("/cancel/", "/retry/", "/run-now/", "}/events/")
 
 
 class ApiKeyBearerScheme(OpenApiAuthenticationExtension):
