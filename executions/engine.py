@@ -243,12 +243,12 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
                 also += delivery_attempts_insert(step, only_if_moved=replay)
             if result is not None:
                 also += _running_instance_statements(instance, result, finished)
-            with transaction.atomic():
-                # Durable whatever the session's setting (workers default to asynchronous
-                # commit): a lost 'sent' record or advance would mean a duplicate send.
-                with connection.cursor() as cursor:
-                    cursor.execute("SET LOCAL synchronous_commit TO on")
-                return _record(instance, lease, outcome, result, next_node, finished, also=also)
+            # One autocommit statement, durable whatever the session's setting (workers
+            # default to asynchronous commit): a lost 'sent' record or advance would mean
+            # a duplicate send. No BEGIN / SET LOCAL / COMMIT round trips around it.
+            return _record(
+                instance, lease, outcome, result, next_node, finished, also=also, durable=True
+            )
 
         recorded = _record_reconnecting(record, instance_id)
     else:
@@ -434,11 +434,12 @@ def _record(
     next_node: str | None,
     now: datetime,
     also: Sequence[Statement] = (),
+    durable: bool = False,
 ) -> bool:
     if outcome.success:
         assert result is not None
-        return _record_success(instance, lease, result, next_node, now, also=also)
-    return _record_failure(instance, lease, outcome, now, also=also)
+        return _record_success(instance, lease, result, next_node, now, also, durable)
+    return _record_failure(instance, lease, outcome, now, also, durable)
 
 
 def _record_success(
@@ -448,6 +449,7 @@ def _record_success(
     next_node: str | None,
     now: datetime,
     also: Sequence[Statement] = (),
+    durable: bool = False,
 ) -> bool:
     if result.park_until is not None:
         return state.requeue(
@@ -465,6 +467,7 @@ def _record_success(
                 "last_error": "",
             },
             also=also,
+            durable=durable,
         )
     new_vars = dict(instance.vars)
     if result.vars_key:
@@ -486,6 +489,7 @@ def _record_success(
             actor=ENGINE_ACTOR,
             lease_token=lease,
             also=also,
+            durable=durable,
             updates=updates,
         )
     return state.requeue(
@@ -497,6 +501,7 @@ def _record_success(
         reason=f"node {instance.current_node_id} done; next {next_node}",
         updates=updates,
         also=also,
+        durable=durable,
     )
 
 
@@ -506,6 +511,7 @@ def _record_failure(
     outcome: _Outcome,
     now: datetime,
     also: Sequence[Statement] = (),
+    durable: bool = False,
 ) -> bool:
     decision = decide_retry(
         attempts_so_far=instance.attempts,
@@ -525,6 +531,7 @@ def _record_failure(
             actor=ENGINE_ACTOR,
             lease_token=lease,
             also=also,
+            durable=durable,
             updates=updates,
         )
     assert decision.retry_at is not None
@@ -536,6 +543,7 @@ def _record_failure(
         actor=ENGINE_ACTOR,
         updates=updates,
         also=also,
+        durable=durable,
         reason=f"retry {decision.attempts} scheduled: {error}",
     )
     if moved:

@@ -92,6 +92,7 @@ def transition(
     updates: dict[str, Any] | None = None,
     also: Sequence[Statement] = (),
     details: dict[str, Any] | None = None,
+    durable: bool = False,
 ) -> bool:
     """Move an instance from ``from_status`` to ``to_status`` and write the audit row.
 
@@ -103,16 +104,25 @@ def transition(
     ``also`` (PostgreSQL only): further statements executed in the same statement
     whatever the outcome (callers on other databases write those rows themselves).
     ``details`` goes into the audit row (what an operator changed).
+
+    ``durable`` (PostgreSQL): the statement's own transaction commits synchronously
+    whatever the session's ``synchronous_commit`` (workers default to off): it sets it
+    for that transaction only, inside the statement, so an autocommit call stays one
+    round trip (no BEGIN / SET LOCAL / COMMIT). Inside an outer transaction it applies
+    to that transaction's COMMIT.
     """
     conditions, values, audit = _prepare(
         instance_id, from_status, to_status, reason, actor, lease_token, where, updates
     )
     audit["details"] = details
     if connection.vendor == "postgresql":
-        sql, params = _statement(conditions, values, audit, also, "SELECT 1 FROM moved")
+        # Always one row, so set_config runs whether or not the transition applied (the
+        # ``also`` rows, a delivery's 'sent' record, are written either way).
+        select = "SELECT EXISTS (SELECT 1 FROM moved)" + (_DURABLE if durable else "")
+        sql, params = _statement(conditions, values, audit, also, select)
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchone() is not None
+            return bool(cursor.fetchone()[0])
     if also:
         raise ValueError("extra statements run only inside PostgreSQL's single statement")
     # savepoint=False: inside the engine's step transaction this is all-or-nothing with
@@ -174,6 +184,7 @@ def requeue(
     actor: str,
     updates: dict[str, Any],
     also: Sequence[Statement] = (),
+    durable: bool = False,
 ) -> bool:
     """processing -> enqueued, due at ``due``. The message goes to the broker after
     commit, unless ``due`` is beyond the broker horizon: then the sweeper sends it."""
@@ -188,6 +199,7 @@ def requeue(
         lease_token=lease_token,
         also=also,
         updates={**updates, "available_at": due, "dispatched_at": now if in_broker else None},
+        durable=durable,
     )
     if moved and in_broker:
         dispatch_on_commit(instance_id, countdown=countdown)
@@ -358,6 +370,8 @@ _AUDIT_INSERT = (
     f' SELECT "{TriggerInstance._meta.pk.column}", %s, %s, %s, %s, %s, %s FROM moved'
 )
 _AUDIT_DETAILS = TriggerStatusChange._meta.get_field("details")
+# ``transition(durable=True)``: synchronous commit for this statement's transaction only.
+_DURABLE = ", set_config('synchronous_commit', 'on', true)"
 
 
 _WORKFLOW = TriggerInstance._meta.get_field("workflow").related_model._meta
