@@ -171,9 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio": round(rate["steps_per_s"] / ref["tasks_per_s"], 4)
                 if ref["tasks_per_s"]
                 else 0,
-                "worker_cpu_ms_per_step": round(
-                    sum(cpu1[p] - cpu0[p] for p in cpu0) / steps, 3
-                ),
+                "worker_cpu_ms_per_step": round(sum(cpu1[p] - cpu0[p] for p in cpu0) / steps, 3),
                 "pg_cpu_ms_per_step": round(pg_ms / steps, 3),
                 "xacts_per_step": round((after["commits"] - before["commits"]) / steps, 2),
                 "tup_ins_per_step": round((after["ins"] - before["ins"]) / steps, 2),
