@@ -313,6 +313,11 @@ NOTIFYFLOW_KOMBU_TIMER_FIX = env_bool("NOTIFYFLOW_KOMBU_TIMER_FIX", True)
 # one fsync per step instead of three.
 NOTIFYFLOW_WORKER_ASYNC_COMMIT = env_bool("NOTIFYFLOW_WORKER_ASYNC_COMMIT", True)
 
+# The engine's hot statements (claim, delivery marker, outcome) run as server-side
+# prepared statements on PostgreSQL (notifyflow/db.py). Off behind a transaction-mode
+# pooler that cannot keep prepared statements.
+NOTIFYFLOW_DB_PREPARE = env_bool("NOTIFYFLOW_DB_PREPARE", True)
+
 # --- Celery ---------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_FILESYSTEM_DIR = VAR_DIR / "broker"

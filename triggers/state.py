@@ -26,6 +26,8 @@ from django.db import connection, transaction
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
+from notifyflow import db
+
 from .dispatch import dispatch_on_commit
 from .inbox_models import Interest
 from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
@@ -121,8 +123,8 @@ def transition(
         select = "SELECT EXISTS (SELECT 1 FROM moved)" + (_DURABLE if durable else "")
         sql, params = _statement(conditions, values, audit, also, select)
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return bool(cursor.fetchone()[0])
+            # By primary key: prepared (notifyflow/db.py).
+            return bool(db.execute(cursor, sql, params).fetchone()[0])
     if also:
         raise ValueError("extra statements run only inside PostgreSQL's single statement")
     # savepoint=False: inside the engine's step transaction this is all-or-nothing with
@@ -160,12 +162,27 @@ def claim(
         },
     )
     if connection.vendor == "postgresql":
-        columns = ", ".join(["moved.*", *(join.columns if join else ())])
+        # The model's columns by name, not ``*``: a prepared statement's result type
+        # must not change under it when a migration adds a column.
+        columns = ", ".join([*(f"moved.{c}" for c in _COLUMNS), *(join.columns if join else ())])
         select = f"SELECT {columns} FROM moved {join.clause if join else ''}"
         sql, params = _statement(
-            conditions, values, audit, (), select, returning="*", extra_where=_NOT_PAUSED
+            conditions, values, audit, (), select, returning=_RETURNING, extra_where=_NOT_PAUSED
         )
-        return next(iter(TriggerInstance.objects.raw(sql, params)), None)
+        with connection.cursor() as cursor:
+            # By primary key: prepared (notifyflow/db.py).
+            row = db.execute(cursor, sql, params).fetchone()
+        if row is None:
+            return None
+        count = len(_CONCRETE)
+        instance = TriggerInstance.from_db(
+            connection.alias,
+            [f.attname for f in _CONCRETE],
+            [_from_db(f, value) for f, value in zip(_CONCRETE, row[:count], strict=True)],
+        )
+        for column, value in zip(join.columns if join else (), row[count:], strict=True):
+            setattr(instance, column.rpartition(" AS ")[2], value)
+        return instance
     with transaction.atomic(savepoint=False):
         claimable = TriggerInstance.objects.filter(**conditions).exclude(workflow__is_paused=True)
         if claimable.update(**values) != 1:
@@ -354,6 +371,18 @@ def _prepare(
         "at": now,
     }
     return conditions, values, audit
+
+
+_CONCRETE = list(TriggerInstance._meta.concrete_fields)
+_COLUMNS = [f'"{f.column}"' for f in _CONCRETE]
+_RETURNING = ", ".join(_COLUMNS)
+
+
+def _from_db(field: Any, value: Any) -> Any:
+    """A column's value as the ORM would load it (JSON arrives as text)."""
+    if value is not None and hasattr(field, "from_db_value"):
+        return field.from_db_value(value, None, connection)
+    return value
 
 
 _FIELDS = {f.name: f for f in TriggerInstance._meta.concrete_fields}
