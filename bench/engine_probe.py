@@ -52,6 +52,36 @@ def _db_counters(cur: Any, db: str) -> dict[str, float]:
     }
 
 
+def _noop(ctx: Any, procs: Any, n: int, r: int) -> dict[str, Any]:
+    """``bench.scenarios._noop_reference`` plus the workers' CPU per task."""
+    from bench import scenarios
+    from bench.infra import broker_backlog
+    from bench.reference_app.tasks import noop
+    from notifyflow.celery import app as celery_app
+
+    scenarios.flush_broker()
+    with celery_app.producer_or_acquire() as producer:
+        for _ in range(n):
+            noop.apply_async(producer=producer)
+    workers = procs.celery_workers(2, tag=f"noop{r}")
+    cpu0 = {p.pid: _cpu_ms(p.pid) for p in workers}
+    while True:
+        backlog = broker_backlog()
+        if backlog["ready"] == 0 and backlog["unacked"] == 0:
+            break
+        time.sleep(0.05)
+    cpu = sum(_cpu_ms(p) - ms for p, ms in cpu0.items())
+    stats = procs.stop_workers(workers)
+    count = sum(s["count"] for s in stats)
+    firsts = [s["first"] for s in stats if s["count"]]
+    lasts = [s["last"] for s in stats if s["count"]]
+    span = max(lasts) - min(firsts) if firsts else 0.0
+    return {
+        "tasks_per_s": count / span if span else 0.0,
+        "cpu_ms_per_task": round(cpu / count, 3) if count else 0.0,
+    }
+
+
 def _inproc(wf: Any, n: int) -> dict[str, Any]:
     """``n`` 3-node instances stepped in this process as a worker would (asynchronous
     commit session, successor published to the broker): wall and CPU per step of this
@@ -136,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(_inproc(wf, args.inproc)), flush=True)
         for r in range(args.rounds):
             load = os.getloadavg()[0]
-            ref = scenarios._noop_reference(ctx)
+            ref = _noop(ctx, procs, args.noop, r)
             scenarios.flush_broker()
             since = timezone.now()
             scenarios.preload(wf, args.n, f"probe-{uuid.uuid4().hex[:6]}")
@@ -167,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 "round": r,
                 "load1": round(load, 2),
                 "noop_per_s": round(ref["tasks_per_s"], 1),
+                "noop_cpu_ms": ref["cpu_ms_per_task"],
                 "steps_per_s": round(rate["steps_per_s"], 1),
                 "ratio": round(rate["steps_per_s"] / ref["tasks_per_s"], 4)
                 if ref["tasks_per_s"]

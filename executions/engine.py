@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from notifyflow import logs, metrics
 from triggers import inbox, state
-from triggers.dispatch import dispatch_on_commit
+from triggers.dispatch import dispatch_many_on_commit, dispatch_on_commit
 from triggers.inbox_models import InboxEvent, OutboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.state import Join, Statement
@@ -701,7 +701,6 @@ def redispatch_due(*, now: datetime, batch: int) -> int:
         return 0
     with transaction.atomic():
         TriggerInstance.objects.filter(pk__in=ids, status=S.ENQUEUED).update(dispatched_at=now)
-        for instance_id in ids:
-            dispatch_on_commit(instance_id)
+        dispatch_many_on_commit(ids)
     metrics.SWEEPER.labels("redispatch").inc(len(ids))
     return len(ids)
