@@ -52,7 +52,9 @@ def execute(cursor: CursorWrapper, sql: str, params: Sequence[Any]) -> Any:
             raw.execute(sql, params, prepare=True)
 
     if isinstance(cursor, CursorDebugWrapper):
-        with cursor.debug_sql(sql, params):
+        # The query log shows the statement with its values, as for client-side
+        # binding (tools EXPLAIN what they capture).
+        with cursor.debug_sql(db.ops.compose_sql(sql, params), params):
             cursor._execute_with_wrappers(sql, params, False, executor)
     else:
         cursor._execute_with_wrappers(sql, params, False, executor)
