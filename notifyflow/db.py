@@ -23,6 +23,22 @@ from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 _NEVER_AUTOMATICALLY = 2**31
 
+# psycopg caches the parsing of a query's placeholders (an LRU of 128 query texts) only
+# for queries with at most 50 parameters, against huge generated IN lists. A step's
+# outcome statement has ~60 and was parsed again on every step: ~12 % of a step's
+# in-process CPU (bench/engine_probe.py, alternating). The engine's statements come in a
+# handful of shapes, so raise the bound (a no-op if psycopg renames it; only speed).
+PARSE_CACHE_MAX_PARAMS = 128
+
+
+def _raise_parse_cache_bound() -> None:
+    from psycopg import _queries
+
+    if getattr(_queries, "MAX_CACHED_STATEMENT_PARAMS", PARSE_CACHE_MAX_PARAMS) < (
+        PARSE_CACHE_MAX_PARAMS
+    ):
+        _queries.MAX_CACHED_STATEMENT_PARAMS = PARSE_CACHE_MAX_PARAMS
+
 
 def execute(cursor: CursorWrapper, sql: str, params: Sequence[Any]) -> Any:
     """``cursor.execute(sql, params)``, as a server-side prepared statement on
@@ -37,6 +53,7 @@ def execute(cursor: CursorWrapper, sql: str, params: Sequence[Any]) -> Any:
         return cursor
     import psycopg
 
+    _raise_parse_cache_bound()
     # A server-binding cursor on the same session (same adapters: Django's JSON and
     # time zone handling); psycopg keeps the prepared statements per connection.
     conn = db.connection

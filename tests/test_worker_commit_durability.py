@@ -73,3 +73,24 @@ def test_a_durable_transition_sets_synchronous_commit_for_its_own_transaction_on
         )
         assert _show() == "on"  # in effect for the transaction's COMMIT
     assert _show() == "off"
+
+
+def test_the_outcome_statements_parsing_is_cached(monkeypatch):
+    """psycopg re-parses a query with more parameters than its cache bound on every
+    execution; notifyflow.db raises the bound above what a step's statements use."""
+    from psycopg import _queries
+
+    from notifyflow import db
+
+    monkeypatch.setattr("triggers.dispatch.send_task_on_commit", lambda *a, **k: None)
+    counts: list[int] = []
+
+    def count(execute, sql, params, many, context):
+        counts.append(len(params or ()))
+        return execute(sql, params, many, context)
+
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory())
+    with connection.execute_wrapper(count):
+        assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert max(counts) > 50  # psycopg's own bound would not cache the outcome
+    assert max(counts) <= _queries.MAX_CACHED_STATEMENT_PARAMS <= db.PARSE_CACHE_MAX_PARAMS
