@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connection
 from django.utils import timezone
 
-from notifyflow import metrics
+from notifyflow import db, metrics
 from triggers.state import Statement
 
 from .models import Delivery, DeliveryAttempt, DeliveryStatus, normalize_recipient
@@ -60,11 +60,12 @@ def guarded_send(
     now = timezone.now()
     instance_id = step.instance_id.hex if connection.vendor == "sqlite" else step.instance_id
     with connection.cursor() as cursor:
-        cursor.execute(
+        # By unique key: prepared (notifyflow/db.py).
+        began = db.execute(
+            cursor,
             _BEGIN_SQL,
             (instance_id, step.node_id, channel, normalize_recipient(recipient), now, now),
-        )
-        began = cursor.fetchone()
+        ).fetchone()
     if began is None:  # sent by an attempt that finished after our claim read it
         output = (
             Delivery.objects.filter(instance_id=step.instance_id, node_id=step.node_id)

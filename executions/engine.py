@@ -23,7 +23,7 @@ from django.utils import timezone
 from notifyflow import logs, metrics
 from notifyflow.redaction import redact
 from triggers import inbox, state
-from triggers.dispatch import dispatch_on_commit
+from triggers.dispatch import dispatch_many_on_commit, dispatch_on_commit
 from triggers.inbox_models import InboxEvent, OutboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.state import Join, Statement
@@ -257,12 +257,12 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
                 also += delivery_attempts_insert(step, only_if_moved=replay)
             if result is not None:
                 also += _running_instance_statements(instance, result, finished)
-            with transaction.atomic():
-                # Durable whatever the session's setting (workers default to asynchronous
-                # commit): a lost 'sent' record or advance would mean a duplicate send.
-                with connection.cursor() as cursor:
-                    cursor.execute("SET LOCAL synchronous_commit TO on")
-                return _record(instance, lease, outcome, result, next_node, finished, also=also)
+            # One autocommit statement, durable whatever the session's setting (workers
+            # default to asynchronous commit): a lost 'sent' record or advance would mean
+            # a duplicate send. No BEGIN / SET LOCAL / COMMIT round trips around it.
+            return _record(
+                instance, lease, outcome, result, next_node, finished, also=also, durable=True
+            )
 
         recorded = _record_reconnecting(record, instance_id)
     else:
@@ -448,11 +448,12 @@ def _record(
     next_node: str | None,
     now: datetime,
     also: Sequence[Statement] = (),
+    durable: bool = False,
 ) -> bool:
     if outcome.success:
         assert result is not None
-        return _record_success(instance, lease, result, next_node, now, also=also)
-    return _record_failure(instance, lease, outcome, now, also=also)
+        return _record_success(instance, lease, result, next_node, now, also, durable)
+    return _record_failure(instance, lease, outcome, now, also, durable)
 
 
 def _record_success(
@@ -462,6 +463,7 @@ def _record_success(
     next_node: str | None,
     now: datetime,
     also: Sequence[Statement] = (),
+    durable: bool = False,
 ) -> bool:
     if result.park_until is not None:
         return state.requeue(
@@ -479,6 +481,7 @@ def _record_success(
                 "last_error": "",
             },
             also=also,
+            durable=durable,
         )
     new_vars = dict(instance.vars)
     if result.vars_key:
@@ -500,6 +503,7 @@ def _record_success(
             actor=ENGINE_ACTOR,
             lease_token=lease,
             also=also,
+            durable=durable,
             updates=updates,
         )
     return state.requeue(
@@ -511,6 +515,7 @@ def _record_success(
         reason=f"node {instance.current_node_id} done; next {next_node}",
         updates=updates,
         also=also,
+        durable=durable,
     )
 
 
@@ -520,6 +525,7 @@ def _record_failure(
     outcome: _Outcome,
     now: datetime,
     also: Sequence[Statement] = (),
+    durable: bool = False,
 ) -> bool:
     decision = decide_retry(
         attempts_so_far=instance.attempts,
@@ -539,6 +545,7 @@ def _record_failure(
             actor=ENGINE_ACTOR,
             lease_token=lease,
             also=also,
+            durable=durable,
             updates=updates,
         )
     assert decision.retry_at is not None
@@ -550,6 +557,7 @@ def _record_failure(
         actor=ENGINE_ACTOR,
         updates=updates,
         also=also,
+        durable=durable,
         reason=f"retry {decision.attempts} scheduled: {error}",
     )
     if moved:
@@ -707,7 +715,6 @@ def redispatch_due(*, now: datetime, batch: int) -> int:
         return 0
     with transaction.atomic():
         TriggerInstance.objects.filter(pk__in=ids, status=S.ENQUEUED).update(dispatched_at=now)
-        for instance_id in ids:
-            dispatch_on_commit(instance_id)
+        dispatch_many_on_commit(ids)
     metrics.SWEEPER.labels("redispatch").inc(len(ids))
     return len(ids)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from celery import Celery
@@ -50,5 +51,35 @@ def send_task_on_commit(name: str, *args: Any, countdown: float | None = None) -
             app.send_task(name, args=args, countdown=countdown, headers=headers)
         except KombuOperationalError as exc:
             logger.warning("broker unavailable, %s%s left for the sweeper: %s", name, args, exc)
+
+    transaction.on_commit(send)
+
+
+def send_tasks_on_commit(
+    name: str, args_list: Sequence[Sequence[Any]], *, countdown: float | None = None
+) -> None:
+    """``send_task_on_commit`` for many messages of one task: after commit, from one
+    producer in kombu's publish batch (one Redis pipeline per 1,000 messages instead of
+    a round trip each). Failures are logged and left to the sweeper, as there."""
+    if not args_list:
+        return
+    rid = logs.request_id()
+    headers = {"request_id": rid} if rid else None
+    batch = [tuple(args) for args in args_list]
+
+    def send() -> None:
+        try:
+            with app.producer_or_acquire() as producer, producer.batch():
+                for args in batch:
+                    app.send_task(
+                        name, args=args, countdown=countdown, headers=headers, producer=producer
+                    )
+        except KombuOperationalError as exc:
+            logger.warning(
+                "broker unavailable, %d %s messages left for the sweeper: %s",
+                len(batch),
+                name,
+                exc,
+            )
 
     transaction.on_commit(send)

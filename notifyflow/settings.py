@@ -414,6 +414,11 @@ CACHES = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
+# The engine's hot statements (claim, delivery marker, outcome) run as server-side
+# prepared statements on PostgreSQL (notifyflow/db.py). Off behind a transaction-mode
+# pooler that cannot keep prepared statements.
+NOTIFYFLOW_DB_PREPARE = env_bool("NOTIFYFLOW_DB_PREPARE", True)
+
 # --- Celery ---------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_FILESYSTEM_DIR = VAR_DIR / "broker"

@@ -79,5 +79,9 @@ def dispatched(monkeypatch):
     def record(name, instance_id, countdown=None):
         sent.append((instance_id, countdown))
 
+    def record_many(name, args_list, countdown=None):
+        sent.extend((instance_id, countdown) for (instance_id,) in args_list)
+
     monkeypatch.setattr("triggers.dispatch.send_task_on_commit", record)
+    monkeypatch.setattr("triggers.dispatch.send_tasks_on_commit", record_many)
     return sent

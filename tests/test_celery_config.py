@@ -3,6 +3,9 @@ setting name is silently ignored, so the effective values are checked here)."""
 
 from __future__ import annotations
 
+import uuid
+
+import pytest
 from django.conf import settings
 
 from notifyflow.celery import app
@@ -76,3 +79,33 @@ def test_worker_children_are_bounded_in_memory_and_every_documented_pool_is_pref
         # Celery's solo and threads pools apply no time limit at all.
         assert "-P solo" not in text and "--pool=solo" not in text, path
         assert "-P threads" not in text, path
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_many_messages_are_published_together_after_commit():
+    """``send_tasks_on_commit``: nothing before the commit, every message after it (one
+    batched publish), each carrying its own arguments and the request id."""
+    import json
+
+    import redis
+    from django.db import transaction
+
+    from notifyflow import logs
+    from notifyflow.celery import send_tasks_on_commit
+
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    queue = f"test-batch-{uuid.uuid4().hex}"
+    app.conf.task_routes = {"test.batched": {"queue": queue}}
+    try:
+        with logs.bound(request_id="rid-1"), transaction.atomic():
+            send_tasks_on_commit("test.batched", [(f"id-{n}",) for n in range(1200)])
+            assert client.llen(queue) == 0
+        messages = [json.loads(raw) for raw in client.lrange(queue, 0, -1)]
+    finally:
+        app.conf.task_routes = None
+        client.delete(queue)
+    assert sorted(m["headers"]["argsrepr"] for m in messages) == sorted(
+        repr((f"id-{n}",)) for n in range(1200)
+    )
+    assert {m["headers"]["request_id"] for m in messages} == {"rid-1"}

@@ -51,3 +51,48 @@ def test_claim_update_uses_the_primary_key_with_stale_statistics():
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "triggers_triggerinstance_pkey" in plan, plan
     assert "trigger_due_enqueued" not in plan, plan
+
+
+def test_the_prepared_claims_generic_plan_uses_the_primary_key(settings):
+    """The claim runs as a prepared statement (notifyflow/db.py), which PostgreSQL
+    plans once without the parameters' values: that generic plan, too, must probe the
+    primary key and not walk the due backlog."""
+    from executions import engine
+
+    settings.NOTIFYFLOW_DB_PREPARE = True
+    workflow = WorkflowFactory()
+    now = timezone.now()
+    TriggerInstance.objects.bulk_create(
+        [
+            TriggerInstance(
+                workflow=workflow,
+                workflow_version=workflow.current_version,
+                idempotency_key=f"{status}-{n}",
+                payload={},
+                current_node_id="hello",
+                available_at=now,
+                status=status,
+            )
+            for status, count in ((TriggerStatus.COMPLETED, 3000), (TriggerStatus.ENQUEUED, 500))
+            for n in range(count)
+        ]
+    )
+    due = TriggerInstanceFactory.create_batch(10, workflow=workflow)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE triggers_triggerinstance")
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+    for instance in due[:10]:
+        assert engine.claim(instance_id=instance.pk, worker="w") is not None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, array_length(parameter_types, 1) FROM pg_prepared_statements"
+            " WHERE statement LIKE 'WITH moved AS (UPDATE%%' AND statement LIKE '%%LEFT JOIN%%'"
+        )
+        [(name, nparams)] = cursor.fetchall()
+        # Any values will do: the plan is generic.
+        cursor.execute(f"EXPLAIN EXECUTE {name}({', '.join(['NULL'] * nparams)})")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("RESET plan_cache_mode")
+    assert "triggers_triggerinstance_pkey" in plan, plan
+    assert "trigger_due_enqueued" not in plan, plan
+    assert "Seq Scan on triggers_triggerinstance" not in plan, plan

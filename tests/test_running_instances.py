@@ -375,7 +375,8 @@ def test_a_delivery_to_many_waiting_instances_wakes_them_from_worker_tasks(
         Interest.objects.create(instance=instance, subject="campaign:1")
     wake_tasks = []
     monkeypatch.setattr(
-        "triggers.inbox.send_task_on_commit", lambda name, *args: wake_tasks.append((name, args))
+        "triggers.inbox.send_tasks_on_commit",
+        lambda name, args_list: wake_tasks.extend((name, args) for args in args_list),
     )
     dispatched.clear()
     with django_capture_on_commit_callbacks(execute=True):

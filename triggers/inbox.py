@@ -21,13 +21,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from notifyflow import metrics
-from notifyflow.celery import send_task_on_commit
+from notifyflow.celery import send_tasks_on_commit
 from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
 from workflows.models import WorkflowVersion
 from workflows.templating import TemplateError, condition_holds, render
 
 from . import state
-from .dispatch import dispatch_on_commit
+from .dispatch import dispatch_many_on_commit
 from .inbox_models import InboxEvent, Interest, OutboxEvent
 from .models import TriggerInstance, TriggerStatus
 
@@ -114,8 +114,13 @@ def _wake_after_commit(ids: list[uuid.UUID], event: str) -> None:
     if len(ids) <= WAKE_INLINE_MAX:
         wake_waiting(instance_ids=ids, event=event)
         return
-    for start in range(0, len(ids), _CHUNK):
-        send_task_on_commit(WAKE_TASK, [str(i) for i in ids[start : start + _CHUNK]], event)
+    send_tasks_on_commit(
+        WAKE_TASK,
+        [
+            ([str(i) for i in ids[start : start + _CHUNK]], event)
+            for start in range(0, len(ids), _CHUNK)
+        ],
+    )
 
 
 def deliver_to_instance(
@@ -224,8 +229,7 @@ def wake_waiting(*, instance_ids: Iterable[uuid.UUID | str], event: str) -> int:
                 pk__in=chunk, status=S.ENQUEUED, waiting_for_event=event
             ).update(available_at=now, dispatched_at=now)
             woken += chunk
-    for instance_id in woken:
-        dispatch_on_commit(instance_id)
+    dispatch_many_on_commit(woken)
     return len(woken)
 
 

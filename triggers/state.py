@@ -26,6 +26,8 @@ from django.db import connection, transaction
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
+from notifyflow import db
+
 from .dispatch import dispatch_on_commit
 from .inbox_models import Interest
 from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
@@ -92,6 +94,7 @@ def transition(
     updates: dict[str, Any] | None = None,
     also: Sequence[Statement] = (),
     details: dict[str, Any] | None = None,
+    durable: bool = False,
 ) -> bool:
     """Move an instance from ``from_status`` to ``to_status`` and write the audit row.
 
@@ -103,16 +106,25 @@ def transition(
     ``also`` (PostgreSQL only): further statements executed in the same statement
     whatever the outcome (callers on other databases write those rows themselves).
     ``details`` goes into the audit row (what an operator changed).
+
+    ``durable`` (PostgreSQL): the statement's own transaction commits synchronously
+    whatever the session's ``synchronous_commit`` (workers default to off): it sets it
+    for that transaction only, inside the statement, so an autocommit call stays one
+    round trip (no BEGIN / SET LOCAL / COMMIT). Inside an outer transaction it applies
+    to that transaction's COMMIT.
     """
     conditions, values, audit = _prepare(
         instance_id, from_status, to_status, reason, actor, lease_token, where, updates
     )
     audit["details"] = details
     if connection.vendor == "postgresql":
-        sql, params = _statement(conditions, values, audit, also, "SELECT 1 FROM moved")
+        # Always one row, so set_config runs whether or not the transition applied (the
+        # ``also`` rows, a delivery's 'sent' record, are written either way).
+        select = "SELECT EXISTS (SELECT 1 FROM moved)" + (_DURABLE if durable else "")
+        sql, params = _statement(conditions, values, audit, also, select)
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchone() is not None
+            # By primary key: prepared (notifyflow/db.py).
+            return bool(db.execute(cursor, sql, params).fetchone()[0])
     if also:
         raise ValueError("extra statements run only inside PostgreSQL's single statement")
     # savepoint=False: inside the engine's step transaction this is all-or-nothing with
@@ -150,12 +162,27 @@ def claim(
         },
     )
     if connection.vendor == "postgresql":
-        columns = ", ".join(["moved.*", *(join.columns if join else ())])
+        # The model's columns by name, not ``*``: a prepared statement's result type
+        # must not change under it when a migration adds a column.
+        columns = ", ".join([*(f"moved.{c}" for c in _COLUMNS), *(join.columns if join else ())])
         select = f"SELECT {columns} FROM moved {join.clause if join else ''}"
         sql, params = _statement(
-            conditions, values, audit, (), select, returning="*", extra_where=_NOT_PAUSED
+            conditions, values, audit, (), select, returning=_RETURNING, extra_where=_NOT_PAUSED
         )
-        return next(iter(TriggerInstance.objects.raw(sql, params)), None)
+        with connection.cursor() as cursor:
+            # By primary key: prepared (notifyflow/db.py).
+            row = db.execute(cursor, sql, params).fetchone()
+        if row is None:
+            return None
+        count = len(_CONCRETE)
+        instance = TriggerInstance.from_db(
+            connection.alias,
+            [f.attname for f in _CONCRETE],
+            [_from_db(f, value) for f, value in zip(_CONCRETE, row[:count], strict=True)],
+        )
+        for column, value in zip(join.columns if join else (), row[count:], strict=True):
+            setattr(instance, column.rpartition(" AS ")[2], value)
+        return instance
     with transaction.atomic(savepoint=False):
         claimable = TriggerInstance.objects.filter(**conditions).exclude(workflow__is_paused=True)
         if claimable.update(**values) != 1:
@@ -174,6 +201,7 @@ def requeue(
     actor: str,
     updates: dict[str, Any],
     also: Sequence[Statement] = (),
+    durable: bool = False,
 ) -> bool:
     """processing -> enqueued, due at ``due``. The message goes to the broker after
     commit, unless ``due`` is beyond the broker horizon: then the sweeper sends it."""
@@ -188,6 +216,7 @@ def requeue(
         lease_token=lease_token,
         also=also,
         updates={**updates, "available_at": due, "dispatched_at": now if in_broker else None},
+        durable=durable,
     )
     if moved and in_broker:
         dispatch_on_commit(instance_id, countdown=countdown)
@@ -344,6 +373,18 @@ def _prepare(
     return conditions, values, audit
 
 
+_CONCRETE = list(TriggerInstance._meta.concrete_fields)
+_COLUMNS = [f'"{f.column}"' for f in _CONCRETE]
+_RETURNING = ", ".join(_COLUMNS)
+
+
+def _from_db(field: Any, value: Any) -> Any:
+    """A column's value as the ORM would load it (JSON arrives as text)."""
+    if value is not None and hasattr(field, "from_db_value"):
+        return field.from_db_value(value, None, connection)
+    return value
+
+
 _FIELDS = {f.name: f for f in TriggerInstance._meta.concrete_fields}
 _FIELDS.update({f.attname: f for f in TriggerInstance._meta.concrete_fields})
 _FIELDS["pk"] = TriggerInstance._meta.pk
@@ -358,6 +399,8 @@ _AUDIT_INSERT = (
     f' SELECT "{TriggerInstance._meta.pk.column}", %s, %s, %s, %s, %s, %s FROM moved'
 )
 _AUDIT_DETAILS = TriggerStatusChange._meta.get_field("details")
+# ``transition(durable=True)``: synchronous commit for this statement's transaction only.
+_DURABLE = ", set_config('synchronous_commit', 'on', true)"
 
 
 _WORKFLOW = TriggerInstance._meta.get_field("workflow").related_model._meta

@@ -1,0 +1,78 @@
+"""Prepared statements for the engine's few hot statements (PostgreSQL).
+
+Django's psycopg cursors bind client-side, so PostgreSQL parses and plans every
+statement again. A step's statements (the claim, the delivery's 'sending' marker, the
+outcome) are large CTEs whose planning was about half of PostgreSQL's CPU per step:
+prepared once per connection and shape, PostgreSQL CPU per step fell from ~1.4 to
+~0.8-0.9 ms (bench/engine_probe.py --inproc). Every other query keeps Django's usual
+client-side binding.
+
+Only statements whose every plan is a primary-key or unique-key probe belong here: a
+prepared statement switches to a generic plan after a few executions, which would not
+use a partial index a parameter decides. ``NOTIFYFLOW_DB_PREPARE=0`` turns this off
+(e.g. behind a transaction-mode pooler that does not track prepared statements).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+
+_NEVER_AUTOMATICALLY = 2**31
+
+# psycopg caches the parsing of a query's placeholders (an LRU of 128 query texts) only
+# for queries with at most 50 parameters, against huge generated IN lists. A step's
+# outcome statement has ~60 and was parsed again on every step: ~12 % of a step's
+# in-process CPU (bench/engine_probe.py, alternating). The engine's statements come in a
+# handful of shapes, so raise the bound (a no-op if psycopg renames it; only speed).
+PARSE_CACHE_MAX_PARAMS = 128
+
+
+def _raise_parse_cache_bound() -> None:
+    from psycopg import _queries
+
+    if getattr(_queries, "MAX_CACHED_STATEMENT_PARAMS", PARSE_CACHE_MAX_PARAMS) < (
+        PARSE_CACHE_MAX_PARAMS
+    ):
+        _queries.MAX_CACHED_STATEMENT_PARAMS = PARSE_CACHE_MAX_PARAMS
+
+
+def execute(cursor: CursorWrapper, sql: str, params: Sequence[Any]) -> Any:
+    """``cursor.execute(sql, params)``, as a server-side prepared statement on
+    PostgreSQL. Returns the cursor to fetch from (``fetchone``/``fetchall``).
+
+    Goes through Django's execute wrappers, error translation (``OperationalError``
+    for a lost connection, as usual) and query log, so tests and
+    ``CaptureQueriesContext`` see it like any other statement."""
+    db = cursor.db
+    if db.vendor != "postgresql" or not settings.NOTIFYFLOW_DB_PREPARE:
+        cursor.execute(sql, params)
+        return cursor
+    import psycopg
+
+    _raise_parse_cache_bound()
+    # A server-binding cursor on the same session (same adapters: Django's JSON and
+    # time zone handling); psycopg keeps the prepared statements per connection.
+    conn = db.connection
+    if conn.prepare_threshold is None:
+        # Django opens connections with None, which makes psycopg ignore even an
+        # explicit prepare=True. Django's own cursors bind client-side and never
+        # prepare whatever the threshold; only these explicit calls do.
+        conn.prepare_threshold = _NEVER_AUTOMATICALLY
+    raw = psycopg.Cursor(conn)
+
+    def executor(sql: str, params: Any, many: bool, context: Any) -> None:
+        with db.wrap_database_errors:
+            raw.execute(sql, params, prepare=True)
+
+    if isinstance(cursor, CursorDebugWrapper):
+        # The query log shows the statement with its values, as for client-side
+        # binding (tools EXPLAIN what they capture).
+        with cursor.debug_sql(db.ops.compose_sql(sql, params), params):
+            cursor._execute_with_wrappers(sql, params, False, executor)
+    else:
+        cursor._execute_with_wrappers(sql, params, False, executor)
+    return raw
