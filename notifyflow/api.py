@@ -17,16 +17,18 @@ from rest_framework.serializers import Serializer
 from .errors import ApplicationError
 
 
-def json_object_body(request: Request) -> dict:
+def json_object_body(request: Request, limit: int | None = None) -> dict:
     """The request body as a JSON object, or a 4xx naming what is wrong.
 
-    Checks the declared size before parsing, so an oversized body is refused unread.
+    Checks the declared size before parsing (``limit``, by default the payload limit
+    plus room for the other fields), so an oversized body is refused unread.
     """
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
-    limit = settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES + 16 * 1024
+    if limit is None:
+        limit = settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES + 16 * 1024
     if length > limit:
         raise ApplicationError(
             code="payload_too_large",
@@ -42,9 +44,11 @@ def json_object_body(request: Request) -> dict:
     return data
 
 
-def validated_body(request: Request, serializer_class: type[Serializer]) -> dict[str, Any]:
+def validated_body(
+    request: Request, serializer_class: type[Serializer], limit: int | None = None
+) -> dict[str, Any]:
     """The body checked by ``serializer_class`` (400 naming the first bad field)."""
-    serializer = serializer_class(data=json_object_body(request))
+    serializer = serializer_class(data=json_object_body(request, limit))
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from celery import Celery
@@ -52,3 +53,45 @@ def send_task_on_commit(name: str, *args: Any, countdown: float | None = None) -
             logger.warning("broker unavailable, %s%s left for the sweeper: %s", name, args, exc)
 
     transaction.on_commit(send)
+
+
+def send_tasks_on_commit(name: str, args_list: Sequence[tuple[Any, ...]]) -> None:
+    """``send_task_on_commit`` for many messages of one task: after commit, all of them
+    through one producer in one Redis pipeline (kombu's ``Producer.batch``; a transport
+    without batches publishes them one by one on the same connection).
+
+    Same headers and the same failure semantics: a broker that stays unreachable is
+    logged and the messages are left to the sweeper (those not yet flushed; the rows are
+    committed with their ``dispatched_at``)."""
+    if not args_list:
+        return
+    rid = logs.request_id()
+    headers = {"request_id": rid} if rid else None
+    messages = list(args_list)
+
+    def send() -> None:
+        try:
+            with app.producer_or_acquire() as producer:
+                # One flush, when the batch closes: outside kombu's retrying publish
+                # (a flush inside it would be retried on a new channel, which the batch
+                # refuses), so the transport's own connection errors surface here.
+                errors = (KombuOperationalError, *producer.connection.connection_errors)
+                try:
+                    with producer.batch(max_size=_MAX_BATCH_COMMANDS * len(messages)):
+                        for args in messages:
+                            app.send_task(name, args=args, headers=headers, producer=producer)
+                except errors as exc:
+                    _left_for_sweeper(name, len(messages), exc)
+        except KombuOperationalError as exc:
+            _left_for_sweeper(name, len(messages), exc)
+
+    transaction.on_commit(send)
+
+
+# Redis commands one message may add to a batch (LPUSH, plus PEXPIRE per priority
+# queue when queues expire).
+_MAX_BATCH_COMMANDS = 16
+
+
+def _left_for_sweeper(name: str, count: int, exc: BaseException) -> None:
+    logger.warning("broker unavailable, %d %s messages left for the sweeper: %s", count, name, exc)

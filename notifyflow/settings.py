@@ -211,6 +211,9 @@ SPECTACULAR_SETTINGS = {
 # Requests bigger than this never reach a view: 413 (checked before parsing).
 NOTIFYFLOW_MAX_PAYLOAD_BYTES = env_int("NOTIFYFLOW_MAX_PAYLOAD_BYTES", 256 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = NOTIFYFLOW_MAX_PAYLOAD_BYTES + 64 * 1024
+# The whole body of POST /api/v1/triggers/bulk/ (up to 1,000 items, each payload within
+# NOTIFYFLOW_MAX_PAYLOAD_BYTES); larger: 413 unread.
+NOTIFYFLOW_MAX_BULK_BODY_BYTES = env_int("NOTIFYFLOW_MAX_BULK_BODY_BYTES", 16 * 1024 * 1024)
 
 # --- Observability ----------------------------------------------------------------------
 # prometheus_client's own variable: a directory shared by every process of a host (web,

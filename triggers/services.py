@@ -11,9 +11,10 @@ import json
 import logging
 import secrets
 import uuid
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -27,13 +28,14 @@ from workflows.models import Workflow
 from workflows.services import workflow_set_paused
 
 from . import state
-from .dispatch import dispatch_on_commit
+from .dispatch import dispatch_many_on_commit, dispatch_on_commit
 from .inbox import interests_render
 from .models import ApiKey, TriggerInstance, TriggerStatus
 
 logger = logging.getLogger("notifyflow.triggers")
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
+MAX_BULK_ITEMS = 1000
 
 
 @dataclass(frozen=True)
@@ -84,38 +86,7 @@ def trigger_create(
     if existing is not None:
         metrics.TRIGGERS.labels("replayed").inc()
         return TriggerCreateResult(existing, False)
-    if not wf.is_active:
-        raise ApplicationError(
-            field="workflow",
-            code="inactive_workflow",
-            message=f"workflow: workflow {wf.key!r} is not active",
-        )
-    if wf.current_version_id is None:
-        raise ApplicationError(
-            field="workflow",
-            code="workflow_has_no_definition",
-            message=f"workflow: workflow {wf.key!r} has no definition",
-        )
-    version = wf.current_version
-    assert version is not None  # current_version_id was checked above
-    now = timezone.now()
-    instance = TriggerInstance(
-        workflow=wf,
-        workflow_version=version,
-        idempotency_key=idempotency_key,
-        payload=payload,
-        status=TriggerStatus.ENQUEUED,
-        current_node_id=version.definition["entry_node_id"],
-        vars={},
-        attempts=0,
-        available_at=now,
-        dispatched_at=now,
-    )
-    interests = interests_render(
-        templates=version.definition.get("interests", ()),
-        payload=payload,
-        trigger={"id": str(instance.pk), "idempotency_key": idempotency_key},
-    )
+    instance, interests = _new_instance(wf, idempotency_key, payload, timezone.now())
     # A single statement needs no explicit transaction (one round trip, atomic by itself);
     # under an outer transaction a savepoint keeps a lost race from breaking it.
     guard = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
@@ -137,6 +108,202 @@ def trigger_create(
         extra={"nf": {"trigger_id": str(instance.pk), "workflow": wf.key, "actor": actor}},
     )
     return TriggerCreateResult(instance, True)
+
+
+@dataclass(frozen=True)
+class TriggerItem:
+    """One trigger of a bulk request, validated at the edge as the single POST's body."""
+
+    workflow: str
+    idempotency_key: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    """What became of one item: ``created`` / ``duplicate`` (``instance_id`` set) or
+    ``invalid`` (``error`` set, as the single POST would have raised it)."""
+
+    status: Literal["created", "duplicate", "invalid"]
+    instance_id: uuid.UUID | None = None
+    error: ApplicationError | None = None
+
+
+def trigger_create_bulk(
+    *, items: Sequence[TriggerItem | ApplicationError], actor: str = "api"
+) -> list[BulkOutcome]:
+    """``trigger_create`` for many items at once, one outcome per item, in order.
+
+    Each item has the single call's semantics, as if the items were posted one after
+    the other: a replay of an existing (workflow, key) - or of an earlier item of the
+    same request - is a ``duplicate`` answered before the workflow's state is checked;
+    an unknown, inactive or empty workflow or an interest that does not render makes
+    that item ``invalid`` and nothing else. An ``ApplicationError`` in ``items`` is an
+    item the edge already refused; it is passed through as ``invalid``.
+
+    The new instances, their audit rows and interests are one INSERT ... ON CONFLICT
+    statement (PostgreSQL); a concurrent writer that took a key first makes that item a
+    duplicate of its row. All first steps are published after commit in one pipeline.
+    """
+    if len(items) > MAX_BULK_ITEMS:
+        raise ApplicationError(
+            code="too_many_items",
+            field="items",
+            message=f"items: at most {MAX_BULK_ITEMS} items per request",
+        )
+    outcomes: list[BulkOutcome | None] = [None] * len(items)
+    # (index, workflow, item) of the items still to decide, in order.
+    pending: list[tuple[int, Workflow, TriggerItem]] = []
+    for index, item in enumerate(items):
+        if isinstance(item, ApplicationError):
+            outcomes[index] = BulkOutcome("invalid", error=item)
+            continue
+        if not item.idempotency_key:
+            outcomes[index] = BulkOutcome(
+                "invalid",
+                error=ApplicationError(
+                    code="required",
+                    field="idempotency_key",
+                    message="idempotency_key: must be a non-empty string",
+                ),
+            )
+            continue
+        try:
+            pending.append((index, _resolve_workflow(item.workflow), item))
+        except ApplicationError as exc:
+            outcomes[index] = BulkOutcome("invalid", error=exc)
+    existing = _existing_ids({(wf.pk, item.idempotency_key) for _, wf, item in pending})
+    # (workflow id, key) -> the instance this request creates for it (first valid item).
+    chosen: dict[tuple[int, str], TriggerInstance] = {}
+    new: list[tuple[int, TriggerInstance, list[str]]] = []
+    duplicates_of_new: list[tuple[int, tuple[int, str]]] = []
+    now = timezone.now()
+    for index, wf, item in pending:
+        pair = (wf.pk, item.idempotency_key)
+        if pair in existing:
+            outcomes[index] = BulkOutcome("duplicate", instance_id=existing[pair])
+            continue
+        if pair in chosen:
+            duplicates_of_new.append((index, pair))
+            continue
+        try:
+            instance, interests = _new_instance(wf, item.idempotency_key, item.payload, now)
+        except ApplicationError as exc:
+            outcomes[index] = BulkOutcome("invalid", error=exc)
+            continue
+        chosen[pair] = instance
+        new.append((index, instance, interests))
+    inserted = state.create_bulk(
+        instances=[instance for _, instance, _ in new],
+        actor=actor,
+        interests=[interests for _, _, interests in new],
+    )
+    lost = {
+        (instance.workflow_id, instance.idempotency_key)
+        for _, instance, _ in new
+        if instance.pk not in inserted
+    }
+    # Keys a concurrent request took first: its row is committed (ON CONFLICT waited).
+    winners = _existing_ids(lost) if lost else {}
+    for index, instance, _ in new:
+        pair = (instance.workflow_id, instance.idempotency_key)
+        if instance.pk in inserted:
+            outcomes[index] = BulkOutcome("created", instance_id=instance.pk)
+        else:
+            outcomes[index] = _winner_or_busy(winners.get(pair))
+    for index, pair in duplicates_of_new:
+        instance = chosen[pair]
+        winner = instance.pk if instance.pk in inserted else winners.get(pair)
+        outcomes[index] = _winner_or_busy(winner)
+    if inserted:
+        dispatch_many_on_commit(instance.pk for _, instance, _ in new if instance.pk in inserted)
+    done = [outcome for outcome in outcomes if outcome is not None]
+    assert len(done) == len(items)
+    counts = {"created": 0, "duplicate": 0, "invalid": 0}
+    for outcome in done:
+        counts[outcome.status] += 1
+    metrics.TRIGGERS.labels("created").inc(counts["created"])
+    metrics.TRIGGERS.labels("replayed").inc(counts["duplicate"])
+    logger.info(
+        "triggers created in bulk",
+        extra={"nf": {"actor": actor, **counts}},
+    )
+    return done
+
+
+def _winner_or_busy(instance_id: uuid.UUID | None) -> BulkOutcome:
+    if instance_id is not None:
+        return BulkOutcome("duplicate", instance_id=instance_id)
+    # Only if the row that blocked the INSERT vanished again (deleted in between).
+    return BulkOutcome(
+        "invalid",
+        error=ConflictError(
+            code="busy", field=None, message="another request changed this key; try again"
+        ),
+    )
+
+
+def _new_instance(
+    wf: Workflow, idempotency_key: str, payload: dict[str, Any], now: Any
+) -> tuple[TriggerInstance, list[str]]:
+    """The unsaved instance ``trigger_create`` would insert, and its interests. Raises
+    ApplicationError for an inactive or empty workflow or an interest that fails."""
+    if not wf.is_active:
+        raise ApplicationError(
+            field="workflow",
+            code="inactive_workflow",
+            message=f"workflow: workflow {wf.key!r} is not active",
+        )
+    if wf.current_version_id is None:
+        raise ApplicationError(
+            field="workflow",
+            code="workflow_has_no_definition",
+            message=f"workflow: workflow {wf.key!r} has no definition",
+        )
+    version = wf.current_version
+    assert version is not None  # current_version_id was checked above
+    instance = TriggerInstance(
+        workflow=wf,
+        workflow_version=version,
+        idempotency_key=idempotency_key,
+        payload=payload,
+        status=TriggerStatus.ENQUEUED,
+        current_node_id=version.definition["entry_node_id"],
+        vars={},
+        attempts=0,
+        available_at=now,
+        dispatched_at=now,
+    )
+    interests = interests_render(
+        templates=version.definition.get("interests", ()),
+        payload=payload,
+        trigger={"id": str(instance.pk), "idempotency_key": idempotency_key},
+    )
+    return instance, interests
+
+
+def _existing_ids(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], uuid.UUID]:
+    """(workflow id, key) -> instance id of those that exist: one indexed query per
+    workflow (``idempotency_key IN (...)``, chunked)."""
+    by_workflow: dict[int, list[str]] = {}
+    for workflow_id, key in pairs:
+        by_workflow.setdefault(workflow_id, []).append(key)
+    found: dict[tuple[int, str], uuid.UUID] = {}
+    for workflow_id, keys in by_workflow.items():
+        for start in range(0, len(keys), _KEYS_PER_QUERY):
+            rows = (
+                TriggerInstance.objects.order_by()
+                .filter(
+                    workflow_id=workflow_id,
+                    idempotency_key__in=keys[start : start + _KEYS_PER_QUERY],
+                )
+                .values_list("idempotency_key", "id")
+            )
+            found.update({(workflow_id, key): instance_id for key, instance_id in rows})
+    return found
+
+
+_KEYS_PER_QUERY = 500  # SQLite's parameter limit
 
 
 def _existing(workflow: Workflow | str, idempotency_key: str) -> TriggerInstance | None:

@@ -22,7 +22,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models.constants import OnConflict
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
@@ -248,6 +249,64 @@ def create(*, instance: TriggerInstance, actor: str, interests: Sequence[str] = 
         cursor.execute(sql, params)
     instance._state.adding = False
     instance._state.db = connection.alias
+
+
+def create_bulk(
+    *,
+    instances: Sequence[TriggerInstance],
+    actor: str,
+    interests: Sequence[Sequence[str]],
+) -> set[uuid.UUID]:
+    """INSERT many new instances (``interests[i]`` are the subjects of ``instances[i]``),
+    each with its creation audit row and interest rows, skipping any whose (workflow,
+    idempotency_key) is taken. Returns the ids actually inserted; the rest lost to a
+    row that exists or a concurrent writer (whose transaction the INSERT waited for).
+
+    On PostgreSQL one statement: ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` with
+    the audit and interest INSERTs as CTEs over what it returned - atomic, one round
+    trip. Elsewhere the ORM, one savepoint per instance inside one transaction.
+    """
+    if not instances:
+        return set()
+    if len(interests) != len(instances):
+        raise ValueError("one list of interests per instance")
+    if connection.vendor != "postgresql":
+        inserted: set[uuid.UUID] = set()
+        with transaction.atomic():
+            for instance, subjects in zip(instances, interests, strict=True):
+                try:
+                    with transaction.atomic():
+                        create(instance=instance, actor=actor, interests=subjects)
+                except IntegrityError:
+                    continue
+                inserted.add(instance.pk)
+        return inserted
+    query = InsertQuery(TriggerInstance, on_conflict=OnConflict.IGNORE)
+    query.insert_values(TriggerInstance._meta.concrete_fields, list(instances))
+    [(insert, params)] = query.get_compiler(connection=connection).as_sql()
+    pk = TriggerInstance._meta.pk.column
+    created_at = TriggerInstance._meta.get_field("created_at").column
+    # The audit row's time is each instance's own created_at, as in ``create``.
+    audit = _AUDIT_INSERT.replace(", %s, %s FROM moved", f', "{created_at}", %s FROM created')
+    sql = f'WITH created AS ({insert} RETURNING "{pk}", "{created_at}"), audit AS ({audit})'
+    params = [*params, *CREATED, "created", actor[:200], None]
+    owners = [i.pk for i, subjects in zip(instances, interests, strict=True) for _ in subjects]
+    if owners:
+        sql += (
+            f", interests AS ({_INTEREST_INSERT} SELECT s.owner, s.subject FROM created"
+            " JOIN unnest(%s::uuid[], %s::text[]) AS s(owner, subject)"
+            f' ON s.owner = created."{pk}")'
+        )
+        params += [owners, [subject for subjects in interests for subject in subjects]]
+    sql += f' SELECT "{pk}" FROM created'
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        inserted = {row[0] for row in cursor.fetchall()}
+    for instance in instances:
+        if instance.pk in inserted:
+            instance._state.adding = False
+            instance._state.db = connection.alias
+    return inserted
 
 
 def retry_failed(

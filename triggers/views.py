@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
@@ -8,6 +9,7 @@ from rest_framework.response import Response
 
 from notifyflow.api import Lookup, paginated_list, validated_body
 from notifyflow.pagination import NewestFirst
+from notifyflow.parsers import PartsCheckedJSONParser
 from workflows.models import Workflow
 from workflows.serializers import WorkflowOutputSerializer
 
@@ -15,6 +17,8 @@ from .models import TriggerInstance
 from .serializers import (
     CancelByKeyInputSerializer,
     CancelInputSerializer,
+    TriggerBulkInputSerializer,
+    TriggerBulkOutputSerializer,
     TriggerCreateInputSerializer,
     TriggerListFilterSerializer,
     TriggerOutputSerializer,
@@ -25,6 +29,7 @@ from .services import (
     instance_retry_or_conflict,
     instance_run_now_or_conflict,
     trigger_create,
+    trigger_create_bulk,
     workflow_pause,
     workflow_resume,
 )
@@ -71,6 +76,28 @@ class TriggerListCreateView(GenericAPIView):
         return paginated_list(
             self, request, self.get_queryset(), self.filter_serializer, self.filter_lookups
         )
+
+
+class TriggerBulkCreateView(GenericAPIView):
+    """Create or replay up to 1,000 triggers in one request (SPEC §6): 200 with one
+    result per item; 400 only for a malformed envelope or too many items."""
+
+    serializer_class = TriggerBulkOutputSerializer
+    # Values are checked per item (BulkItemsField), so one bad item rejects nothing else.
+    parser_classes = [PartsCheckedJSONParser]
+    required_scope = "trigger"
+
+    @extend_schema(
+        request=TriggerBulkInputSerializer,
+        responses={200: TriggerBulkOutputSerializer},
+        operation_id="v1_triggers_bulk_create",
+    )
+    def post(self, request: Request) -> Response:
+        body = validated_body(
+            request, TriggerBulkInputSerializer, settings.NOTIFYFLOW_MAX_BULK_BODY_BYTES
+        )
+        outcomes = trigger_create_bulk(items=body["items"])
+        return Response(TriggerBulkOutputSerializer(outcomes).data)
 
 
 class TriggerDetailView(GenericAPIView):
