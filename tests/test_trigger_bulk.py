@@ -78,6 +78,32 @@ def test_every_item_is_created_with_its_audit_row_interests_and_first_step(api, 
 
 
 @pytest.mark.django_db
+def test_a_bulk_created_instance_has_every_column_the_single_post_writes(api, published):
+    workflow = WorkflowFactory(
+        definition={**email_sms_definition(), "interests": ["user:{{ payload.email }}"]}
+    )
+    single = trigger_create(workflow=workflow.key, idempotency_key="one", payload=PAYLOAD).instance
+    [result] = bulk(api, [item(workflow, "many")]).json()["results"]
+    single.refresh_from_db()
+    many = TriggerInstance.objects.get(pk=result["id"])
+    differ = {"id", "idempotency_key", "available_at", "dispatched_at", "created_at", "updated_at"}
+    for column in TriggerInstance._meta.concrete_fields:
+        if column.attname not in differ:
+            assert getattr(many, column.attname) == getattr(single, column.attname), column.name
+    assert many.available_at == many.dispatched_at
+    changes = [
+        TriggerStatusChange.objects.filter(instance=i).values(
+            "from_status", "to_status", "reason", "actor", "details"
+        )[0]
+        for i in (single, many)
+    ]
+    assert changes[0] == changes[1]
+    assert list(Interest.objects.filter(instance=many).values_list("subject", flat=True)) == list(
+        Interest.objects.filter(instance=single).values_list("subject", flat=True)
+    )
+
+
+@pytest.mark.django_db
 def test_replaying_the_same_items_answers_duplicate_with_the_same_ids(api, published):
     workflow = WorkflowFactory()
     items = [item(workflow, f"k{i}") for i in range(4)]
@@ -279,10 +305,10 @@ def _fail_publish(monkeypatch, how):
 
     if how == "publish":
 
-        def send_task(*args, **kwargs):
+        def send_task_message(*args, **kwargs):
             raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
-        monkeypatch.setattr(app, "send_task", send_task)
+        monkeypatch.setattr(app.amqp, "send_task_message", send_task_message)
     else:  # the pipeline's flush, outside kombu's retrying publish
         import redis
         from kombu.transport.redis import PublishBatch

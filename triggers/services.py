@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from django.conf import settings
@@ -24,7 +25,7 @@ from notifyflow import metrics
 from notifyflow.caching import ProcessCache
 from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
 from notifyflow.parsers import check_storable
-from workflows.models import Workflow
+from workflows.models import Workflow, WorkflowVersion
 from workflows.services import workflow_set_paused
 
 from . import state
@@ -173,11 +174,10 @@ def trigger_create_bulk(
         except ApplicationError as exc:
             outcomes[index] = BulkOutcome("invalid", error=exc)
     existing = _existing_ids({(wf.pk, item.idempotency_key) for _, wf, item in pending})
-    # (workflow id, key) -> the instance this request creates for it (first valid item).
-    chosen: dict[tuple[int, str], TriggerInstance] = {}
-    new: list[tuple[int, TriggerInstance, list[str]]] = []
+    # (workflow id, key) -> the row this request creates for it (its first valid item).
+    chosen: dict[tuple[int, str], state.NewInstance] = {}
+    new: list[tuple[int, state.NewInstance]] = []
     duplicates_of_new: list[tuple[int, tuple[int, str]]] = []
-    now = timezone.now()
     for index, wf, item in pending:
         pair = (wf.pk, item.idempotency_key)
         if pair in existing:
@@ -187,36 +187,26 @@ def trigger_create_bulk(
             duplicates_of_new.append((index, pair))
             continue
         try:
-            instance, interests = _new_instance(wf, item.idempotency_key, item.payload, now)
+            row = _new_row(wf, item.idempotency_key, item.payload)
         except ApplicationError as exc:
             outcomes[index] = BulkOutcome("invalid", error=exc)
             continue
-        chosen[pair] = instance
-        new.append((index, instance, interests))
-    inserted = state.create_bulk(
-        instances=[instance for _, instance, _ in new],
-        actor=actor,
-        interests=[interests for _, _, interests in new],
-    )
-    lost = {
-        (instance.workflow_id, instance.idempotency_key)
-        for _, instance, _ in new
-        if instance.pk not in inserted
-    }
+        chosen[pair] = row
+        new.append((index, row))
+    inserted = state.create_bulk(rows=[row for _, row in new], now=timezone.now(), actor=actor)
+    lost = {(row.workflow_id, row.idempotency_key) for _, row in new if row.id not in inserted}
     # Keys a concurrent request took first: its row is committed (ON CONFLICT waited).
     winners = _existing_ids(lost) if lost else {}
-    for index, instance, _ in new:
-        pair = (instance.workflow_id, instance.idempotency_key)
-        if instance.pk in inserted:
-            outcomes[index] = BulkOutcome("created", instance_id=instance.pk)
+    for index, row in new:
+        if row.id in inserted:
+            outcomes[index] = BulkOutcome("created", instance_id=row.id)
         else:
-            outcomes[index] = _winner_or_busy(winners.get(pair))
+            outcomes[index] = _winner_or_busy(winners.get((row.workflow_id, row.idempotency_key)))
     for index, pair in duplicates_of_new:
-        instance = chosen[pair]
-        winner = instance.pk if instance.pk in inserted else winners.get(pair)
-        outcomes[index] = _winner_or_busy(winner)
+        row = chosen[pair]
+        outcomes[index] = _winner_or_busy(row.id if row.id in inserted else winners.get(pair))
     if inserted:
-        dispatch_many_on_commit(instance.pk for _, instance, _ in new if instance.pk in inserted)
+        dispatch_many_on_commit(row.id for _, row in new if row.id in inserted)
     done = [outcome for outcome in outcomes if outcome is not None]
     assert len(done) == len(items)
     counts = {"created": 0, "duplicate": 0, "invalid": 0}
@@ -244,24 +234,11 @@ def _winner_or_busy(instance_id: uuid.UUID | None) -> BulkOutcome:
 
 
 def _new_instance(
-    wf: Workflow, idempotency_key: str, payload: dict[str, Any], now: Any
+    wf: Workflow, idempotency_key: str, payload: dict[str, Any], now: datetime
 ) -> tuple[TriggerInstance, list[str]]:
     """The unsaved instance ``trigger_create`` would insert, and its interests. Raises
     ApplicationError for an inactive or empty workflow or an interest that fails."""
-    if not wf.is_active:
-        raise ApplicationError(
-            field="workflow",
-            code="inactive_workflow",
-            message=f"workflow: workflow {wf.key!r} is not active",
-        )
-    if wf.current_version_id is None:
-        raise ApplicationError(
-            field="workflow",
-            code="workflow_has_no_definition",
-            message=f"workflow: workflow {wf.key!r} has no definition",
-        )
-    version = wf.current_version
-    assert version is not None  # current_version_id was checked above
+    version = _startable_version(wf)
     instance = TriggerInstance(
         workflow=wf,
         workflow_version=version,
@@ -280,6 +257,44 @@ def _new_instance(
         trigger={"id": str(instance.pk), "idempotency_key": idempotency_key},
     )
     return instance, interests
+
+
+def _new_row(wf: Workflow, idempotency_key: str, payload: dict[str, Any]) -> state.NewInstance:
+    """``_new_instance`` for ``state.create_bulk``: no model instance per row."""
+    version = _startable_version(wf)
+    instance_id = uuid.uuid4()
+    return state.NewInstance(
+        id=instance_id,
+        workflow_id=wf.pk,
+        workflow_version_id=version.pk,
+        idempotency_key=idempotency_key,
+        payload=payload,
+        entry_node_id=version.definition["entry_node_id"],
+        interests=interests_render(
+            templates=version.definition.get("interests", ()),
+            payload=payload,
+            trigger={"id": str(instance_id), "idempotency_key": idempotency_key},
+        ),
+    )
+
+
+def _startable_version(wf: Workflow) -> WorkflowVersion:
+    """The version a new instance of ``wf`` starts on; ApplicationError if none can."""
+    if not wf.is_active:
+        raise ApplicationError(
+            field="workflow",
+            code="inactive_workflow",
+            message=f"workflow: workflow {wf.key!r} is not active",
+        )
+    if wf.current_version_id is None:
+        raise ApplicationError(
+            field="workflow",
+            code="workflow_has_no_definition",
+            message=f"workflow: workflow {wf.key!r} has no definition",
+        )
+    version = wf.current_version
+    assert version is not None  # current_version_id was checked above
+    return version
 
 
 def _existing_ids(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], uuid.UUID]:

@@ -15,6 +15,7 @@ same writes go through the ORM in one transaction; both paths run in CI.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models.constants import OnConflict
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
@@ -251,62 +251,142 @@ def create(*, instance: TriggerInstance, actor: str, interests: Sequence[str] = 
     instance._state.db = connection.alias
 
 
-def create_bulk(
-    *,
-    instances: Sequence[TriggerInstance],
-    actor: str,
-    interests: Sequence[Sequence[str]],
-) -> set[uuid.UUID]:
-    """INSERT many new instances (``interests[i]`` are the subjects of ``instances[i]``),
-    each with its creation audit row and interest rows, skipping any whose (workflow,
-    idempotency_key) is taken. Returns the ids actually inserted; the rest lost to a
-    row that exists or a concurrent writer (whose transaction the INSERT waited for).
+@dataclass(frozen=True)
+class NewInstance:
+    """One instance for ``create_bulk``: what differs between the instances of a batch
+    (everything else is the same for all: enqueued at the entry node, due now)."""
 
-    On PostgreSQL one statement: ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` with
+    id: uuid.UUID
+    workflow_id: int
+    workflow_version_id: int
+    idempotency_key: str
+    payload: dict[str, Any]
+    entry_node_id: str
+    interests: Sequence[str] = ()
+
+
+# The columns that differ per instance in ``create_bulk``'s statement (one array each).
+_BULK_VARYING = (
+    "id",
+    "workflow_id",
+    "workflow_version_id",
+    "idempotency_key",
+    "payload",
+    "current_node_id",
+)
+
+
+def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
+    """INSERT many new instances, each enqueued at its entry node and due ``now``, with
+    its creation audit row and interest rows, skipping any whose (workflow,
+    idempotency_key) is taken. Returns the ids actually inserted; the others lost to a
+    row that exists or to a concurrent writer (the INSERT waited for its transaction).
+
+    On PostgreSQL one statement, whatever the number of rows: ``INSERT ... SELECT FROM
+    unnest(<one array per differing column>) ON CONFLICT DO NOTHING RETURNING``, with
     the audit and interest INSERTs as CTEs over what it returned - atomic, one round
-    trip. Elsewhere the ORM, one savepoint per instance inside one transaction.
+    trip, a handful of parameters. Columns that are the same for every row come from one
+    model instance, so a new column with a default needs no change here. Elsewhere the
+    ORM (``create``), one savepoint per instance inside one transaction.
     """
-    if not instances:
+    if not rows:
         return set()
-    if len(interests) != len(instances):
-        raise ValueError("one list of interests per instance")
+    template = _template(rows[0], now)
     if connection.vendor != "postgresql":
         inserted: set[uuid.UUID] = set()
         with transaction.atomic():
-            for instance, subjects in zip(instances, interests, strict=True):
+            for row in rows:
+                instance = _template(row, now)
                 try:
                     with transaction.atomic():
-                        create(instance=instance, actor=actor, interests=subjects)
+                        create(instance=instance, actor=actor, interests=row.interests)
                 except IntegrityError:
                     continue
-                inserted.add(instance.pk)
+                inserted.add(row.id)
         return inserted
-    query = InsertQuery(TriggerInstance, on_conflict=OnConflict.IGNORE)
-    query.insert_values(TriggerInstance._meta.concrete_fields, list(instances))
-    [(insert, params)] = query.get_compiler(connection=connection).as_sql()
-    pk = TriggerInstance._meta.pk.column
-    created_at = TriggerInstance._meta.get_field("created_at").column
-    # The audit row's time is each instance's own created_at, as in ``create``.
-    audit = _AUDIT_INSERT.replace(", %s, %s FROM moved", f', "{created_at}", %s FROM created')
-    sql = f'WITH created AS ({insert} RETURNING "{pk}", "{created_at}"), audit AS ({audit})'
-    params = [*params, *CREATED, "created", actor[:200], None]
-    owners = [i.pk for i, subjects in zip(instances, interests, strict=True) for _ in subjects]
-    if owners:
-        sql += (
-            f", interests AS ({_INTEREST_INSERT} SELECT s.owner, s.subject FROM created"
-            " JOIN unnest(%s::uuid[], %s::text[]) AS s(owner, subject)"
-            f' ON s.owner = created."{pk}")'
-        )
-        params += [owners, [subject for subjects in interests for subject in subjects]]
-    sql += f' SELECT "{pk}" FROM created'
+    sql = _bulk_insert_sql()
+    # In the statement's order: the constant columns (SELECT list), then the arrays.
+    params: list[Any] = [
+        column.get_db_prep_save(getattr(template, column.attname), connection)
+        for column in TriggerInstance._meta.concrete_fields
+        if column.attname not in _BULK_VARYING
+    ]
+    params += [
+        [row.id for row in rows],
+        [row.workflow_id for row in rows],
+        [row.workflow_version_id for row in rows],
+        [row.idempotency_key for row in rows],
+        [json.dumps(row.payload) for row in rows],
+        [row.entry_node_id for row in rows],
+    ]
+    params += [*CREATED, "created", actor[:200], None]
+    owners = [row.id for row in rows for _ in row.interests]
+    params += [owners, [subject for row in rows for subject in row.interests]]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        inserted = {row[0] for row in cursor.fetchall()}
-    for instance in instances:
-        if instance.pk in inserted:
-            instance._state.adding = False
-            instance._state.db = connection.alias
-    return inserted
+        return {found for (found,) in cursor.fetchall()}
+
+
+def _template(row: NewInstance, now: datetime) -> TriggerInstance:
+    """The model instance ``trigger_create`` would insert for ``row``."""
+    return TriggerInstance(
+        id=row.id,
+        workflow_id=row.workflow_id,
+        workflow_version_id=row.workflow_version_id,
+        idempotency_key=row.idempotency_key,
+        payload=row.payload,
+        status=S.ENQUEUED,
+        current_node_id=row.entry_node_id,
+        vars={},
+        attempts=0,
+        available_at=now,
+        dispatched_at=now,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+_bulk_sql: list[str] = []
+
+
+def _bulk_insert_sql() -> str:
+    if _bulk_sql:
+        return _bulk_sql[0]
+    fields = TriggerInstance._meta.concrete_fields
+    by_attname = {field.attname: field for field in fields}
+    table = TriggerInstance._meta.db_table
+    pk = TriggerInstance._meta.pk.column
+    created_at = by_attname["created_at"].column
+    arrays = ", ".join(
+        "%s::text[]"
+        if name == "payload"  # JSON text, cast per element below
+        else f"%s::{by_attname[name].cast_db_type(connection)}[]"
+        for name in _BULK_VARYING
+    )
+    values = []
+    for column in fields:
+        if column.attname == "payload":
+            values.append("v.payload::jsonb")
+        elif column.attname in _BULK_VARYING:
+            values.append(f"v.{column.attname}")
+        else:  # the same for every row: one parameter
+            values.append(f"%s::{column.cast_db_type(connection)}")
+    select = ", ".join(values)
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    # The audit row's time is each instance's own created_at, as in ``create``.
+    audit = _AUDIT_INSERT.replace(", %s, %s FROM moved", f', "{created_at}", %s FROM created')
+    sql = (
+        f'WITH created AS (INSERT INTO "{table}" ({columns}) SELECT {select}'
+        f" FROM unnest({arrays}) AS v({', '.join(_BULK_VARYING)})"
+        f' ON CONFLICT DO NOTHING RETURNING "{pk}", "{created_at}"),'
+        f" audit AS ({audit}),"
+        f" interests AS ({_INTEREST_INSERT} SELECT s.owner, s.subject FROM created"
+        " JOIN unnest(%s::uuid[], %s::text[]) AS s(owner, subject)"
+        f' ON s.owner = created."{pk}")'
+        f' SELECT "{pk}" FROM created'
+    )
+    _bulk_sql.append(sql)
+    return sql
 
 
 def retry_failed(
