@@ -12,13 +12,11 @@ import logging
 import secrets
 import uuid
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from notifyflow import metrics
@@ -32,6 +30,7 @@ from . import state
 from .dispatch import dispatch_many_on_commit, dispatch_on_commit
 from .inbox import interests_render
 from .models import ApiKey, TriggerInstance, TriggerStatus
+from .selectors import instance_by_key
 
 logger = logging.getLogger("notifyflow.triggers")
 
@@ -83,30 +82,33 @@ def trigger_create(
     # checked about the workflow's current state: a replay returns what the first call
     # returned, even if the workflow was deactivated since.
     wf = _resolve_workflow(workflow)
-    existing = _existing(wf, idempotency_key)
+    existing = instance_by_key(workflow=wf, idempotency_key=idempotency_key)
     if existing is not None:
         metrics.TRIGGERS.labels("replayed").inc()
         return TriggerCreateResult(existing, False)
-    instance, interests = _new_instance(wf, idempotency_key, payload, timezone.now())
-    # A single statement needs no explicit transaction (one round trip, atomic by itself);
-    # under an outer transaction a savepoint keeps a lost race from breaking it.
-    guard = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
-    try:
-        with guard:
-            state.create(instance=instance, actor=actor, interests=interests)
-            dispatch_on_commit(instance.pk)
-    except IntegrityError:
+    row = _new_row(wf, idempotency_key, payload)
+    now = timezone.now()
+    # One statement (atomic by itself, no transaction round trips); a concurrent POST
+    # of the same key that commits first makes it insert nothing (ON CONFLICT).
+    if not state.create_bulk(rows=[row], now=now, actor=actor):
         # Lost the race for this key: the winner has committed (the unique index made
-        # us wait for it), so its row is visible now.
-        existing = _existing(wf, idempotency_key)
+        # the INSERT wait for it), so its row is visible now.
+        existing = instance_by_key(workflow=wf, idempotency_key=idempotency_key)
         if existing is None:
-            raise
+            raise ConflictError(
+                code="busy", field=None, message="another request changed this key; try again"
+            )
         metrics.TRIGGERS.labels("replayed").inc()
         return TriggerCreateResult(existing, False)
+    dispatch_on_commit(row.id)
+    instance = state.as_model(row, now)
+    instance._state.adding, instance._state.db = False, connection.alias
+    instance.workflow = wf
+    instance.workflow_version = _startable_version(wf)  # the version _new_row started it on
     metrics.TRIGGERS.labels("created").inc()
     logger.info(
         "trigger created",
-        extra={"nf": {"trigger_id": str(instance.pk), "workflow": wf.key, "actor": actor}},
+        extra={"nf": {"trigger_id": str(row.id), "workflow": wf.key, "actor": actor}},
     )
     return TriggerCreateResult(instance, True)
 
@@ -233,34 +235,10 @@ def _winner_or_busy(instance_id: uuid.UUID | None) -> BulkOutcome:
     )
 
 
-def _new_instance(
-    wf: Workflow, idempotency_key: str, payload: dict[str, Any], now: datetime
-) -> tuple[TriggerInstance, list[str]]:
-    """The unsaved instance ``trigger_create`` would insert, and its interests. Raises
-    ApplicationError for an inactive or empty workflow or an interest that fails."""
-    version = _startable_version(wf)
-    instance = TriggerInstance(
-        workflow=wf,
-        workflow_version=version,
-        idempotency_key=idempotency_key,
-        payload=payload,
-        status=TriggerStatus.ENQUEUED,
-        current_node_id=version.definition["entry_node_id"],
-        vars={},
-        attempts=0,
-        available_at=now,
-        dispatched_at=now,
-    )
-    interests = interests_render(
-        templates=version.definition.get("interests", ()),
-        payload=payload,
-        trigger={"id": str(instance.pk), "idempotency_key": idempotency_key},
-    )
-    return instance, interests
-
-
 def _new_row(wf: Workflow, idempotency_key: str, payload: dict[str, Any]) -> state.NewInstance:
-    """``_new_instance`` for ``state.create_bulk``: no model instance per row."""
+    """The new instance ``trigger_create`` inserts for ``idempotency_key``, with its
+    rendered interests. Raises ApplicationError for an inactive or empty workflow or an
+    interest that does not render."""
     version = _startable_version(wf)
     instance_id = uuid.uuid4()
     return state.NewInstance(

@@ -281,6 +281,8 @@ def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> se
     its creation audit row and interest rows, skipping any whose (workflow,
     idempotency_key) is taken. Returns the ids actually inserted; the others lost to a
     row that exists or to a concurrent writer (the INSERT waited for its transaction).
+    Rows go in in (workflow, key) order, so concurrent calls with overlapping keys wait
+    on each other in one order and never deadlock.
 
     On PostgreSQL one statement, whatever the number of rows: ``INSERT ... SELECT FROM
     unnest(<one array per differing column>) ON CONFLICT DO NOTHING RETURNING``, with
@@ -291,12 +293,12 @@ def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> se
     """
     if not rows:
         return set()
-    template = _template(rows[0], now)
+    template = as_model(rows[0], now)
     if connection.vendor != "postgresql":
         inserted: set[uuid.UUID] = set()
         with transaction.atomic():
             for row in rows:
-                instance = _template(row, now)
+                instance = as_model(row, now)
                 try:
                     with transaction.atomic():
                         create(instance=instance, actor=actor, interests=row.interests)
@@ -327,8 +329,8 @@ def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> se
         return {found for (found,) in cursor.fetchall()}
 
 
-def _template(row: NewInstance, now: datetime) -> TriggerInstance:
-    """The model instance ``trigger_create`` would insert for ``row``."""
+def as_model(row: NewInstance, now: datetime) -> TriggerInstance:
+    """``row`` as the model instance ``create_bulk`` inserts for it (unsaved)."""
     return TriggerInstance(
         id=row.id,
         workflow_id=row.workflow_id,
@@ -378,6 +380,9 @@ def _bulk_insert_sql() -> str:
     sql = (
         f'WITH created AS (INSERT INTO "{table}" ({columns}) SELECT {select}'
         f" FROM unnest({arrays}) AS v({', '.join(_BULK_VARYING)})"
+        # One order for every writer: two requests inserting overlapping keys wait on
+        # each other's keys in the same order, never in a cycle (a deadlock otherwise).
+        " ORDER BY v.workflow_id, v.idempotency_key"
         f' ON CONFLICT DO NOTHING RETURNING "{pk}", "{created_at}"),'
         f" audit AS ({audit}),"
         f" interests AS ({_INTEREST_INSERT} SELECT s.owner, s.subject FROM created"
