@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -52,10 +53,13 @@ def instance_by_key(*, workflow: Workflow, idempotency_key: str) -> TriggerInsta
     the current version is ``workflow``'s own; an older one comes back deferred.
     """
     with connection.cursor() as cursor:
-        cursor.execute(_by_key_sql(), [workflow.pk, idempotency_key])
+        cursor.execute(by_key_sql(), [workflow.pk, idempotency_key])
         row = cursor.fetchone()
-    if row is None:
-        return None
+    return None if row is None else instance_from_row(workflow, row)
+
+
+def instance_from_row(workflow: Workflow, row: Sequence[Any]) -> TriggerInstance:
+    """The instance read by ``by_key_sql()`` (its columns, then the version number)."""
     values = list(row[:-1])
     for index, converters, column in _converters():
         for convert in converters:
@@ -92,7 +96,9 @@ def _converters() -> list[tuple[int, list[Any], Any]]:
     return _by_key_converters[0]
 
 
-def _by_key_sql() -> str:
+def by_key_sql() -> str:
+    """``SELECT`` the instance of (workflow id, idempotency key) - two parameters - and
+    its version's number; ``instance_from_row`` makes the instance of its row."""
     if not _by_key:
         meta, version_meta = TriggerInstance._meta, WorkflowVersion._meta
         columns = ", ".join(f't."{f.column}"' for f in meta.concrete_fields)

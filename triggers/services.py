@@ -78,22 +78,29 @@ def trigger_create(
     only after the row is committed. Raises ApplicationError for an unknown, inactive
     or empty workflow.
     """
-    # A repeat is answered from the existing row (one indexed query) before anything is
-    # checked about the workflow's current state: a replay returns what the first call
-    # returned, even if the workflow was deactivated since.
+    # A repeat returns what the first call returned, whatever the workflow's state
+    # now (deactivated since, new version): the statement that would insert reads the
+    # existing row instead.
     wf = _resolve_workflow(workflow)
-    existing = instance_by_key(workflow=wf, idempotency_key=idempotency_key)
-    if existing is not None:
+    try:
+        row = _new_row(wf, idempotency_key, payload)
+    except ApplicationError:
+        # Inactive, no definition, an interest that fails: still a replay if the key
+        # has an instance (what the first call returned), else the error.
+        existing = instance_by_key(workflow=wf, idempotency_key=idempotency_key)
+        if existing is None:
+            raise
         metrics.TRIGGERS.labels("replayed").inc()
         return TriggerCreateResult(existing, False)
-    row = _new_row(wf, idempotency_key, payload)
     now = timezone.now()
-    # One statement (atomic by itself, no transaction round trips); a concurrent POST
-    # of the same key that commits first makes it insert nothing (ON CONFLICT).
-    if not state.create_bulk(rows=[row], now=now, actor=actor):
-        # Lost the race for this key: the winner has committed (the unique index made
-        # the INSERT wait for it), so its row is visible now.
-        existing = instance_by_key(workflow=wf, idempotency_key=idempotency_key)
+    # One statement (atomic by itself, no transaction round trips) inserts the instance
+    # or, if the key is taken, reads the one that holds it (ON CONFLICT: no error).
+    created, existing = state.create_or_find(row=row, now=now, actor=actor, workflow=wf)
+    if not created:
+        if existing is None:
+            # Taken by a POST that committed while ours ran (the unique index made the
+            # INSERT wait for it): its row is visible to a new statement.
+            existing = instance_by_key(workflow=wf, idempotency_key=idempotency_key)
         if existing is None:
             raise ConflictError(
                 code="busy", field=None, message="another request changed this key; try again"

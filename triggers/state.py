@@ -27,9 +27,12 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
+from workflows.models import Workflow
+
 from .dispatch import dispatch_on_commit
 from .inbox_models import Interest
 from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from .selectors import by_key_sql, instance_by_key, instance_from_row
 
 S = TriggerStatus
 
@@ -302,10 +305,18 @@ def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> se
                 try:
                     with transaction.atomic():
                         create(instance=instance, actor=actor, interests=row.interests)
+                        # save() stamped its own times (auto_now): the batch's ``now``,
+                        # as on PostgreSQL and as the caller answers.
+                        TriggerInstance.objects.filter(pk=row.id).update(
+                            created_at=now, updated_at=now
+                        )
+                        TriggerStatusChange.objects.filter(instance_id=row.id).update(at=now)
                 except IntegrityError:
                     continue
                 inserted.add(row.id)
         return inserted
+    if len(rows) == 1:  # a POST: VALUES plans and runs faster than unnest (~0.3 ms)
+        return _create_one(template, actor, rows[0].interests)
     sql = _bulk_insert_sql()
     # In the statement's order: the constant columns (SELECT list), then the arrays.
     params: list[Any] = [
@@ -346,6 +357,89 @@ def as_model(row: NewInstance, now: datetime) -> TriggerInstance:
         created_at=now,
         updated_at=now,
     )
+
+
+def create_or_find(
+    *, row: NewInstance, now: datetime, actor: str, workflow: Workflow
+) -> tuple[bool, TriggerInstance | None]:
+    """``create_bulk`` for one row, which also reads the instance that holds its key if
+    that is taken: ``(True, None)`` inserted; ``(False, instance)`` the key's instance
+    (``workflow`` and its version attached); ``(False, None)`` taken by a writer that
+    committed while this ran (read it again).
+
+    On PostgreSQL one statement - a POST of a new key or of a repeated one is one round
+    trip: the INSERT ... ON CONFLICT DO NOTHING with its audit and interest rows, and
+    the existing row read in the same statement when nothing was inserted.
+    """
+    if connection.vendor != "postgresql":
+        if create_bulk(rows=[row], now=now, actor=actor):
+            return True, None
+        return False, instance_by_key(workflow=workflow, idempotency_key=row.idempotency_key)
+    instance = as_model(row, now)
+    fields = TriggerInstance._meta.concrete_fields
+    params: list[Any] = [
+        f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields
+    ]
+    params += [*CREATED, "created", actor[:200], None]
+    if row.interests:
+        params.append(list(row.interests))
+    params += [row.workflow_id, row.idempotency_key]
+    pk = TriggerInstance._meta.pk.column
+    sql = (
+        _one_row_sql(bool(row.interests))
+        + f' SELECT c."{pk}", e.* FROM (SELECT 1) AS one LEFT JOIN created c ON true'
+        + f' LEFT JOIN ({by_key_sql()}) e ON c."{pk}" IS NULL'
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    if found[0] is not None:
+        return True, None
+    existing = found[1:]
+    if existing[0] is None:
+        return False, None
+    return False, instance_from_row(workflow, existing)
+
+
+def _create_one(instance: TriggerInstance, actor: str, interests: Sequence[str]) -> set[uuid.UUID]:
+    fields = TriggerInstance._meta.concrete_fields
+    params: list[Any] = [
+        f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields
+    ]
+    params += [*CREATED, "created", actor[:200], None]
+    if interests:
+        params.append(list(interests))
+    pk = TriggerInstance._meta.pk.column
+    with connection.cursor() as cursor:
+        cursor.execute(_one_row_sql(bool(interests)) + f' SELECT "{pk}" FROM created', params)
+        return {found for (found,) in cursor.fetchall()}
+
+
+_one_row: dict[bool, str] = {}
+
+
+def _one_row_sql(with_interests: bool) -> str:
+    """The CTEs that insert one instance (``created``), its audit and interest rows; the
+    caller adds the final SELECT."""
+    sql = _one_row.get(with_interests)
+    if sql is None:
+        fields = TriggerInstance._meta.concrete_fields
+        pk = TriggerInstance._meta.pk.column
+        created_at = TriggerInstance._meta.get_field("created_at").column
+        columns = ", ".join(f'"{f.column}"' for f in fields)
+        audit = _AUDIT_INSERT.replace(", %s, %s FROM moved", f', "{created_at}", %s FROM created')
+        sql = (
+            f'WITH created AS (INSERT INTO "{TriggerInstance._meta.db_table}" ({columns})'
+            f" VALUES ({', '.join(['%s'] * len(fields))})"
+            f' ON CONFLICT DO NOTHING RETURNING "{pk}", "{created_at}"), audit AS ({audit})'
+        )
+        if with_interests:
+            sql += (
+                f', interests AS ({_INTEREST_INSERT} SELECT "{pk}", unnest(%s::text[])'
+                " FROM created)"
+            )
+        _one_row[with_interests] = sql
+    return sql
 
 
 _bulk_sql: list[str] = []
