@@ -18,6 +18,8 @@ from .services import MAX_BULK_ITEMS, MAX_IDEMPOTENCY_KEY_LENGTH, BulkOutcome, T
 class TriggerCreateInputSerializer(serializers.Serializer):
     """The body of POST /api/v1/triggers/."""
 
+    stateless_validation = True  # notifyflow.api.validated_body
+
     workflow = StrictCharField(max_length=100, help_text="Workflow key")
     idempotency_key = StrictCharField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
     payload = JsonObjectField(help_text="Any JSON object; templates see it as `payload`")
@@ -67,6 +69,8 @@ class BulkItemsField(serializers.ListField):
 
 class TriggerBulkInputSerializer(serializers.Serializer):
     """The body of POST /api/v1/triggers/bulk/."""
+
+    stateless_validation = True  # notifyflow.api.validated_body
 
     items = BulkItemsField(
         help_text=f"At most {MAX_BULK_ITEMS} triggers, each as the body of POST "

@@ -376,20 +376,15 @@ def create_or_find(
             return True, None
         return False, instance_by_key(workflow=workflow, idempotency_key=row.idempotency_key)
     instance = as_model(row, now)
-    fields = TriggerInstance._meta.concrete_fields
-    params: list[Any] = [
-        f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields
+    params: list[Any] = [row.workflow_id, row.idempotency_key]
+    params += [
+        f.get_db_prep_save(getattr(instance, f.attname), connection)
+        for f in TriggerInstance._meta.concrete_fields
     ]
     params += [*CREATED, "created", actor[:200], None]
     if row.interests:
         params.append(list(row.interests))
-    params += [row.workflow_id, row.idempotency_key]
-    pk = TriggerInstance._meta.pk.column
-    sql = (
-        _one_row_sql(bool(row.interests))
-        + f' SELECT c."{pk}", e.* FROM (SELECT 1) AS one LEFT JOIN created c ON true'
-        + f' LEFT JOIN ({by_key_sql()}) e ON c."{pk}" IS NULL'
-    )
+    sql = _create_or_find_sql(bool(row.interests))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         found = cursor.fetchone()
@@ -399,6 +394,39 @@ def create_or_find(
     if existing[0] is None:
         return False, None
     return False, instance_from_row(workflow, existing)
+
+
+_create_or_find: dict[bool, str] = {}
+
+
+def _create_or_find_sql(with_interests: bool) -> str:
+    """Read the key's instance; INSERT (with audit and interest rows) only if there is
+    none: a repeated key costs a read, not a speculative insertion."""
+    sql = _create_or_find.get(with_interests)
+    if sql is None:
+        fields = TriggerInstance._meta.concrete_fields
+        pk = TriggerInstance._meta.pk.column
+        created_at = TriggerInstance._meta.get_field("created_at").column
+        columns = ", ".join(f'"{f.column}"' for f in fields)
+        values = ", ".join(f"%s::{f.cast_db_type(connection)}" for f in fields)
+        audit = _AUDIT_INSERT.replace(", %s, %s FROM moved", f', "{created_at}", %s FROM created')
+        sql = (
+            f"WITH existing AS ({by_key_sql()}),"
+            f' created AS (INSERT INTO "{TriggerInstance._meta.db_table}" ({columns})'
+            f" SELECT {values} WHERE NOT EXISTS (SELECT 1 FROM existing)"
+            f' ON CONFLICT DO NOTHING RETURNING "{pk}", "{created_at}"), audit AS ({audit})'
+        )
+        if with_interests:
+            sql += (
+                f', interests AS ({_INTEREST_INSERT} SELECT "{pk}", unnest(%s::text[])'
+                " FROM created)"
+            )
+        sql += (
+            f' SELECT c."{pk}", e.* FROM (SELECT 1) AS one LEFT JOIN created c ON true'
+            " LEFT JOIN existing e ON true"
+        )
+        _create_or_find[with_interests] = sql
+    return sql
 
 
 def _create_one(instance: TriggerInstance, actor: str, interests: Sequence[str]) -> set[uuid.UUID]:
