@@ -131,7 +131,7 @@ def _combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def scenario_bulk(ctx: Ctx) -> None:
-    rounds, per_round = (1, 4) if ctx.quick else (3, 10)
+    rounds, per_round, warmups = (1, 2, 0) if ctx.quick else (3, 10, 1)
     wf = ctx.workflows.get(WORKFLOW) or workflow_save(
         key=WORKFLOW, name=WORKFLOW, definition=_chain([("e1", "email", EMAIL)]), actor="bench"
     )
@@ -139,17 +139,29 @@ def scenario_bulk(ctx: Ctx) -> None:
     flush_broker()
     run_id = uuid.uuid4().hex[:6]
     since = timezone.now()
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        phases[name] = round(now - mark, 1)
+        mark = now
+
     app_port, ref_port = free_port(), free_port()
     ref = ctx.procs.gunicorn("gunicorn-bulk-reference", ref_port, workers=2)
     app = ctx.procs.gunicorn("gunicorn-bulk-app", app_port, workers=2)
     raw: dict[str, list[dict[str, Any]]] = {"reference": [], "app": []}
+    phase("gunicorn_start")
     try:
-        # One warm-up request each (first-request imports, caches), not timed.
+        # One warm-up request each (first-request imports, caches), not timed; not in
+        # quick mode, where every instance costs drain time (~250 steps/s here).
         for name, port, path in (
             ("reference", ref_port, "/bench/ref/triggers/bulk/"),
             ("app", app_port, "/api/v1/triggers/bulk/"),
         ):
-            _post_all(port, path, ctx.token, _bodies(f"{name}-warm-{run_id}", 1), 1)
+            for _ in range(warmups):
+                _post_all(port, path, ctx.token, _bodies(f"{name}-warm-{run_id}", 1), 1)
         for rnd in range(rounds):
             for name, port, path in (
                 ("reference", ref_port, "/bench/ref/triggers/bulk/"),
@@ -160,24 +172,29 @@ def scenario_bulk(ctx: Ctx) -> None:
                 if res["statuses"].get("200", 0) != per_round:
                     raise RuntimeError(f"bulk {name}: not every request succeeded: {res}")
                 raw[name].append(res)
+        phase("requests")
     finally:
         ctx.procs.stop(app)
         ctx.procs.stop(ref)
-    out = {name: _combine(runs) for name, runs in raw.items()}
+    phase("gunicorn_stop")
+    out: dict[str, Any] = {name: _combine(runs) for name, runs in raw.items()}
     created = out["app"]["outcomes"].get("created", 0)
     expected = rounds * per_round * ITEMS
     if created != expected:
         raise RuntimeError(f"bulk: {created} of {expected} items created: {out['app']}")
-    # Every created instance runs: two worker nodes drain them (+ the warm-up request's).
+    # Every created instance runs: two worker nodes drain them (+ the warm-up's).
     workers = ctx.procs.celery_workers(2, tag="bulk")
-    t0 = time.monotonic()
+    phase("workers_start")
     try:
         finished = wait_terminal(
-            wf, expected + ITEMS, ctx.sizes.drain_timeout_s, since=since, procs=workers
+            wf, expected + warmups * ITEMS, ctx.sizes.drain_timeout_s, since=since, procs=workers
         )
+        phase("drain")
     finally:
         ctx.procs.stop_workers(workers)
-    out["drain"] = {**finished, "drain_s": time.monotonic() - t0}
+    phase("workers_stop")
+    out["drain"] = finished
+    out["phase_s"] = phases
     close_out(wf)
     flush_broker()
     ctx.results["bulk"] = out
