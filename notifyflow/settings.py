@@ -339,6 +339,10 @@ else:
         "socket_timeout": 30,
         "socket_keepalive": True,
     }
+# kombu's Redis transport, minus a new client object per published message
+# (notifyflow/kombu_redis.py).
+if CELERY_BROKER_URL.startswith("redis://"):
+    CELERY_BROKER_TRANSPORT = "notifyflow.kombu_redis:Transport"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"

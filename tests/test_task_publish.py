@@ -67,3 +67,18 @@ def test_many_messages_go_out_in_order_with_their_request_id():
     assert len({m["headers"]["id"] for m in queued}) == 50
     assert all(m["headers"]["eta"] is None for m in queued)
     flush_broker()
+
+
+def test_publishing_reuses_the_channels_redis_client():
+    """notifyflow.kombu_redis: one client object per channel, not one per message."""
+    from notifyflow.kombu_redis import Channel
+
+    flush_broker()
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        assert isinstance(channel, Channel)
+        with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+            assert first is second
+    send_tasks_on_commit("notifyflow.execute_node", [("a",), ("b",)])
+    assert [m["decoded_body"][0] for m in _queued()] == [["a"], ["b"]]
+    flush_broker()
