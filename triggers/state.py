@@ -11,6 +11,10 @@ and any ``also`` statements of the caller (the step's log row, its delivery reco
 data-modifying CTEs - one round trip and atomic without an explicit transaction
 (bench/RESULTS.md: 7 -> 3 statements per step). Elsewhere (SQLite, ``make run``) the
 same writes go through the ORM in one transaction; both paths run in CI.
+
+Creation (``create_or_find`` for a POST, ``create_bulk`` for up to 1,000 at once) is
+``INSERT ... ON CONFLICT DO NOTHING`` with the audit and interest rows as CTEs: a taken
+key inserts nothing and raises nothing, and the caller answers with the existing row.
 """
 
 from __future__ import annotations
