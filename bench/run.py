@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SCENARIOS = ["ingestion", "execution", "delay", "profile", "cost", "hold", "running"]
+SCENARIOS = ["ingestion", "bulk", "execution", "delay", "profile", "cost", "hold", "running"]
 
 
 def machine() -> dict[str, Any]:

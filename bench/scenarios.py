@@ -1667,3 +1667,12 @@ def scenario_running(ctx: Ctx) -> None:
     )
     if fan["failure"]:
         raise RuntimeError(fan["failure"])
+
+
+# --- 7. bulk ingestion (bench/bulk.py) ---------------------------------------------------
+
+
+def scenario_bulk(ctx: Ctx) -> None:
+    from bench.bulk import scenario_bulk as run
+
+    run(ctx)

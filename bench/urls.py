@@ -2,10 +2,11 @@
 
 from django.urls import path
 
-from bench.reference_app.views import RefTriggerView
+from bench.reference_app.views import RefBulkView, RefTriggerView
 from notifyflow.urls import urlpatterns as project_urlpatterns
 
 urlpatterns = [
     *project_urlpatterns,
     path("bench/ref/triggers/", RefTriggerView.as_view(), name="bench-ref-trigger"),
+    path("bench/ref/triggers/bulk/", RefBulkView.as_view(), name="bench-ref-trigger-bulk"),
 ]

@@ -51,15 +51,29 @@ def error_response(
     return Response(body, status=status_code)
 
 
+def validation_error(exc: exceptions.ValidationError) -> ApplicationError:
+    """A serializer's ValidationError as the ApplicationError the API answers for it:
+    the first field error's code and field, every field error in ``details``."""
+    errors = _flatten(exc.detail)
+    first = errors[0] if errors else {"field": None, "code": "invalid", "message": "invalid"}
+    return ApplicationError(
+        code=str(first["code"]),
+        message=str(first["message"]),
+        field=first["field"],
+        details=errors,
+    )
+
+
+def error_body(exc: ApplicationError) -> dict[str, Any]:
+    """The error shape of ``exc`` (as the body of a response, or one item's ``error``)."""
+    body = _body(exc.code, exc.message, exc.field)
+    body["errors"] = exc.details
+    return body
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ApplicationError):
-        return error_response(
-            code=exc.code,
-            message=exc.message,
-            field=exc.field,
-            status_code=exc.status,
-            errors=exc.details,
-        )
+        return Response(error_body(exc), status=exc.status)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
@@ -68,15 +82,7 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        errors = _flatten(exc.detail)
-        first = errors[0] if errors else {"field": None, "code": "invalid", "message": "invalid"}
-        return error_response(
-            code=str(first["code"]),
-            message=str(first["message"]),
-            field=first["field"],
-            status_code=status.HTTP_400_BAD_REQUEST,
-            errors=errors,
-        )
+        return Response(error_body(validation_error(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, exceptions.ParseError):
         return error_response(
             code="malformed_json",

@@ -258,6 +258,9 @@ NOTIFYFLOW_MAX_BINDINGS_PER_EVENT = env_int("NOTIFYFLOW_MAX_BINDINGS_PER_EVENT",
 # Requests bigger than this never reach a view: 413 (checked before parsing).
 NOTIFYFLOW_MAX_PAYLOAD_BYTES = env_int("NOTIFYFLOW_MAX_PAYLOAD_BYTES", 256 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = NOTIFYFLOW_MAX_PAYLOAD_BYTES + 64 * 1024
+# The whole body of POST /api/v1/triggers/bulk/ (up to 1,000 items, each payload within
+# NOTIFYFLOW_MAX_PAYLOAD_BYTES); larger: 413 unread.
+NOTIFYFLOW_MAX_BULK_BODY_BYTES = env_int("NOTIFYFLOW_MAX_BULK_BODY_BYTES", 16 * 1024 * 1024)
 
 # --- Observability ----------------------------------------------------------------------
 # prometheus_client's own variable: a directory shared by every process of a host (web,
@@ -442,6 +445,10 @@ else:
         "socket_timeout": 30,
         "socket_keepalive": True,
     }
+# kombu's Redis transport, minus a new client object per published message
+# (notifyflow/kombu_redis.py).
+if CELERY_BROKER_URL.startswith("redis://"):
+    CELERY_BROKER_TRANSPORT = "notifyflow.kombu_redis:Transport"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"

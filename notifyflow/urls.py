@@ -26,6 +26,7 @@ from triggers.event_views import (
 )
 from triggers.selectors import queue_figures
 from triggers.views import (
+    TriggerBulkCreateView,
     TriggerCancelByKeyView,
     TriggerCancelView,
     TriggerDetailView,
@@ -109,6 +110,7 @@ api_v1 = [
     # The triggers layer's list + create, with ?recipient= added by executions.
     path("triggers/", TriggerListView.as_view(), name="trigger-list"),
     path("triggers/cancel/", TriggerCancelByKeyView.as_view(), name="trigger-cancel-by-key"),
+    path("triggers/bulk/", TriggerBulkCreateView.as_view(), name="trigger-bulk-create"),
     path("triggers/<uuid:id>/", TriggerDetailView.as_view(), name="trigger-detail"),
     path("triggers/<uuid:id>/cancel/", TriggerCancelView.as_view(), name="trigger-cancel"),
     path("triggers/<uuid:id>/events/", InstanceEventView.as_view(), name="trigger-events"),

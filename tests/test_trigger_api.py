@@ -151,3 +151,15 @@ def test_a_new_version_is_used_at_once_in_this_process(api, workflow):
     workflow_save(key=workflow.key, name=workflow.name, definition=email_sms_definition(delay="1m"))
     second = post(api, workflow=workflow.key, idempotency_key="b", payload={}).json()
     assert second["workflow_version"] == 2
+
+
+def test_a_replay_after_a_new_version_answers_the_instance_as_it_started(api, workflow):
+    from workflows.services import workflow_save
+
+    from .factories import email_sms_definition
+
+    first = post(api, workflow=workflow.key, idempotency_key="a", payload=PAYLOAD).json()
+    workflow_save(key=workflow.key, name=workflow.name, definition=email_sms_definition(delay="5m"))
+    again = post(api, workflow=workflow.key, idempotency_key="a", payload={"other": 1})
+    assert again.status_code == 200
+    assert again.json() == first

@@ -28,5 +28,5 @@ def dispatch_on_commit(instance_id: uuid.UUID | str, *, countdown: float | None 
 
 
 def dispatch_many_on_commit(instance_ids: Iterable[uuid.UUID | str]) -> None:
-    """``dispatch_on_commit`` (due now) for many instances: one batched publish."""
-    send_tasks_on_commit(EXECUTE_NODE_TASK, [(str(i),) for i in instance_ids])
+    """``dispatch_on_commit`` (no countdown) for many instances: one pipelined publish."""
+    send_tasks_on_commit(EXECUTE_NODE_TASK, [(str(instance_id),) for instance_id in instance_ids])

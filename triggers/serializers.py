@@ -1,23 +1,114 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from django.utils import timezone
 from rest_framework import serializers
 
+from notifyflow.api_errors import error_body, validation_error
+from notifyflow.errors import ApplicationError
 from notifyflow.fields import JsonObjectField, StrictCharField
+from notifyflow.parsers import check_storable
 from notifyflow.redaction import redact
 
 from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
-from .services import MAX_IDEMPOTENCY_KEY_LENGTH
+from .services import MAX_BULK_ITEMS, MAX_IDEMPOTENCY_KEY_LENGTH, BulkOutcome, TriggerItem
 
 
 class TriggerCreateInputSerializer(serializers.Serializer):
     """The body of POST /api/v1/triggers/."""
 
+    stateless_validation = True  # notifyflow.api.validated_body
+
     workflow = StrictCharField(max_length=100, help_text="Workflow key")
     idempotency_key = StrictCharField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
     payload = JsonObjectField(help_text="Any JSON object; templates see it as `payload`")
+
+
+class BulkItemsField(serializers.ListField):
+    """The ``items`` of a bulk request: a list of at most MAX_BULK_ITEMS trigger bodies.
+
+    Only the list is the envelope (``not_a_list``, ``too_many_items``: 400 for the whole
+    request). Each item is checked on its own, exactly as the single POST checks its
+    body (storable JSON values, then TriggerCreateInputSerializer): a valid item becomes
+    a ``TriggerItem``, a bad one the ApplicationError that POST would have answered."""
+
+    default_error_messages = {
+        "not_a_list": "must be a list of trigger objects",
+        "too_many_items": "at most {max_length} items per request, got {count}",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=TriggerCreateInputSerializer(), max_length=MAX_BULK_ITEMS, **kwargs)
+
+    def to_internal_value(self, data: Any) -> list[TriggerItem | ApplicationError]:
+        if not isinstance(data, list):
+            self.fail("not_a_list")
+        if len(data) > MAX_BULK_ITEMS:
+            self.fail("too_many_items", max_length=MAX_BULK_ITEMS, count=len(data))
+        return [self._item(raw) for raw in data]
+
+    def _item(self, raw: Any) -> TriggerItem | ApplicationError:
+        if not isinstance(raw, dict):
+            return ApplicationError(
+                code="not_an_object", field="body", message="body: must be a JSON object"
+            )
+        try:
+            check_storable(raw)
+            data = self.child.run_validation(raw)
+        except ApplicationError as exc:
+            return exc
+        except serializers.ValidationError as exc:
+            return validation_error(exc)
+        return TriggerItem(
+            workflow=data["workflow"],
+            idempotency_key=data["idempotency_key"],
+            payload=data["payload"],
+        )
+
+
+class TriggerBulkInputSerializer(serializers.Serializer):
+    """The body of POST /api/v1/triggers/bulk/."""
+
+    stateless_validation = True  # notifyflow.api.validated_body
+
+    items = BulkItemsField(
+        help_text=f"At most {MAX_BULK_ITEMS} triggers, each as the body of POST "
+        "/api/v1/triggers/; each is created, replayed or refused on its own"
+    )
+
+
+class ItemErrorSerializer(serializers.Serializer):
+    """Why one item was refused: the error shape of the single POST."""
+
+    code = serializers.CharField()
+    field = serializers.CharField(allow_null=True)
+    message = serializers.CharField()
+    errors = serializers.ListField(child=serializers.DictField())
+
+
+class BulkResultSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="Position of the item in `items`")
+    status = serializers.ChoiceField(choices=["created", "duplicate", "invalid"])
+    id = serializers.UUIDField(required=False, help_text="The instance (created or duplicate)")
+    error = ItemErrorSerializer(required=False, help_text="Why the item is invalid")
+
+
+class TriggerBulkOutputSerializer(serializers.Serializer):
+    results = BulkResultSerializer(many=True)
+
+    def to_representation(self, outcomes: list[BulkOutcome]) -> dict:
+        # Built directly (up to 1,000 results): the fields above are the schema.
+        results: list[dict[str, Any]] = []
+        for index, outcome in enumerate(outcomes):
+            result: dict[str, Any] = {"index": index, "status": outcome.status}
+            if outcome.instance_id is not None:
+                result["id"] = str(outcome.instance_id)
+            if outcome.error is not None:
+                result["error"] = error_body(outcome.error)
+            results.append(result)
+        return {"results": results}
 
 
 class CursorSerializer(serializers.Serializer):

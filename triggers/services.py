@@ -12,29 +12,30 @@ import logging
 import secrets
 import uuid
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from notifyflow import metrics
 from notifyflow.caching import ProcessCache
 from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
 from notifyflow.parsers import check_storable
-from workflows.models import Workflow
+from workflows.models import Workflow, WorkflowVersion
 from workflows.services import workflow_set_paused
 
 from . import state
-from .dispatch import dispatch_on_commit
+from .dispatch import dispatch_many_on_commit, dispatch_on_commit
 from .inbox import interests_render
 from .models import ApiKey, ApiKeyScope, TriggerInstance, TriggerStatus
+from .selectors import instance_by_key
 
 logger = logging.getLogger("notifyflow.triggers")
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
+MAX_BULK_ITEMS = 1000
 
 
 @dataclass(frozen=True)
@@ -82,14 +83,199 @@ def trigger_create(
     only after the row is committed. Raises ApplicationError for an unknown, inactive
     or empty workflow.
     """
-    # A repeat is answered from the existing row (one indexed query) before anything is
-    # checked about the workflow's current state: a replay returns what the first call
-    # returned, even if the workflow was deactivated since.
+    # A repeat returns what the first call returned, whatever the workflow's state
+    # now (deactivated since, new version): the statement that would insert reads the
+    # existing row instead.
     wf = _resolve_workflow(workflow)
-    existing = _existing(wf, idempotency_key)
-    if existing is not None:
+    try:
+        row = _new_row(wf, idempotency_key, payload, created_by_key=created_by_key)
+    except ApplicationError:
+        # Inactive, no definition, an interest that fails: still a replay if the key
+        # has an instance (what the first call returned), else the error.
+        existing = instance_by_key(workflow=wf, idempotency_key=idempotency_key)
+        if existing is None:
+            raise
         metrics.TRIGGERS.labels("replayed").inc()
         return TriggerCreateResult(existing, False)
+    now = timezone.now()
+    # One statement (atomic by itself, no transaction round trips) inserts the instance
+    # or, if the key is taken, reads the one that holds it (ON CONFLICT: no error).
+    created, existing = state.create_or_find(row=row, now=now, actor=actor, workflow=wf)
+    if not created:
+        if existing is None:
+            # Taken by a POST that committed while ours ran (the unique index made the
+            # INSERT wait for it): its row is visible to a new statement.
+            existing = instance_by_key(workflow=wf, idempotency_key=idempotency_key)
+        if existing is None:
+            raise ConflictError(
+                code="busy", field=None, message="another request changed this key; try again"
+            )
+        metrics.TRIGGERS.labels("replayed").inc()
+        return TriggerCreateResult(existing, False)
+    dispatch_on_commit(row.id)
+    instance = state.as_model(row, now)
+    instance._state.adding, instance._state.db = False, connection.alias
+    instance.workflow = wf
+    instance.workflow_version = _startable_version(wf)  # the version _new_row started it on
+    metrics.TRIGGERS.labels("created").inc()
+    logger.info(
+        "trigger created",
+        extra={"nf": {"trigger_id": str(row.id), "workflow": wf.key, "actor": actor}},
+    )
+    return TriggerCreateResult(instance, True)
+
+
+@dataclass(frozen=True)
+class TriggerItem:
+    """One trigger of a bulk request, validated at the edge as the single POST's body."""
+
+    workflow: str
+    idempotency_key: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    """What became of one item: ``created`` / ``duplicate`` (``instance_id`` set) or
+    ``invalid`` (``error`` set, as the single POST would have raised it)."""
+
+    status: Literal["created", "duplicate", "invalid"]
+    instance_id: uuid.UUID | None = None
+    error: ApplicationError | None = None
+
+
+def trigger_create_bulk(
+    *,
+    items: Sequence[TriggerItem | ApplicationError],
+    actor: str = "api",
+    created_by_key: str = "",
+) -> list[BulkOutcome]:
+    """``trigger_create`` for many items at once, one outcome per item, in order.
+
+    Each item has the single call's semantics, as if the items were posted one after
+    the other: a replay of an existing (workflow, key) - or of an earlier item of the
+    same request - is a ``duplicate`` answered before the workflow's state is checked;
+    an unknown, inactive or empty workflow or an interest that does not render makes
+    that item ``invalid`` and nothing else. An ``ApplicationError`` in ``items`` is an
+    item the edge already refused; it is passed through as ``invalid``.
+
+    The new instances, their audit rows and interests are one INSERT ... ON CONFLICT
+    statement (PostgreSQL); a concurrent writer that took a key first makes that item a
+    duplicate of its row. All first steps are published after commit in one pipeline.
+    """
+    if len(items) > MAX_BULK_ITEMS:
+        raise ApplicationError(
+            code="too_many_items",
+            field="items",
+            message=f"items: at most {MAX_BULK_ITEMS} items per request",
+        )
+    outcomes: list[BulkOutcome | None] = [None] * len(items)
+    # (index, workflow, item) of the items still to decide, in order.
+    pending: list[tuple[int, Workflow, TriggerItem]] = []
+    for index, item in enumerate(items):
+        if isinstance(item, ApplicationError):
+            outcomes[index] = BulkOutcome("invalid", error=item)
+            continue
+        if not item.idempotency_key:
+            outcomes[index] = BulkOutcome(
+                "invalid",
+                error=ApplicationError(
+                    code="required",
+                    field="idempotency_key",
+                    message="idempotency_key: must be a non-empty string",
+                ),
+            )
+            continue
+        try:
+            pending.append((index, _resolve_workflow(item.workflow), item))
+        except ApplicationError as exc:
+            outcomes[index] = BulkOutcome("invalid", error=exc)
+    existing = _existing_ids({(wf.pk, item.idempotency_key) for _, wf, item in pending})
+    # (workflow id, key) -> the row this request creates for it (its first valid item).
+    chosen: dict[tuple[int, str], state.NewInstance] = {}
+    new: list[tuple[int, state.NewInstance]] = []
+    duplicates_of_new: list[tuple[int, tuple[int, str]]] = []
+    for index, wf, item in pending:
+        pair = (wf.pk, item.idempotency_key)
+        if pair in existing:
+            outcomes[index] = BulkOutcome("duplicate", instance_id=existing[pair])
+            continue
+        if pair in chosen:
+            duplicates_of_new.append((index, pair))
+            continue
+        try:
+            row = _new_row(wf, item.idempotency_key, item.payload, created_by_key=created_by_key)
+        except ApplicationError as exc:
+            outcomes[index] = BulkOutcome("invalid", error=exc)
+            continue
+        chosen[pair] = row
+        new.append((index, row))
+    inserted = state.create_bulk(rows=[row for _, row in new], now=timezone.now(), actor=actor)
+    lost = {(row.workflow_id, row.idempotency_key) for _, row in new if row.id not in inserted}
+    # Keys a concurrent request took first: its row is committed (ON CONFLICT waited).
+    winners = _existing_ids(lost) if lost else {}
+    for index, row in new:
+        if row.id in inserted:
+            outcomes[index] = BulkOutcome("created", instance_id=row.id)
+        else:
+            outcomes[index] = _winner_or_busy(winners.get((row.workflow_id, row.idempotency_key)))
+    for index, pair in duplicates_of_new:
+        row = chosen[pair]
+        outcomes[index] = _winner_or_busy(row.id if row.id in inserted else winners.get(pair))
+    if inserted:
+        dispatch_many_on_commit(row.id for _, row in new if row.id in inserted)
+    done = [outcome for outcome in outcomes if outcome is not None]
+    assert len(done) == len(items)
+    counts = {"created": 0, "duplicate": 0, "invalid": 0}
+    for outcome in done:
+        counts[outcome.status] += 1
+    metrics.TRIGGERS.labels("created").inc(counts["created"])
+    metrics.TRIGGERS.labels("replayed").inc(counts["duplicate"])
+    logger.info(
+        "triggers created in bulk",
+        extra={"nf": {"actor": actor, **counts}},
+    )
+    return done
+
+
+def _winner_or_busy(instance_id: uuid.UUID | None) -> BulkOutcome:
+    if instance_id is not None:
+        return BulkOutcome("duplicate", instance_id=instance_id)
+    # Only if the row that blocked the INSERT vanished again (deleted in between).
+    return BulkOutcome(
+        "invalid",
+        error=ConflictError(
+            code="busy", field=None, message="another request changed this key; try again"
+        ),
+    )
+
+
+def _new_row(
+    wf: Workflow, idempotency_key: str, payload: dict[str, Any], *, created_by_key: str = ""
+) -> state.NewInstance:
+    """The new instance ``trigger_create`` inserts for ``idempotency_key``, with its
+    rendered interests. Raises ApplicationError for an inactive or empty workflow or an
+    interest that does not render."""
+    version = _startable_version(wf)
+    instance_id = uuid.uuid4()
+    return state.NewInstance(
+        id=instance_id,
+        workflow_id=wf.pk,
+        workflow_version_id=version.pk,
+        idempotency_key=idempotency_key,
+        payload=payload,
+        entry_node_id=version.definition["entry_node_id"],
+        created_by_key=created_by_key,
+        interests=interests_render(
+            templates=version.definition.get("interests", ()),
+            payload=payload,
+            trigger={"id": str(instance_id), "idempotency_key": idempotency_key},
+        ),
+    )
+
+
+def _startable_version(wf: Workflow) -> WorkflowVersion:
+    """The version a new instance of ``wf`` starts on; ApplicationError if none can."""
     if not wf.is_active:
         raise ApplicationError(
             field="workflow",
@@ -104,46 +290,31 @@ def trigger_create(
         )
     version = wf.current_version
     assert version is not None  # current_version_id was checked above
-    now = timezone.now()
-    instance = TriggerInstance(
-        workflow=wf,
-        workflow_version=version,
-        idempotency_key=idempotency_key,
-        payload=payload,
-        status=TriggerStatus.ENQUEUED,
-        current_node_id=version.definition["entry_node_id"],
-        vars={},
-        attempts=0,
-        available_at=now,
-        dispatched_at=now,
-        created_by_key=created_by_key[:100],
-    )
-    interests = interests_render(
-        templates=version.definition.get("interests", ()),
-        payload=payload,
-        trigger={"id": str(instance.pk), "idempotency_key": idempotency_key},
-    )
-    # A single statement needs no explicit transaction (one round trip, atomic by itself);
-    # under an outer transaction a savepoint keeps a lost race from breaking it.
-    guard = transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
-    try:
-        with guard:
-            state.create(instance=instance, actor=actor, interests=interests)
-            dispatch_on_commit(instance.pk)
-    except IntegrityError:
-        # Lost the race for this key: the winner has committed (the unique index made
-        # us wait for it), so its row is visible now.
-        existing = _existing(wf, idempotency_key)
-        if existing is None:
-            raise
-        metrics.TRIGGERS.labels("replayed").inc()
-        return TriggerCreateResult(existing, False)
-    metrics.TRIGGERS.labels("created").inc()
-    logger.info(
-        "trigger created",
-        extra={"nf": {"trigger_id": str(instance.pk), "workflow": wf.key, "actor": actor}},
-    )
-    return TriggerCreateResult(instance, True)
+    return version
+
+
+def _existing_ids(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], uuid.UUID]:
+    """(workflow id, key) -> instance id of those that exist: one indexed query per
+    workflow (``idempotency_key IN (...)``, chunked)."""
+    by_workflow: dict[int, list[str]] = {}
+    for workflow_id, key in pairs:
+        by_workflow.setdefault(workflow_id, []).append(key)
+    found: dict[tuple[int, str], uuid.UUID] = {}
+    for workflow_id, keys in by_workflow.items():
+        for start in range(0, len(keys), _KEYS_PER_QUERY):
+            rows = (
+                TriggerInstance.objects.order_by()
+                .filter(
+                    workflow_id=workflow_id,
+                    idempotency_key__in=keys[start : start + _KEYS_PER_QUERY],
+                )
+                .values_list("idempotency_key", "id")
+            )
+            found.update({(workflow_id, key): instance_id for key, instance_id in rows})
+    return found
+
+
+_KEYS_PER_QUERY = 500  # SQLite's parameter limit
 
 
 def _existing(workflow: Workflow | str, idempotency_key: str) -> TriggerInstance | None:

@@ -11,10 +11,15 @@ and any ``also`` statements of the caller (the step's log row, its delivery reco
 data-modifying CTEs - one round trip and atomic without an explicit transaction
 (bench/RESULTS.md: 7 -> 3 statements per step). Elsewhere (SQLite, ``make run``) the
 same writes go through the ORM in one transaction; both paths run in CI.
+
+Creation (``create_or_find`` for a POST, ``create_bulk`` for up to 1,000 at once) is
+``INSERT ... ON CONFLICT DO NOTHING`` with the audit and interest rows as CTEs: a taken
+key inserts nothing and raises nothing, and the caller answers with the existing row.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,15 +27,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from notifyflow import db
+from workflows.models import Workflow
 
 from .dispatch import dispatch_on_commit
 from .inbox_models import Interest
 from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from .selectors import by_key_sql, instance_by_key, instance_from_row
 
 S = TriggerStatus
 
@@ -277,6 +284,271 @@ def create(*, instance: TriggerInstance, actor: str, interests: Sequence[str] = 
         cursor.execute(sql, params)
     instance._state.adding = False
     instance._state.db = connection.alias
+
+
+@dataclass(frozen=True)
+class NewInstance:
+    """One instance for ``create_bulk``: what differs between the instances of a batch
+    (everything else is the same for all: enqueued at the entry node, due now)."""
+
+    id: uuid.UUID
+    workflow_id: int
+    workflow_version_id: int
+    idempotency_key: str
+    payload: dict[str, Any]
+    entry_node_id: str
+    interests: Sequence[str] = ()
+    # The API key that created it (scoped keys read only their own instances).
+    created_by_key: str = ""
+
+
+# The columns that differ per instance in ``create_bulk``'s statement (one array each).
+_BULK_VARYING = (
+    "id",
+    "workflow_id",
+    "workflow_version_id",
+    "idempotency_key",
+    "payload",
+    "current_node_id",
+)
+
+
+def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
+    """INSERT many new instances, each enqueued at its entry node and due ``now``, with
+    its creation audit row and interest rows, skipping any whose (workflow,
+    idempotency_key) is taken. Returns the ids actually inserted; the others lost to a
+    row that exists or to a concurrent writer (the INSERT waited for its transaction).
+    Rows go in in (workflow, key) order, so concurrent calls with overlapping keys wait
+    on each other in one order and never deadlock.
+
+    On PostgreSQL one statement, whatever the number of rows: ``INSERT ... SELECT FROM
+    unnest(<one array per differing column>) ON CONFLICT DO NOTHING RETURNING``, with
+    the audit and interest INSERTs as CTEs over what it returned - atomic, one round
+    trip, a handful of parameters. Columns that are the same for every row come from one
+    model instance, so a new column with a default needs no change here. Elsewhere the
+    ORM (``create``), one savepoint per instance inside one transaction.
+    """
+    if not rows:
+        return set()
+    template = as_model(rows[0], now)
+    if connection.vendor != "postgresql":
+        inserted: set[uuid.UUID] = set()
+        with transaction.atomic():
+            for row in rows:
+                instance = as_model(row, now)
+                try:
+                    with transaction.atomic():
+                        create(instance=instance, actor=actor, interests=row.interests)
+                        # save() stamped its own times (auto_now): the batch's ``now``,
+                        # as on PostgreSQL and as the caller answers.
+                        TriggerInstance.objects.filter(pk=row.id).update(
+                            created_at=now, updated_at=now
+                        )
+                        TriggerStatusChange.objects.filter(instance_id=row.id).update(at=now)
+                except IntegrityError:
+                    continue
+                inserted.add(row.id)
+        return inserted
+    if len(rows) == 1:  # a POST: VALUES plans and runs faster than unnest (~0.3 ms)
+        return _create_one(template, actor, rows[0].interests)
+    sql = _bulk_insert_sql()
+    # In the statement's order: the constant columns (SELECT list), then the arrays.
+    params: list[Any] = [
+        column.get_db_prep_save(getattr(template, column.attname), connection)
+        for column in TriggerInstance._meta.concrete_fields
+        if column.attname not in _BULK_VARYING
+    ]
+    params += [
+        [row.id for row in rows],
+        [row.workflow_id for row in rows],
+        [row.workflow_version_id for row in rows],
+        [row.idempotency_key for row in rows],
+        [json.dumps(row.payload) for row in rows],
+        [row.entry_node_id for row in rows],
+    ]
+    params += [*CREATED, "created", actor[:200], None]
+    owners = [row.id for row in rows for _ in row.interests]
+    params += [owners, [subject for row in rows for subject in row.interests]]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {found for (found,) in cursor.fetchall()}
+
+
+def as_model(row: NewInstance, now: datetime) -> TriggerInstance:
+    """``row`` as the model instance ``create_bulk`` inserts for it (unsaved)."""
+    return TriggerInstance(
+        id=row.id,
+        workflow_id=row.workflow_id,
+        workflow_version_id=row.workflow_version_id,
+        idempotency_key=row.idempotency_key,
+        payload=row.payload,
+        status=S.ENQUEUED,
+        current_node_id=row.entry_node_id,
+        vars={},
+        attempts=0,
+        available_at=now,
+        dispatched_at=now,
+        created_at=now,
+        updated_at=now,
+        created_by_key=row.created_by_key[:100],
+    )
+
+
+def create_or_find(
+    *, row: NewInstance, now: datetime, actor: str, workflow: Workflow
+) -> tuple[bool, TriggerInstance | None]:
+    """``create_bulk`` for one row, which also reads the instance that holds its key if
+    that is taken: ``(True, None)`` inserted; ``(False, instance)`` the key's instance
+    (``workflow`` and its version attached); ``(False, None)`` taken by a writer that
+    committed while this ran (read it again).
+
+    On PostgreSQL one statement - a POST of a new key or of a repeated one is one round
+    trip: the INSERT ... ON CONFLICT DO NOTHING with its audit and interest rows, and
+    the existing row read in the same statement when nothing was inserted.
+    """
+    if connection.vendor != "postgresql":
+        if create_bulk(rows=[row], now=now, actor=actor):
+            return True, None
+        return False, instance_by_key(workflow=workflow, idempotency_key=row.idempotency_key)
+    instance = as_model(row, now)
+    params: list[Any] = [row.workflow_id, row.idempotency_key]
+    params += [
+        f.get_db_prep_save(getattr(instance, f.attname), connection)
+        for f in TriggerInstance._meta.concrete_fields
+    ]
+    params += [*CREATED, "created", actor[:200], None]
+    if row.interests:
+        params.append(list(row.interests))
+    sql = _create_or_find_sql(bool(row.interests))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    if found[0] is not None:
+        return True, None
+    existing = found[1:]
+    if existing[0] is None:
+        return False, None
+    return False, instance_from_row(workflow, existing)
+
+
+_create_or_find: dict[bool, str] = {}
+
+
+def _create_or_find_sql(with_interests: bool) -> str:
+    """Read the key's instance; INSERT (with audit and interest rows) only if there is
+    none: a repeated key costs a read, not a speculative insertion."""
+    sql = _create_or_find.get(with_interests)
+    if sql is None:
+        fields = TriggerInstance._meta.concrete_fields
+        pk = TriggerInstance._meta.pk.column
+        created_at = TriggerInstance._meta.get_field("created_at").column
+        columns = ", ".join(f'"{f.column}"' for f in fields)
+        values = ", ".join(f"%s::{f.cast_db_type(connection)}" for f in fields)
+        audit = _AUDIT_INSERT.replace(", %s, %s FROM moved", f', "{created_at}", %s FROM created')
+        sql = (
+            f"WITH existing AS ({by_key_sql()}),"
+            f' created AS (INSERT INTO "{TriggerInstance._meta.db_table}" ({columns})'
+            f" SELECT {values} WHERE NOT EXISTS (SELECT 1 FROM existing)"
+            f' ON CONFLICT DO NOTHING RETURNING "{pk}", "{created_at}"), audit AS ({audit})'
+        )
+        if with_interests:
+            sql += (
+                f', interests AS ({_INTEREST_INSERT} SELECT "{pk}", unnest(%s::text[])'
+                " FROM created)"
+            )
+        sql += (
+            f' SELECT c."{pk}", e.* FROM (SELECT 1) AS one LEFT JOIN created c ON true'
+            " LEFT JOIN existing e ON true"
+        )
+        _create_or_find[with_interests] = sql
+    return sql
+
+
+def _create_one(instance: TriggerInstance, actor: str, interests: Sequence[str]) -> set[uuid.UUID]:
+    fields = TriggerInstance._meta.concrete_fields
+    params: list[Any] = [
+        f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields
+    ]
+    params += [*CREATED, "created", actor[:200], None]
+    if interests:
+        params.append(list(interests))
+    pk = TriggerInstance._meta.pk.column
+    with connection.cursor() as cursor:
+        cursor.execute(_one_row_sql(bool(interests)) + f' SELECT "{pk}" FROM created', params)
+        return {found for (found,) in cursor.fetchall()}
+
+
+_one_row: dict[bool, str] = {}
+
+
+def _one_row_sql(with_interests: bool) -> str:
+    """The CTEs that insert one instance (``created``), its audit and interest rows; the
+    caller adds the final SELECT."""
+    sql = _one_row.get(with_interests)
+    if sql is None:
+        fields = TriggerInstance._meta.concrete_fields
+        pk = TriggerInstance._meta.pk.column
+        created_at = TriggerInstance._meta.get_field("created_at").column
+        columns = ", ".join(f'"{f.column}"' for f in fields)
+        audit = _AUDIT_INSERT.replace(", %s, %s FROM moved", f', "{created_at}", %s FROM created')
+        sql = (
+            f'WITH created AS (INSERT INTO "{TriggerInstance._meta.db_table}" ({columns})'
+            f" VALUES ({', '.join(['%s'] * len(fields))})"
+            f' ON CONFLICT DO NOTHING RETURNING "{pk}", "{created_at}"), audit AS ({audit})'
+        )
+        if with_interests:
+            sql += (
+                f', interests AS ({_INTEREST_INSERT} SELECT "{pk}", unnest(%s::text[])'
+                " FROM created)"
+            )
+        _one_row[with_interests] = sql
+    return sql
+
+
+_bulk_sql: list[str] = []
+
+
+def _bulk_insert_sql() -> str:
+    if _bulk_sql:
+        return _bulk_sql[0]
+    fields = TriggerInstance._meta.concrete_fields
+    by_attname = {field.attname: field for field in fields}
+    table = TriggerInstance._meta.db_table
+    pk = TriggerInstance._meta.pk.column
+    created_at = by_attname["created_at"].column
+    arrays = ", ".join(
+        "%s::text[]"
+        if name == "payload"  # JSON text, cast per element below
+        else f"%s::{by_attname[name].cast_db_type(connection)}[]"
+        for name in _BULK_VARYING
+    )
+    values = []
+    for column in fields:
+        if column.attname == "payload":
+            values.append("v.payload::jsonb")
+        elif column.attname in _BULK_VARYING:
+            values.append(f"v.{column.attname}")
+        else:  # the same for every row: one parameter
+            values.append(f"%s::{column.cast_db_type(connection)}")
+    select = ", ".join(values)
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    # The audit row's time is each instance's own created_at, as in ``create``.
+    audit = _AUDIT_INSERT.replace(", %s, %s FROM moved", f', "{created_at}", %s FROM created')
+    sql = (
+        f'WITH created AS (INSERT INTO "{table}" ({columns}) SELECT {select}'
+        f" FROM unnest({arrays}) AS v({', '.join(_BULK_VARYING)})"
+        # One order for every writer: two requests inserting overlapping keys wait on
+        # each other's keys in the same order, never in a cycle (a deadlock otherwise).
+        " ORDER BY v.workflow_id, v.idempotency_key"
+        f' ON CONFLICT DO NOTHING RETURNING "{pk}", "{created_at}"),'
+        f" audit AS ({audit}),"
+        f" interests AS ({_INTEREST_INSERT} SELECT s.owner, s.subject FROM created"
+        " JOIN unnest(%s::uuid[], %s::text[]) AS s(owner, subject)"
+        f' ON s.owner = created."{pk}")'
+        f' SELECT "{pk}" FROM created'
+    )
+    _bulk_sql.append(sql)
+    return sql
 
 
 def retry_failed(

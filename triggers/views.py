@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
@@ -7,7 +8,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from notifyflow.api import Lookup, paginated_list, validated_body
+from notifyflow.errors import ApplicationError
 from notifyflow.pagination import NewestFirst
+from notifyflow.parsers import PartsCheckedJSONParser
 from workflows.models import Workflow
 from workflows.serializers import WorkflowOutputSerializer
 
@@ -22,6 +25,8 @@ from .permissions import (
 from .serializers import (
     CancelByKeyInputSerializer,
     CancelInputSerializer,
+    TriggerBulkInputSerializer,
+    TriggerBulkOutputSerializer,
     TriggerCreateInputSerializer,
     TriggerListFilterSerializer,
     TriggerOutputSerializer,
@@ -33,6 +38,7 @@ from .services import (
     instance_retry_or_conflict,
     instance_run_now_or_conflict,
     trigger_create,
+    trigger_create_bulk,
     workflow_pause,
     workflow_resume,
 )
@@ -97,6 +103,44 @@ class TriggerListCreateView(GenericAPIView):
 
 def _wants_payload(request: Request) -> bool:
     return request.query_params.get("include_payload", "").lower() in ("true", "1")
+
+
+class TriggerBulkCreateView(GenericAPIView):
+    """Create or replay up to 1,000 triggers in one request (SPEC §6): 200 with one
+    result per item; 400 only for a malformed envelope or too many items."""
+
+    serializer_class = TriggerBulkOutputSerializer
+    # Values are checked per item (BulkItemsField), so one bad item rejects nothing else.
+    parser_classes = [PartsCheckedJSONParser]
+    required_scope = {"POST": "trigger"}
+
+    @extend_schema(
+        request=TriggerBulkInputSerializer,
+        responses={200: TriggerBulkOutputSerializer},
+        operation_id="v1_triggers_bulk_create",
+    )
+    def post(self, request: Request) -> Response:
+        body = validated_body(
+            request, TriggerBulkInputSerializer, settings.NOTIFYFLOW_MAX_BULK_BODY_BYTES
+        )
+        key = request.user
+        items = [
+            _workflow_refused(item.workflow) if not key.allows_workflow(item.workflow) else item
+            for item in body["items"]
+        ]
+        outcomes = trigger_create_bulk(items=items, actor=actor(key), created_by_key=key.name)
+        return Response(TriggerBulkOutputSerializer(outcomes).data)
+
+
+def _workflow_refused(workflow: str) -> ApplicationError:
+    """A bulk item for a workflow the key may not use: that item is refused (403's code),
+    the others go on."""
+    return ApplicationError(
+        code="permission_denied",
+        field="workflow",
+        status=403,
+        message=f"workflow: API key may not use workflow {workflow!r}",
+    )
 
 
 class TriggerDetailView(GenericAPIView):

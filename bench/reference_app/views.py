@@ -28,3 +28,24 @@ class RefTriggerView(APIView):
             "created_at": obj.created_at.isoformat(),
         }
         return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class RefBulkView(APIView):
+    """The reference for POST /api/v1/triggers/bulk/: same DRF stack, and the view does
+    only one ``bulk_create(ignore_conflicts=True)`` of the items on the same-shape table
+    (no validation per item, no audit or interest rows, no publish): the floor."""
+
+    def post(self, request: Request) -> Response:
+        items = request.data["items"]
+        RefTrigger.objects.bulk_create(
+            [
+                RefTrigger(
+                    workflow_key=item.get("workflow", ""),
+                    idempotency_key=item["idempotency_key"],
+                    payload=item.get("payload", {}),
+                )
+                for item in items
+            ],
+            ignore_conflicts=True,
+        )
+        return Response({"results": [{"index": i} for i in range(len(items))]})
