@@ -170,3 +170,25 @@ def test_admin_creates_a_key_with_a_scope():
     assert ApiKey.objects.get(name="ro").scope == "read"
     page = web.get(reverse("admin:triggers_apikey_changelist")).content.decode()
     assert "read" in page
+
+
+def test_bulk_triggers_follow_the_keys_scope_and_workflow_list():
+    allowed, other = WorkflowFactory(key="allowed"), WorkflowFactory(key="other")
+    api = client("trigger", "bulk-svc", workflows=("allowed",))
+    items = [
+        {"workflow": allowed.key, "idempotency_key": "a1", "payload": PAYLOAD},
+        {"workflow": other.key, "idempotency_key": "o1", "payload": PAYLOAD},
+    ]
+    response = api.post("/api/v1/triggers/bulk/", {"items": items}, format="json")
+    assert response.status_code == 200, response.content
+    created, refused = response.json()["results"]
+    assert created["status"] == "created"
+    assert refused["status"] == "invalid"
+    assert refused["error"]["code"] == "permission_denied"
+    assert refused["error"]["field"] == "workflow"
+    instance = TriggerInstance.objects.get(pk=created["id"])
+    assert instance.created_by_key == "bulk-svc"
+    assert instance.status_changes.get().actor == "api:bulk-svc"
+    assert not TriggerInstance.objects.filter(workflow=other).exists()
+    assert api.get(f"/api/v1/triggers/{instance.pk}/").status_code == 200
+    _forbidden(client("read").post("/api/v1/triggers/bulk/", {"items": items}, format="json"))

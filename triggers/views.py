@@ -125,7 +125,9 @@ class TriggerBulkCreateView(GenericAPIView):
         )
         key = request.user
         items = [
-            _workflow_refused(item.workflow) if not key.allows_workflow(item.workflow) else item
+            item
+            if isinstance(item, ApplicationError) or key.allows_workflow(item.workflow)
+            else _workflow_refused(item.workflow)
             for item in body["items"]
         ]
         outcomes = trigger_create_bulk(items=items, actor=actor(key), created_by_key=key.name)
