@@ -79,6 +79,35 @@ def print_table(rows: list[Any]) -> str:
     return text
 
 
+def print_verdicts(ctx: Any, expected: list[str]) -> str:
+    """The final verdict table: every target of issue 14, measured in this run (or
+    "not run"). Printed, never asserted."""
+    from bench.scenarios import Target
+
+    seen = {t.name for t in ctx.targets}
+    rows = list(ctx.targets) + [
+        Target(name, "-", "-", "not run", "scenario not selected / not hooked in")
+        for name in expected
+        if name not in seen
+    ]
+    order = {name: i for i, name in enumerate(expected)}
+    rows.sort(key=lambda t: order.get(t.name, len(order)))
+    header = ("target", "measured", "target value", "verdict", "note")
+    data = [header] + [(t.name, t.measured, t.target, t.verdict, t.note) for t in rows]
+    widths = [max(len(str(row[i])) for row in data) for i in range(len(header))]
+    lines = [
+        "| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+        for row in data
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    met = sum(t.verdict == "met" for t in rows)
+    missed = sum(t.verdict == "MISSED" for t in rows)
+    text = "\n".join(lines) + f"\n{met} met, {missed} MISSED, {len(rows) - met - missed} not run"
+    print("\nVerdicts (issue 14 targets, all measured in this run):", flush=True)
+    print(text, flush=True)
+    return text
+
+
 def _take_lock(name: str, timeout_s: float) -> Any:
     """An exclusive lock per bench database, held for the life of the process."""
     import fcntl
@@ -109,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--only", nargs="*", choices=SCENARIOS, help="run only these")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="quick mode: run the peers (DBOS, procrastinate) too (full runs always do)",
+    )
     args = parser.parse_args(argv)
     selected = args.only or SCENARIOS
     mode = "quick" if args.quick else "full"
@@ -152,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     timings: dict[str, float] = {}
     loadavg: dict[str, float] = {}
     try:
-        ctx = scenarios.setup(procs, quick=args.quick)
+        ctx = scenarios.setup(procs, quick=args.quick, peers=args.peers or not args.quick)
         for name in SCENARIOS:
             if name not in selected:
                 continue
@@ -180,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Celery {info['celery']}; one-row INSERT+commit {info.get('pg_commit_ms')} ms"
     )
     table = print_table(ctx.rows) if ctx else ""
+    verdicts = print_verdicts(ctx, scenarios.EXPECTED_TARGETS) if ctx else ""
     total = round(time.monotonic() - started, 1)
     print(f"total {total} s", flush=True)
     for note in scenarios.DISTURBANCES:
@@ -195,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         "rows": [r.__dict__ for r in ctx.rows] if ctx else [],
         "results": ctx.results if ctx else {},
         "table": table,
+        "targets": [t.__dict__ for t in ctx.targets] if ctx else [],
+        "verdicts": verdicts,
         "disturbances": scenarios.DISTURBANCES,
     }
     out = OUT_DIR / f"bench-{mode}-{stamp}.json"

@@ -7,7 +7,9 @@ an instance failed).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -24,8 +26,12 @@ from django.db.models import Max, Min
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from bench import costs
+from bench.costs import Meter
 from bench.infra import (
+    DB_NAME,
     OUT_DIR,
+    REDIS_DB,
     ROOT,
     Procs,
     broker_backlog,
@@ -164,18 +170,55 @@ class Row:
 
 
 @dataclass
+class Target:
+    """One line of the final verdict table (issue 14's targets)."""
+
+    name: str
+    measured: str
+    target: str
+    verdict: str
+    note: str = ""
+
+
+def _num(value: float | str, unit: str) -> str:
+    if isinstance(value, str):
+        return value
+    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+    return f"{text} {unit}".strip()
+
+
+@dataclass
 class Ctx:
     sizes: Sizes
     quick: bool
     procs: Procs
     token: str
+    peers: bool = True
     rows: list[Row] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
     workflows: dict[str, Workflow] = field(default_factory=dict)
+    targets: list[Target] = field(default_factory=list)
 
     def row(self, *args: str) -> None:
         self.rows.append(Row(*args))
         print(f"    {' | '.join(a for a in args if a)}", flush=True)
+
+    def target(
+        self,
+        name: str,
+        measured: float | str,
+        target: float | str,
+        unit: str = "",
+        ok: bool | None = None,
+        note: str = "",
+    ) -> None:
+        """Record one target for the final verdict table (printed by run.py, never
+        asserted). ``ok=None`` = not measured in this run (printed as "not run").
+
+        ``ctx.target("bulk POST /triggers/bulk/", 6120, ">= 5,000", "triggers/s",
+        6120 >= 5000)``"""
+        word = "not run" if ok is None else ("met" if ok else "MISSED")
+        self.targets.append(Target(name, _num(measured, unit), _num(target, unit), word, note))
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -199,9 +242,33 @@ def verdict(ok: bool, how: str = "") -> str:
     return ("met" if ok else "MISSED") + (f" ({how})" if how else "")
 
 
-def setup(procs: Procs, quick: bool) -> Ctx:
+# Issue 14's targets, in the order of the final verdict table; one not recorded by a
+# scenario of this run is printed as "not run".
+EXPECTED_TARGETS = [
+    "execution steps/s >= 75% of minimal durable step",
+    "execution ahead of dbos",
+    "execution ahead of procrastinate",
+    "ingestion POST req/s, new keys >= 90% of bare DRF",
+    "ingestion POST req/s, repeated keys >= 90% of bare DRF",
+    "bulk POST /triggers/bulk/ triggers/s",
+    "delay lateness p99, instances resuming together",
+    "event -> next step started p99",
+    "1 event -> N waiting: inbox rows committed",
+    "1 event -> N waiting: all next steps dispatched",
+    "cost at 1M rows: claim p50",
+    "cost at 1M rows: sweeper pass p50",
+    "cost at 1M rows: POST (trigger_create) new key p50",
+    "cost at 1M rows: POST (trigger_create) repeated key p50",
+    "cost at 1M rows: event delivery p50",
+]
+
+
+def setup(procs: Procs, quick: bool, peers: bool = True) -> Ctx:
     token = manage("create_api_key", "bench").strip().splitlines()[-1]
-    ctx = Ctx(sizes=QUICK if quick else FULL, quick=quick, procs=procs, token=token)
+    sizes = QUICK if quick else FULL
+    if os.environ.get("BENCH_EXEC_N"):  # scenario 2 (and its references, peers) only
+        sizes = dataclasses.replace(sizes, exec_n=int(os.environ["BENCH_EXEC_N"]))
+    ctx = Ctx(sizes=sizes, quick=quick, procs=procs, token=token, peers=peers)
     for key, definition in WORKFLOWS.items():
         ctx.workflows[key] = workflow_save(key=key, name=key, definition=definition, actor="bench")
     return ctx
@@ -486,14 +553,22 @@ def scenario_ingestion(ctx: Ctx) -> None:
 # --- 2. execution ----------------------------------------------------------------------
 
 
-def _noop_reference(ctx: Ctx) -> dict[str, Any]:
-    from bench.reference_app.tasks import noop
-
+def _drain_reference(
+    ctx: Ctx,
+    tag: str,
+    send: Callable[[], None],
+    expected: int,
+    bg: dict[str, float],
+    steps_sql: tuple[str, list[Any]] | None = None,
+) -> dict[str, Any]:
+    """Messages sent first, then 2 worker nodes drain them (as the app's run): tasks/s
+    from the tasks' own first/last timestamps, per-step costs from the Meter (worker CPU
+    from the tasks' own process_time, so the workers' start-up is not counted)."""
     flush_broker()
-    with celery_app.producer_or_acquire() as producer:
-        for _ in range(ctx.sizes.noop_n):
-            noop.apply_async(producer=producer)
-    workers = ctx.procs.celery_workers(2, tag="noop")
+    send()
+    workers = ctx.procs.celery_workers(2, tag=tag)
+    meter = Meter(DB_NAME, [w.pid for w in workers], bg, steps_sql, REDIS_DB)
+    meter.start()
     deadline = time.monotonic() + ctx.sizes.drain_timeout_s
     while time.monotonic() < deadline:
         backlog = broker_backlog()
@@ -501,36 +576,157 @@ def _noop_reference(ctx: Ctx) -> dict[str, Any]:
             break
         time.sleep(0.05)
     else:
-        raise RuntimeError(f"no-op tasks not drained: {broker_backlog()}")
+        ctx.procs.stop_workers(workers)
+        raise RuntimeError(f"{tag} reference not drained: {broker_backlog()}")
+    cost = meter.stop(expected)
     stats = ctx.procs.stop_workers(workers)
     count = sum(s["count"] for s in stats)
     firsts = [s["first"] for s in stats if s["count"]]
     lasts = [s["last"] for s in stats if s["count"]]
     span = max(lasts) - min(firsts) if firsts else 0.0
+    task_cpu = sum(s.get("cpu_last", 0.0) - s.get("cpu_first", 0.0) for s in stats)
+    if count:
+        cost["worker_cpu_ms_per_step_meter"] = cost["worker_cpu_ms_per_step"]
+        cost["worker_cpu_ms_per_step"] = task_cpu * 1000 / count
+    if count != expected:
+        note = f"{tag} reference ran {count} of {expected} tasks (broker flushed?)"
+        print(f"    warning: {note}", flush=True)
+        DISTURBANCES.append(note)
     return {
         "tasks": count,
         "span_s": span,
         "tasks_per_s": count / span if span else 0.0,
         "per_node": stats,
+        "cost": cost,
     }
+
+
+def _noop_reference(ctx: Ctx, bg: dict[str, float]) -> dict[str, Any]:
+    from bench.reference_app.tasks import noop
+
+    def send() -> None:
+        with celery_app.producer_or_acquire() as producer:
+            for _ in range(ctx.sizes.noop_n):
+                noop.apply_async(producer=producer)
+
+    return _drain_reference(ctx, "noop", send, ctx.sizes.noop_n, bg)
+
+
+def _relay_reference(ctx: Ctx, bg: dict[str, float]) -> dict[str, Any]:
+    """3-step chains of bench.relay: each task publishes its successor, then acks."""
+    from bench.reference_app.tasks import relay
+
+    n = ctx.sizes.exec_n
+
+    def send() -> None:
+        with celery_app.producer_or_acquire() as producer:
+            for i in range(n):
+                relay.apply_async(args=(str(i), 3), producer=producer)
+
+    return _drain_reference(ctx, "relay", send, 3 * n, bg)
+
+
+REFSTEP_SQL = """
+INSERT INTO bench_reference_refstep
+  (id, status, current_node_id, attempts, lease_token, locked_by, locked_until,
+   available_at, payload, created_at, updated_at, finished_at)
+SELECT gen_random_uuid(), 'enqueued', 'e1', 0, NULL, '', NULL, now(), %s::jsonb, now(),
+       now(), NULL
+FROM generate_series(1, %s)
+RETURNING id
+"""
+
+
+def _durable_reference(ctx: Ctx, bg: dict[str, float]) -> dict[str, Any]:
+    """3-step chains of bench.durable_step: relay + claim UPDATE + advance UPDATE."""
+    from bench.reference_app.tasks import durable_step
+
+    n = ctx.sizes.exec_n
+    with connection.cursor() as cur:
+        cur.execute("TRUNCATE bench_reference_refstep")
+        cur.execute(REFSTEP_SQL, [json.dumps(PAYLOAD), n])
+        ids = [str(r[0]) for r in cur.fetchall()]
+        cur.execute("ANALYZE bench_reference_refstep")
+
+    def send() -> None:
+        with celery_app.producer_or_acquire() as producer:
+            for step_id in ids:
+                durable_step.apply_async(args=(step_id,), producer=producer)
+
+    done_sql = (
+        "SELECT coalesce(sum(CASE WHEN status = 'completed' THEN 3 WHEN current_node_id = 's1'"
+        " THEN 1 WHEN current_node_id = 'e2' THEN 2 ELSE 0 END), 0) "
+        "FROM bench_reference_refstep",
+        [],
+    )
+    out = _drain_reference(ctx, "durable", send, 3 * n, bg, done_sql)
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM bench_reference_refstep WHERE status = 'completed'")
+        out["completed_chains"] = cur.fetchone()[0]
+    if out["completed_chains"] != n:
+        raise RuntimeError(f"durable reference: {out['completed_chains']} of {n} chains done")
+    return out
+
+
+def _peers(ctx: Ctx, bg: dict[str, float]) -> dict[str, Any]:
+    """DBOS Transact and procrastinate, same workflow and sizes (bench/peers/)."""
+    from bench.peers import runner
+
+    out: dict[str, Any] = {}
+    if not ctx.peers:
+        print("    peers skipped (quick mode: not in the 3-minute budget; add --peers)")
+        return out
+    sz = ctx.sizes
+    for name in runner.PEERS:
+        if runner.version(name) is None:
+            msg = f"peer {name} skipped: cannot import it (pip install -e '.[bench]')"
+            print(f"    {msg}", flush=True)
+            out[name] = {"skipped": msg}
+            continue
+        try:
+            out[name] = runner.run_peer(
+                ctx.procs,
+                name,
+                f"{DB_NAME}_peer_{name}",
+                sz.exec_n,
+                latency_n=max(20, int(20 * sz.latency_s)),
+                latency_rate=20.0,
+                timeout_s=sz.drain_timeout_s,
+                bg=bg,
+            )
+        except Exception as exc:  # noqa: BLE001 - a peer failing is reported, not fatal
+            msg = f"peer {name} failed: {exc!r}"[:600]
+            print(f"    {msg}", flush=True)
+            out[name] = {"skipped": msg}
+            DISTURBANCES.append(msg)
+    return out
 
 
 def scenario_execution(ctx: Ctx) -> None:
     sz = ctx.sizes
     wf = ctx.workflows["bench-exec"]
-    ref = _noop_reference(ctx)
-    if ref["tasks"] != sz.noop_n:
-        note = f"no-op reference ran {ref['tasks']} of {sz.noop_n} tasks (broker flushed?)"
-        print(f"    warning: {note}", flush=True)
-        DISTURBANCES.append(note)
+    flush_broker()
+    # Server-wide WAL and Redis traffic of the neighbours, subtracted from every drain.
+    bg = costs.background(2.0 if ctx.quick else 5.0)
+    ref = _noop_reference(ctx, bg)
+    relay = _relay_reference(ctx, bg)
+    durable = _durable_reference(ctx, bg)
 
     flush_broker()
     since = timezone.now()
     preload(wf, sz.exec_n, f"exec-{uuid.uuid4().hex[:6]}")
     workers = ctx.procs.celery_workers(2, tag="exec")
     try:
+        steps_sql = (
+            "SELECT count(*) FROM executions_stepexecutionlog "
+            "WHERE workflow_id = %s AND started_at >= %s",
+            [wf.pk, since],
+        )
+        meter = Meter(DB_NAME, [w.pid for w in workers], bg, steps_sql, REDIS_DB)
+        meter.start()
         status = wait_terminal(wf, sz.exec_n, sz.drain_timeout_s, since=since, procs=workers)
         rate = step_rate(wf, since)
+        cost = meter.stop()
         # Latency: an open-loop trickle through trigger_create at half the measured
         # instance throughput, so the figure is service time, not queueing of a backlog.
         per_s = max(1.0, rate["steps_per_s"] / 3 * 0.5)
@@ -553,23 +749,38 @@ def scenario_execution(ctx: Ctx) -> None:
         ).values_list("created_at", "finished_at")
     ]
     lstats = stats_s(lat)
-    ratio = rate["steps_per_s"] / ref["tasks_per_s"] if ref["tasks_per_s"] else 0.0
+    peers = _peers(ctx, bg)
+    app_rate = rate["steps_per_s"]
     ctx.results["execution"] = {
         "workers": "2 nodes x celery -P solo (-c 1), prefetch 1, acks_late",
         "instances": sz.exec_n,
         "status": status,
         "rate": rate,
+        "cost": cost,
         "noop_reference": ref,
+        "relay_reference": relay,
+        "durable_reference": durable,
+        "peers": peers,
         "latency": {"instances_per_s": per_s, "count": total, **lstats},
+        "background": bg,
     }
+    d_rate = durable["tasks_per_s"]
+    ratio = app_rate / d_rate if d_rate else 0.0
     ctx.row(
         "2 execution",
         f"node steps/s ({sz.exec_n} x 3-node)",
-        f"{rate['steps_per_s']:.0f}",
-        f"{ref['tasks_per_s']:.0f} no-op tasks/s",
-        ">= 50% of ref",
-        verdict(ratio >= 0.5, f"{ratio:.0%}"),
+        f"{app_rate:.0f}",
+        f"{d_rate:.0f} minimal durable step",
+        ">= 75% of ref",
+        verdict(ratio >= 0.75, f"{ratio:.0%}"),
     )
+    for label, r in (
+        ("  ref: no-op task", ref),
+        ("  ref: relay (consume, publish next, ack)", relay),
+        ("  ref: minimal durable step (relay + claim + advance)", durable),
+    ):
+        share = app_rate / r["tasks_per_s"] if r["tasks_per_s"] else 0.0
+        ctx.row("2 execution", label, f"{r['tasks_per_s']:.0f} tasks/s", "", "", f"app {share:.0%}")
     ctx.row(
         "2 execution",
         f"trigger->completed p50/p99 at {per_s:.0f} inst/s",
@@ -577,6 +788,53 @@ def scenario_execution(ctx: Ctx) -> None:
         "",
         "(no target)",
     )
+    ctx.target(
+        "execution steps/s >= 75% of minimal durable step",
+        app_rate,
+        0.75 * d_rate,
+        "steps/s",
+        ratio >= 0.75,
+        f"{ratio:.0%} of {d_rate:.0f}; relay {relay['tasks_per_s']:.0f}, "
+        f"no-op {ref['tasks_per_s']:.0f}",
+    )
+    for name, res in peers.items():
+        if "skipped" in res:
+            ctx.target(
+                f"execution ahead of {name}",
+                app_rate,
+                "peer",
+                "steps/s",
+                None,
+                res["skipped"][:80],
+            )
+            continue
+        p_rate = res["rate"]["steps_per_s"]
+        ctx.row(
+            "2 execution",
+            f"  peer: {name} {res['version']} (2 procs, {' '.join(res['worker_args'])})",
+            f"{p_rate:.0f} steps/s",
+            f"p50/p99 enqueue->done {ms(res['latency']['p50'])} / "
+            f"{ms(res['latency']['p99'])} at {res['latency']['per_s']:.0f} wf/s",
+            "app ahead",
+            verdict(app_rate > p_rate, f"app {app_rate / p_rate:.2f}x" if p_rate else ""),
+        )
+        ctx.target(
+            f"execution ahead of {name}",
+            app_rate,
+            f"> {p_rate:,.0f} steps/s",
+            "steps/s",
+            app_rate > p_rate,
+            f"{name} {res['version']}; app {app_rate / p_rate:.2f}x" if p_rate else "",
+        )
+    # Per-step costs: the capacity model's inputs (bench/SCALING.md).
+    for label, c in (
+        ("NotifyFlow step", cost),
+        ("no-op task", ref["cost"]),
+        ("relay", relay["cost"]),
+        ("minimal durable step", durable["cost"]),
+        *[(f"peer {k}", v["cost"]) for k, v in peers.items() if "cost" in v],
+    ):
+        ctx.row("2 cost/step", label, costs.per_step_line(c))
 
 
 # --- 3. delay precision ----------------------------------------------------------------
