@@ -82,7 +82,13 @@ WORKFLOWS: dict[str, dict[str, Any]] = {
     # event -> step latency each use their own copy, so their counts never mix.
     **{
         key: _chain([("w", "wait", {"event": "go", "timeout": "1h"}), ("e1", "email", EMAIL)])
-        for key in ("bench-fanout", "bench-fanout-ref", "bench-fanout-prof", "bench-wakeup")
+        for key in (
+            "bench-fanout",
+            "bench-fanout-ref",
+            "bench-fanout-prof",
+            "bench-wakeup",
+            "bench-cost-wait",
+        )
     },
     # Scenario 6: POST /triggers/ with two interests, and the same workflow without.
     "bench-interests": {
@@ -538,6 +544,16 @@ def scenario_ingestion(ctx: Ctx) -> None:
             ">= 90% of ref",
             verdict(ratio >= 0.9, f"{ratio:.0%}"),
         )
+        ctx.target(
+            "ingestion POST req/s, "
+            + ("new keys" if mode == "new" else "repeated keys")
+            + " >= 90% of bare DRF",
+            a["rps"],
+            0.9 * r["rps"],
+            "req/s",
+            ratio >= 0.9,
+            f"{ratio:.0%} of {r['rps']:.0f} (bare DRF get_or_create, same run)",
+        )
         ctx.row(
             "1 ingestion",
             f"POST p50/p99, {mode} keys",
@@ -947,6 +963,14 @@ def scenario_delay(ctx: Ctx) -> None:
         "p99 < 1 s",
         verdict(late["p99"] < 1.0),
     )
+    ctx.target(
+        "delay lateness p99, instances resuming together",
+        ms(late["p99"]),
+        "< 1,000 ms",
+        "",
+        late["p99"] < 1.0,
+        f"{n} instances, 5 s delay; p50 {ms(late['p50'])}",
+    )
     ctx.row(
         "3 delay",
         "  same, stock kombu timer loop (fix off)",
@@ -1051,6 +1075,35 @@ def _cost_pass(ctx: Ctx, label: str) -> dict[str, Any]:
         sz.cost_k,
     )
 
+    # Event delivery: one event (by an interest subject) to one parked instance, what
+    # POST /api/v1/events/ does minus HTTP; at scale each subject also names 10 finished
+    # instances (BIG_INTERESTS_SQL), as a user's subject does after a while.
+    from triggers.events import event_receive
+
+    wait_wf = ctx.workflows["bench-cost-wait"]
+    parked = _park(wait_wf, sz.cost_k, f"{tag}-park", None)
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO triggers_interest (instance_id, subject) "
+            "SELECT id, 'user:' || (row_number() OVER () - 1) FROM unnest(%s::uuid[]) AS id",
+            [parked],
+        )
+        cur.execute("ANALYZE triggers_interest")
+    subjects = iter(range(sz.cost_k))
+    reached: list[int] = []
+
+    def deliver_one() -> None:
+        i = next(subjects)
+        result = event_receive(
+            name="go", event_id=f"{tag}-ev-{i}", context={"n": i}, subjects=[f"user:{i}"]
+        )
+        reached.append(len(result.delivered))
+
+    deliver_t = _timed(deliver_one, sz.cost_k)
+    if sum(reached) != sz.cost_k:
+        raise RuntimeError(f"cost: event delivery reached {sum(reached)} of {sz.cost_k}")
+    close_out(wait_wf)
+
     # EXPLAIN (ANALYZE, BUFFERS) of the statements themselves, captured from the calls.
     [due] = _due_instances(wf, 1, f"{tag}-plan")
     with transaction.atomic(), CaptureQueriesContext(connection) as cq:
@@ -1096,6 +1149,7 @@ def _cost_pass(ctx: Ctx, label: str) -> dict[str, Any]:
         "sweep": stats_s(sweep_t),
         "trigger_create_new": stats_s(new_t),
         "trigger_create_repeat": stats_s(rep_t),
+        "event_delivery": stats_s(deliver_t),
     }
 
 
@@ -1109,6 +1163,34 @@ SELECT gen_random_uuid(), %(wf)s, %(ver)s, 'bulk-' || g, %(payload)s::jsonb, 'co
        t + interval '2 seconds'
 FROM generate_series(1, %(n)s) AS g,
      LATERAL (SELECT now() - interval '30 days' + g * interval '2 seconds' AS t) AS ts
+"""
+
+
+# Per finished instance: two interests ("order:<n>", unique; "user:<n mod 100k>", shared
+# by 10 instances), one consumed inbox row, and a step log per node (3).
+BIG_INTERESTS_SQL = """
+INSERT INTO triggers_interest (instance_id, subject)
+SELECT id, s FROM (
+  SELECT id, row_number() OVER () AS g FROM triggers_triggerinstance
+  WHERE idempotency_key LIKE 'bulk-%%'
+) AS t, LATERAL (VALUES ('order:' || g), ('user:' || (g % 100000))) AS v(s)
+"""
+BIG_INBOX_SQL = """
+INSERT INTO triggers_inboxevent
+  (instance_id, name, event_id, context, received_at, consumed_at, consumed_by_node)
+SELECT id, 'go', 'old-' || idempotency_key, '{}'::jsonb, created_at, created_at, 'w'
+FROM triggers_triggerinstance WHERE idempotency_key LIKE 'bulk-%%'
+"""
+BIG_STEPLOG_SQL = """
+INSERT INTO executions_stepexecutionlog
+  (workflow_version, node_id, node_type, attempt, started_at, finished_at, input_context,
+   output, success, error, error_kind, task_id, worker, trigger_id, workflow_id)
+SELECT 1, n.node, n.kind, 1, t.created_at, t.created_at + interval '10 ms',
+       %(payload)s::jsonb, '{"recipient": "ada@example.com"}'::jsonb, true, '', '', '',
+       'bench', t.id, %(wf)s
+FROM triggers_triggerinstance t,
+     (VALUES ('e1', 'email'), ('s1', 'sms'), ('e2', 'email')) AS n(node, kind)
+WHERE t.idempotency_key LIKE 'bulk-%%'
 """
 
 
@@ -1133,18 +1215,48 @@ def scenario_cost(ctx: Ctx) -> None:
                 "n": sz.big_rows,
             },
         )
-        cur.execute("VACUUM ANALYZE triggers_triggerinstance")
+        # What those instances leave behind: interests, a consumed inbox row, step logs.
+        cur.execute(BIG_INTERESTS_SQL)
+        cur.execute(BIG_INBOX_SQL)
+        cur.execute(BIG_STEPLOG_SQL, {"wf": wf.pk, "payload": json.dumps(PAYLOAD)})
+        for table in (
+            "triggers_triggerinstance",
+            "triggers_interest",
+            "triggers_inboxevent",
+            "executions_stepexecutionlog",
+        ):
+            cur.execute(f"VACUUM ANALYZE {table}")
+        cur.execute(
+            "SELECT (SELECT count(*) FROM triggers_interest), "
+            "(SELECT count(*) FROM triggers_inboxevent), "
+            "(SELECT count(*) FROM executions_stepexecutionlog)"
+        )
+        loaded = dict(zip(("interests", "inbox_rows", "step_logs"), cur.fetchone(), strict=True))
     load_s = time.monotonic() - t0
     big_label = (
         f"{sz.big_rows // 1000}k" if sz.big_rows < 1_000_000 else f"{sz.big_rows // 1_000_000}M"
     )
     big = _cost_pass(ctx, big_label)
-    ctx.results["cost"] = {"rows": sz.big_rows, "bulk_load_s": load_s, "0": small, big_label: big}
+    ctx.results["cost"] = {
+        "rows": sz.big_rows,
+        "loaded": loaded,
+        "bulk_load_s": load_s,
+        "0": small,
+        big_label: big,
+    }
     names = {
         "claim": "claim (engine.claim)",
         "sweep": "sweeper pass (engine.sweep)",
         "trigger_create_new": "trigger_create, new key",
         "trigger_create_repeat": "trigger_create, repeated key",
+        "event_delivery": "event delivery (event_receive, 1 subject -> 1 parked)",
+    }
+    target_names = {
+        "claim": "claim p50",
+        "sweep": "sweeper pass p50",
+        "trigger_create_new": "POST (trigger_create) new key p50",
+        "trigger_create_repeat": "POST (trigger_create) repeated key p50",
+        "event_delivery": "event delivery p50",
     }
     for key, title in names.items():
         a, b = small[key]["p50"], big[key]["p50"]
@@ -1156,6 +1268,14 @@ def scenario_cost(ctx: Ctx) -> None:
             f"{ms(a)} with 0 rows",
             "<= 1.2x",
             verdict(ratio <= 1.2, f"{ratio:.2f}x"),
+        )
+        ctx.target(
+            f"cost at 1M rows: {target_names[key]}",
+            f"{b * 1000:.2f} ms ({ratio:.2f}x)",
+            f"<= 1.2x of {a * 1000:.2f} ms",
+            "",
+            ratio <= 1.2,
+            f"{big_label} finished rows" + ("" if big_label == "1M" else " (quick size)"),
         )
 
 
@@ -1653,6 +1773,34 @@ def _fanout_reference(ctx: Ctx, n: int, workers: list[Any]) -> dict[str, Any]:
     }
 
 
+def _all_dispatched(wf: Workflow, n: int, t0: float, answer: dict[str, Any]) -> tuple[float, int]:
+    """Seconds from t0 until every woken instance's next step is in the broker: the POST
+    has answered (a wake done in the request has sent its messages), all n are marked
+    dispatched in the database and no ``wake_waiting`` task (which publishes its messages
+    after its commit, then acks) is left in the queue or in flight."""
+    r = redis_client()
+    marker = b"notifyflow.wake_waiting"
+    polls = 0
+    with connection.cursor() as cur:
+        while True:
+            polls += 1
+            cur.execute(
+                "SELECT count(*) FROM triggers_triggerinstance "
+                "WHERE workflow_id = %s AND dispatched_at IS NOT NULL",
+                [wf.pk],
+            )
+            if cur.fetchone()[0] >= n and "t" in answer:
+                # The oldest messages are at the list's tail (LPUSH / BRPOP): the wake tasks
+                # were sent before any step message, so the tail is enough.
+                queued = r.lrange("celery", -500, -1)
+                inflight = r.hvals("unacked")
+                if not any(marker in m for m in queued) and not any(marker in m for m in inflight):
+                    return time.perf_counter() - t0, polls
+            if time.perf_counter() - t0 > 300:
+                raise RuntimeError("fan-out: next steps not all dispatched after 300 s")
+            time.sleep(0.005)
+
+
 def _fanout(ctx: Ctx, port: int, n: int, workers: list[Any]) -> dict[str, Any]:
     """POST /api/v1/events/ with subjects ["campaign:1"] through gunicorn; the main
     thread polls the inbox (one transaction writes all n rows, so the count jumps from 0
@@ -1693,6 +1841,7 @@ def _fanout(ctx: Ctx, port: int, n: int, workers: list[Any]) -> dict[str, Any]:
                 raise RuntimeError(f"fan-out: {count}/{n} inbox rows after 300 s")
             else:
                 time.sleep(0.002)
+    dispatched, dispatch_polls = _all_dispatched(wf, n, t0, answer)
     poster.join(timeout=300)
     # A POST that dies after the commit (e.g. gunicorn's 30 s worker timeout while the
     # wake sends its messages) is reported, not hidden: the drain is still measured (the
@@ -1708,6 +1857,8 @@ def _fanout(ctx: Ctx, port: int, n: int, workers: list[Any]) -> dict[str, Any]:
         "failure": failure,
         "committed_s": committed,
         "commit_polls": polls,
+        "dispatched_s": dispatched,
+        "dispatch_polls": dispatch_polls,
         "response_s": answer.get("t", time.perf_counter()) - t0,
         "done_s": _finished_span(wf, start),
         "status": status,
@@ -1879,6 +2030,30 @@ def scenario_running(ctx: Ctx) -> None:
     )
     ctx.row(
         "6 running",
+        f"  POST -> all {n} next steps dispatched (in the broker)",
+        ms(fan["dispatched_s"]),
+        f"{ms(ref['sent_s'])} (by hand, one producer)",
+        "< 2 s",
+        verdict(fan["dispatched_s"] < 2.0),
+    )
+    ctx.target(
+        "1 event -> N waiting: inbox rows committed",
+        ms(fan["committed_s"]),
+        "< 2,000 ms",
+        "",
+        fan["committed_s"] < 2.0,
+        f"N = {n}" + ("" if n >= 10_000 else " (quick size; target is for 10,000)"),
+    )
+    ctx.target(
+        "1 event -> N waiting: all next steps dispatched",
+        ms(fan["dispatched_s"]),
+        "< 2,000 ms",
+        "",
+        fan["dispatched_s"] < 2.0,
+        f"N = {n}; in the broker (DB marked + no wake task left)",
+    )
+    ctx.row(
+        "6 running",
         f"  POST -> 202 (wake + {n} messages sent)",
         ms(fan["response_s"]) if not fan["failure"] else "FAILED (see warning)",
         f"{ms(ref['sent_s'])} (by hand, one producer)",
@@ -1922,6 +2097,14 @@ def scenario_running(ctx: Ctx) -> None:
         f"{ms(rf['p50'])} / {ms(rf['p99'])} (POST /triggers/ -> 1st step)",
         "p99 < 1 s",
         verdict(ev["p99"] < 1.0),
+    )
+    ctx.target(
+        "event -> next step started p99",
+        ms(ev["p99"]),
+        "< 1,000 ms",
+        "",
+        ev["p99"] < 1.0,
+        f"{sz.wake_n} events at {sz.wake_per_s:.0f}/s; p50 {ms(ev['p50'])}",
     )
     if fan["failure"]:
         raise RuntimeError(fan["failure"])
