@@ -65,7 +65,8 @@ def _pg() -> psycopg.Connection[Any]:
 
 
 def _wal_lsn(cur: Any) -> int:
-    cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
+    # The flush position: everything before it is in the segment files pg_waldump reads.
+    cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '0/0')::bigint")
     return int(cur.fetchone()[0])
 
 
@@ -118,13 +119,12 @@ def our_wal_bytes(db_oid: int, start: int, end: int) -> int | None:
     exe = PG_BIN / "pg_waldump"
     if wal_dir is None or not exe.exists() or end <= start:
         return None if end > start else 0
-    done = subprocess.run(
-        [str(exe), "-p", str(wal_dir), "-s", _lsn_text(start), "-e", _lsn_text(end)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if done.returncode != 0 and "could not find" in done.stderr:
+    argv = [str(exe), "-p", str(wal_dir), "-s", _lsn_text(start), "-e", _lsn_text(end)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        time.sleep(1.0)  # the end page may still be being written: once more
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0 and not done.stdout:
         return None
     marker = re.compile(rf"rel \d+/{db_oid}/")
     ours: set[str] = set()

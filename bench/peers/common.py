@@ -90,6 +90,9 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--name", default="w1", help="worker: executor / worker name")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--poll", type=float, default=0.05, help="worker: queue polling, s")
+    p.add_argument(
+        "--delete-jobs", default="never", help="procrastinate worker: never|successful|always"
+    )
     return p
 
 

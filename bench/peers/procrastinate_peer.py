@@ -1,7 +1,7 @@
 """procrastinate peer: one job per step, each job defers the next and writes one step-log
 row. Tuned as its docs allow: async tasks, ``concurrency`` per worker process,
-LISTEN/NOTIFY on (default), finished jobs kept (default ``delete_jobs="never"``, as
-NotifyFlow keeps its rows), 2 worker processes."""
+LISTEN/NOTIFY on (default), ``delete_jobs`` as given (the bench: "successful"; the
+step-log row is the record), 2 worker processes."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def main() -> None:
                     name=args.name,
                     fetch_job_polling_interval=max(args.poll, 0.05),
                     listen_notify=True,
+                    delete_jobs=args.delete_jobs,
                 )
 
         asyncio.run(run())
