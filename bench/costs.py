@@ -75,6 +75,11 @@ def _redis_calls() -> dict[str, int]:
     return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
 
 
+def _redis_cpu_s() -> float:
+    cpu = redis_client().info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
 def _db_counters(cur: Any, db: str) -> dict[str, int]:
     cur.execute(
         "SELECT xact_commit + xact_rollback, tup_inserted, tup_updated, tup_deleted, "
@@ -262,6 +267,7 @@ class Meter:
             self._mon_thread = threading.Thread(target=self._redis_monitor, daemon=True)
             self._mon_thread.start()
         self._redis0 = _redis_calls()
+        self._redis_cpu0 = _redis_cpu_s()
         self._db0 = _db_counters(cur, self.db)
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -282,6 +288,7 @@ class Meter:
             steps = counted - (self._steps0 or 0)
         steps = steps or 0
         redis1 = _redis_calls()
+        redis_cpu = _redis_cpu_s() - self._redis_cpu0
         time.sleep(1.2)  # let the backends flush their counters (PostgreSQL 15: >= 1 s)
         db1 = _db_counters(cur, self.db)
         self._conn.close()
@@ -330,6 +337,8 @@ class Meter:
             "redis_cmds_per_step": redis_ours if redis_ours is not None else 0.0,
             "redis_monitor": self._monitor,
             "redis_cmds_per_step_server_net": redis_net / n,
+            # Server-wide (every client of the shared Redis): its CPU per command.
+            "redis_server_cpu_us_per_cmd": redis_cpu * 1e6 / redis_total if redis_total else 0.0,
             "redis_cmds_per_step_server_raw": redis_total / n,
             "redis_top_server": dict(sorted(redis_by_cmd.items(), key=lambda x: -x[1])[:8]),
             "background": self.bg,

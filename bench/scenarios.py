@@ -724,22 +724,25 @@ def _peers(ctx: Ctx, bg: dict[str, float]) -> dict[str, Any]:
             print(f"    {msg}", flush=True)
             out[name] = {"skipped": msg}
             continue
-        try:
-            out[name] = runner.run_peer(
-                ctx.procs,
-                name,
-                f"{DB_NAME}_peer_{name}",
-                sz.exec_n,
-                latency_n=max(20, int(20 * sz.latency_s)),
-                latency_rate=20.0,
-                timeout_s=sz.drain_timeout_s,
-                bg=bg,
-            )
-        except Exception as exc:  # noqa: BLE001 - a peer failing is reported, not fatal
-            msg = f"peer {name} failed: {exc!r}"[:600]
-            print(f"    {msg}", flush=True)
-            out[name] = {"skipped": msg}
-            DISTURBANCES.append(msg)
+        for attempt in (1, 2):  # once more: the shared server may be out of connections
+            try:
+                out[name] = runner.run_peer(
+                    ctx.procs,
+                    name,
+                    f"{DB_NAME}_peer_{name}",
+                    sz.exec_n,
+                    latency_n=max(20, int(20 * sz.latency_s)),
+                    latency_rate=20.0,
+                    timeout_s=sz.drain_timeout_s,
+                    bg=bg,
+                )
+                break
+            except Exception as exc:  # noqa: BLE001 - a peer failing is reported, not fatal
+                msg = f"peer {name} failed (attempt {attempt}): {exc!r}"[:600]
+                print(f"    {msg}", flush=True)
+                out[name] = {"skipped": msg}
+                DISTURBANCES.append(msg)
+                time.sleep(5)
     return out
 
 
