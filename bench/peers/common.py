@@ -93,6 +93,9 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     p.add_argument(
         "--delete-jobs", default="never", help="procrastinate worker: never|successful|always"
     )
+    p.add_argument(
+        "--no-listen", action="store_true", help="procrastinate worker: poll only, no LISTEN"
+    )
     return p
 
 

@@ -1,7 +1,7 @@
 """procrastinate peer: one job per step, each job defers the next and writes one step-log
 row. Tuned as its docs allow: async tasks, ``concurrency`` per worker process,
-LISTEN/NOTIFY on (default), ``delete_jobs`` as given (the bench: "successful"; the
-step-log row is the record), 2 worker processes."""
+``delete_jobs`` and LISTEN/NOTIFY as given (the bench: "successful", off with 0.05 s
+polling; see bench/peers/runner.py), 2 worker processes."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def main() -> None:
                     concurrency=args.concurrency,
                     name=args.name,
                     fetch_job_polling_interval=max(args.poll, 0.05),
-                    listen_notify=True,
+                    listen_notify=not args.no_listen,
                     delete_jobs=args.delete_jobs,
                 )
 

@@ -17,9 +17,11 @@ from bench.infra import PG_HOST, PG_PORT, ROOT, Procs, bench_env
 from bench.loadgen import percentile
 
 # Tuned for throughput on this machine (bench/README.md "Peers"): best found of the
-# settings their docs offer. procrastinate: concurrency per process (async tasks), LISTEN/
-# NOTIFY on, finished jobs deleted (the step-log row is the record; keeps the job table
-# small; 4 beat 8 per process here). DBOS: worker_concurrency per executor (one
+# settings their docs offer, alternating trials of 2,000 workflows on this (noisy) machine.
+# procrastinate: concurrency 4 per process (async tasks; 2 and 8 were slower), finished
+# jobs deleted (the step-log row is the record; keeps the job table small), polling every
+# 0.05 s with LISTEN/NOTIFY off (each NOTIFY woke every idle slot of both processes: 144-
+# 182 steps/s with it, 188-255 without). DBOS: worker_concurrency per executor (one
 # executor_id per process), queue polling 0.05 s (default 1 s).
 PEERS: dict[str, dict[str, Any]] = {
     "dbos": {
@@ -32,7 +34,15 @@ PEERS: dict[str, dict[str, Any]] = {
         "module": "bench.peers.procrastinate_peer",
         "import": "procrastinate",
         "label": "procrastinate",
-        "worker_args": ["--concurrency", "4", "--poll", "0.05", "--delete-jobs", "successful"],
+        "worker_args": [
+            "--concurrency",
+            "4",
+            "--poll",
+            "0.05",
+            "--delete-jobs",
+            "successful",
+            "--no-listen",
+        ],
     },
 }
 
