@@ -20,9 +20,9 @@ from bench.loadgen import percentile
 # settings their docs offer, alternating trials of 2,000 workflows on this (noisy) machine.
 # procrastinate: concurrency 4 per process (async tasks; 2 and 8 were slower), finished
 # jobs deleted (the step-log row is the record; keeps the job table small), polling every
-# 0.05 s with LISTEN/NOTIFY off (each NOTIFY woke every idle slot of both processes: 144-
-# 182 steps/s with it, 188-255 without). DBOS: worker_concurrency per executor (one
-# executor_id per process), queue polling 0.05 s (default 1 s).
+# 0.05 s with LISTEN/NOTIFY off (with it: 144-182 steps/s; without: 188-255).
+# DBOS: worker_concurrency 16 per executor (one executor_id per process), queue polling
+# 0.05 s (default 1 s).
 PEERS: dict[str, dict[str, Any]] = {
     "dbos": {
         "module": "bench.peers.dbos_peer",
