@@ -1,7 +1,7 @@
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: run test test-sqlite lint bench bench-quick clean
+.PHONY: run test test-sqlite lint bench bench-quick bench-scaling clean
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -38,7 +38,7 @@ BENCH_STAMP := .venv/.bench-installed
 
 $(BENCH_STAMP): $(VENV_STAMP) pyproject.toml
 	.venv/bin/pip install -q -e '.[test,bench]' \
-		|| echo "warning: bench extras not installed; py-spy/pyinstrument profiles skipped"
+		|| echo "warning: bench extras not installed; profiles and peers skipped"
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
@@ -46,6 +46,11 @@ bench: $(BENCH_STAMP)
 
 bench-quick: $(BENCH_STAMP)
 	$(PY) -m bench.run --quick $(BENCH_ARGS)
+
+# Scenario 2 only (references, peers, per-step costs) at 5,000 x 3 steps, ~8 min: the
+# figures bench/SCALING.md is computed from.
+bench-scaling: $(BENCH_STAMP)
+	BENCH_EXEC_N=$${BENCH_EXEC_N:-5000} $(PY) -m bench.run --only execution $(BENCH_ARGS)
 
 lint: $(VENV_STAMP)
 	.venv/bin/ruff check .

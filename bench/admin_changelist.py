@@ -34,7 +34,7 @@ LOAD_SQL = """
 INSERT INTO triggers_triggerinstance (
     id, workflow_id, workflow_version_id, idempotency_key, payload, status,
     current_node_id, vars, attempts, available_at, lease_token, locked_by, locked_until,
-    dispatched_at, last_error, created_at, updated_at, finished_at)
+    dispatched_at, last_error, created_at, updated_at, finished_at, created_by_key)
 SELECT
     gen_random_uuid(), w.id, w.current_version_id, 'bench-' || g,
     jsonb_build_object('name', 'User ' || g, 'email', 'user' || g || '@example.com',
@@ -61,7 +61,8 @@ SELECT
     CASE WHEN s.status = 'failed' THEN 'node text: Twilio 400 (code 21211)' ELSE '' END,
     now() - make_interval(secs => g),
     now() - make_interval(secs => g),
-    CASE WHEN s.status IN ('completed', 'failed') THEN now() - make_interval(secs => g) END
+    CASE WHEN s.status IN ('completed', 'failed') THEN now() - make_interval(secs => g) END,
+    'bench'
 FROM generate_series(1, %(rows)s) AS g
 JOIN LATERAL (SELECT CASE
         WHEN g % 100 < 90 THEN 'completed'

@@ -23,6 +23,17 @@ from typing import Any
 SCENARIOS = ["ingestion", "bulk", "execution", "delay", "profile", "cost", "hold", "running"]
 
 
+def _scenario(scenarios: Any, name: str) -> Any:
+    """The scenario function; ``bulk`` lives in bench/bulk.py (None when absent)."""
+    if name == "bulk":
+        try:
+            from bench.bulk import scenario_bulk
+        except ImportError:
+            return None
+        return scenario_bulk
+    return getattr(scenarios, {"hold": "scenario_hold_and_rss"}.get(name, f"scenario_{name}"))
+
+
 def machine() -> dict[str, Any]:
     """What the figures were measured on."""
     import celery
@@ -79,6 +90,35 @@ def print_table(rows: list[Any]) -> str:
     return text
 
 
+def print_verdicts(ctx: Any, expected: list[str]) -> str:
+    """The final verdict table: every target of issue 14, measured in this run (or
+    "not run"). Printed, never asserted."""
+    from bench.scenarios import Target
+
+    seen = {t.name for t in ctx.targets}
+    rows = list(ctx.targets) + [
+        Target(name, "-", "-", "not run", "scenario not selected / not hooked in")
+        for name in expected
+        if name not in seen
+    ]
+    order = {name: i for i, name in enumerate(expected)}
+    rows.sort(key=lambda t: order.get(t.name, len(order)))
+    header = ("target", "measured", "target value", "verdict", "note")
+    data = [header] + [(t.name, t.measured, t.target, t.verdict, t.note) for t in rows]
+    widths = [max(len(str(row[i])) for row in data) for i in range(len(header))]
+    lines = [
+        "| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+        for row in data
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    met = sum(t.verdict == "met" for t in rows)
+    missed = sum(t.verdict == "MISSED" for t in rows)
+    text = "\n".join(lines) + f"\n{met} met, {missed} MISSED, {len(rows) - met - missed} not run"
+    print("\nVerdicts (issue 14 targets, all measured in this run):", flush=True)
+    print(text, flush=True)
+    return text
+
+
 def _take_lock(name: str, timeout_s: float) -> Any:
     """An exclusive lock per bench database, held for the life of the process."""
     import fcntl
@@ -109,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--only", nargs="*", choices=SCENARIOS, help="run only these")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="quick mode: run the peers (DBOS, procrastinate) too (full runs always do)",
+    )
     args = parser.parse_args(argv)
     selected = args.only or SCENARIOS
     mode = "quick" if args.quick else "full"
@@ -152,14 +197,18 @@ def main(argv: list[str] | None = None) -> int:
     timings: dict[str, float] = {}
     loadavg: dict[str, float] = {}
     try:
-        ctx = scenarios.setup(procs, quick=args.quick)
+        ctx = scenarios.setup(procs, quick=args.quick, peers=args.peers or not args.quick)
         for name in SCENARIOS:
             if name not in selected:
                 continue
             print(f"== {name}", flush=True)
+            fn = _scenario(scenarios, name)
+            if fn is None:
+                print(f"   {name}: bench/{name}.py not present, skipped", flush=True)
+                continue
             t0 = time.monotonic()
             loadavg[name] = round(os.getloadavg()[0], 2)
-            getattr(scenarios, {"hold": "scenario_hold_and_rss"}.get(name, f"scenario_{name}"))(ctx)
+            fn(ctx)
             timings[name] = round(time.monotonic() - t0, 1)
             print(f"   ({timings[name]} s)", flush=True)
     except BaseException as exc:  # noqa: BLE001 - reported, then exit non-zero
@@ -180,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Celery {info['celery']}; one-row INSERT+commit {info.get('pg_commit_ms')} ms"
     )
     table = print_table(ctx.rows) if ctx else ""
+    if ctx:
+        scenarios.derive_targets(ctx)
+    verdicts = print_verdicts(ctx, scenarios.EXPECTED_TARGETS) if ctx else ""
     total = round(time.monotonic() - started, 1)
     print(f"total {total} s", flush=True)
     for note in scenarios.DISTURBANCES:
@@ -195,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         "rows": [r.__dict__ for r in ctx.rows] if ctx else [],
         "results": ctx.results if ctx else {},
         "table": table,
+        "targets": [t.__dict__ for t in ctx.targets] if ctx else [],
+        "verdicts": verdicts,
         "disturbances": scenarios.DISTURBANCES,
     }
     out = OUT_DIR / f"bench-{mode}-{stamp}.json"
