@@ -173,7 +173,9 @@ def main() -> None:
     user = User.objects.filter(username="bench-admin").first() or User.objects.create_superuser(
         "bench-admin", password="bench-admin-password"
     )
-    client = Client()
+    # The production guard allows only DJANGO_ALLOWED_HOSTS (not the test client's
+    # "testserver"): a refused host would answer 400 without touching the database.
+    client = Client(HTTP_HOST="localhost")
     client.force_login(user)
 
     workflow = Workflow.objects.get(key="bench-1")

@@ -1480,7 +1480,9 @@ def _queries_per_step(ctx: Ctx, profiles: Path) -> dict[str, Any]:
         out[f"step_{node}"] = len(cq.captured_queries)
         report.append(f"== step_execute node {node} ({what}): {len(cq.captured_queries)} queries")
         report += [f"  {q['time']}s  {q['sql'][:300]}" for q in cq.captured_queries]
-    client = Client()
+    # The production guard allows only DJANGO_ALLOWED_HOSTS (not the test client's
+    # "testserver"): a refused host would answer 400 without touching the database.
+    client = Client(HTTP_HOST="localhost")
     auth = {"HTTP_AUTHORIZATION": f"Bearer {ctx.token}"}
     body = {"workflow": "bench-exec", "payload": PAYLOAD}
     client.post(
@@ -1497,6 +1499,8 @@ def _queries_per_step(ctx: Ctx, profiles: Path) -> dict[str, Any]:
                 content_type="application/json",
                 **auth,
             )
+        if resp.status_code not in (200, 201):
+            raise RuntimeError(f"profile POST answered {resp.status_code}: {resp.content[:300]!r}")
         out[f"post_{mode}"] = len(cq.captured_queries)
         report.append(
             f"== POST /api/v1/triggers/ {mode} key ({resp.status_code}): "
@@ -1516,7 +1520,9 @@ def _pyinstrument(ctx: Ctx, profiles: Path) -> None:
     from django.test import Client
 
     n = 40 if ctx.quick else 500
-    client = Client()
+    # The production guard allows only DJANGO_ALLOWED_HOSTS (not the test client's
+    # "testserver"): a refused host would answer 400 without touching the database.
+    client = Client(HTTP_HOST="localhost")
     auth = {"HTTP_AUTHORIZATION": f"Bearer {ctx.token}"}
     tag = uuid.uuid4().hex[:6]
     prof = Profiler(interval=0.0005)
