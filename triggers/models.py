@@ -21,11 +21,19 @@ TERMINAL_STATUSES = frozenset(
 
 class TriggerInstance(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # No single-column indexes on the two foreign keys: every UPDATE of a step that
+    # changes status writes an entry into every index of the table (no HOT update), and
+    # neither served a query. workflow_id leads trigger_unique_workflow_idempotency_key
+    # and trigger_workflow_status (they serve "instances of a workflow" and PROTECT's
+    # check); no query filters on the version, and versions are never deleted.
     workflow = models.ForeignKey(
-        "workflows.Workflow", on_delete=models.PROTECT, related_name="instances"
+        "workflows.Workflow", on_delete=models.PROTECT, related_name="instances", db_index=False
     )
     workflow_version = models.ForeignKey(
-        "workflows.WorkflowVersion", on_delete=models.PROTECT, related_name="instances"
+        "workflows.WorkflowVersion",
+        on_delete=models.PROTECT,
+        related_name="instances",
+        db_index=False,
     )
     idempotency_key = models.CharField(max_length=255)
     payload = models.JSONField(default=dict)
