@@ -106,21 +106,22 @@ def paginated_list(
 ) -> Response:
     """Validate the query-string filters (400 naming a bad one), apply each given filter
     as ``queryset.filter(lookups[name]=value)`` (or ``lookups[name](queryset, value)``
-    when it is a function), and answer one page."""
+    when it is a function), and answer one page; the serializer's context has every
+    validated value."""
     filters = filter_serializer(data=request.query_params)
     filters.is_valid(raise_exception=True)
-    options: dict[str, Any] = {}
     for name, value in filters.validated_data.items():
         lookup = lookups.get(name)
-        if lookup is None:  # not a filter: an option of the representation (include_payload)
-            options[name] = value
-        elif callable(lookup):
+        if lookup is None:  # not a filter: an option of the representation
+            continue
+        if callable(lookup):
             queryset = lookup(queryset, value)
         else:
             queryset = queryset.filter(**{lookup: value})
     page = view.paginate_queryset(queryset)
+    # Every validated value reaches the serializer too (``include_payload``, say).
     serializer = view.get_serializer(
-        page, many=True, context={**view.get_serializer_context(), **options}
+        page, many=True, context={**view.get_serializer_context(), **filters.validated_data}
     )
     return view.get_paginated_response(serializer.data)
 
