@@ -4,21 +4,31 @@ ids only. Worker and beat start-up hooks belong to the apps that need them
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+from base64 import b64encode
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from celery.utils import uuid
+from celery.utils.saferepr import saferepr
 from django.db import transaction
+from kombu.entity import DELIVERY_MODES
 from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
 
 from . import logs
+from .kombu_redis import Channel as FastPublishChannel
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
 
 logger = logging.getLogger("notifyflow.celery")
+# The stdlib's cached encoder (kombu's ``dumps`` builds a new encoder class instance on
+# every call); ids and strings only go through it, anything else falls back to kombu.
+_json_dumps = json.dumps
 
 app = Celery("notifyflow")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -112,6 +122,8 @@ def _publish_many(
     if parent is not None:
         root_id = parent.request.root_id or parent.request.id
         parent_id = parent.request.id
+    if name in _declared and _fast_publish(producer, name, route, messages, headers, countdown):
+        return
     for args in messages:
         message = amqp.create_task_message(
             uuid(),
@@ -122,10 +134,150 @@ def _publish_many(
             reply_to=app.thread_oid,
             root_id=root_id,
             parent_id=parent_id,
+            ignore_result=None,  # as send_task sends it
         )
         declare: dict[str, Any] = {"declare": []} if name in _declared else {}
         amqp.send_task_message(producer, name, message, headers=headers, **route, **declare)
         _declared.add(name)
+
+
+@dataclass(frozen=True)
+class _FastRoute:
+    """What every message of one task shares on the fast path, computed once per
+    process from Celery's and kombu's own objects: the queue's list, the delivery mode,
+    and a message Celery built (its headers and body are the template)."""
+
+    queue: str
+    delivery_mode: int
+    headers: dict[str, Any]
+    body_tail: list[Any]  # (kwargs, embed) of protocol 2's (args, kwargs, embed)
+    repr_maxsize: int
+    repr_maxlevels: int
+
+
+_fast_routes: dict[str, _FastRoute | None] = {}
+
+
+def _fast_route(channel: Any, name: str, route: dict[str, Any]) -> _FastRoute | None:
+    """The task's _FastRoute, or None when its transport part is not the plain one
+    ``_fast_publish`` mirrors: another transport, routing other than a direct queue,
+    another serializer, compression, priorities, queue expiry, sent events."""
+    if name in _fast_routes:
+        return _fast_routes[name]
+    queue: Any = route.get("queue")
+    conf = app.conf
+    fast = None
+    if (
+        isinstance(channel, FastPublishChannel)
+        and channel.body_encoding == "base64"
+        and set(route) == {"queue"}
+        and getattr(queue, "name", None)
+        and queue.exchange.type == "direct"
+        and not queue.queue_arguments
+        and not queue.max_priority
+        and not (channel._expires and queue.name in channel._expires)
+        and conf.task_serializer == "json"
+        and not conf.task_compression
+        and not conf.task_send_sent_event
+    ):
+        sample = app.amqp.create_task_message(
+            "template", name, (), {}, ignore_result=None, reply_to=""
+        )
+        mode = queue.exchange.delivery_mode or conf.task_default_delivery_mode
+        fast = _FastRoute(
+            queue=queue.name,
+            delivery_mode=DELIVERY_MODES.get(mode, mode),
+            headers=dict(sample.headers),
+            body_tail=list(sample.body[1:]),
+            repr_maxsize=app.amqp.argsrepr_maxsize,
+            repr_maxlevels=conf.task_repr_maxlevels,
+        )
+    _fast_routes[name] = fast
+    return fast
+
+
+def _fast_publish(
+    producer: Any,
+    name: str,
+    route: dict[str, Any],
+    messages: list[tuple[Any, ...]],
+    headers: dict[str, str] | None,
+    countdown: float | None,
+) -> bool:
+    """Publish ``messages`` as ``send_task`` over kombu's Redis transport would - the
+    same headers, body and envelope, LPUSHed onto the queue's list - in one round trip,
+    without the per-message work of Celery's message builder and kombu's producer
+    (settings lookups, a JSON encoder built per call, retry wrappers, envelope copies).
+
+    False, having sent nothing, when this is not the plain case it mirrors
+    (``_fast_route``), for a countdown (an ETA), with publish signal receivers, or args
+    that are not plain JSON: the caller then publishes the usual way.
+    tests/test_task_publish.py compares the result with ``send_task``'s, field by field.
+    A Redis error is raised as kombu's OperationalError (the caller's "left for the
+    sweeper" path)."""
+    if (
+        countdown is not None
+        or signals.before_task_publish.receivers
+        or signals.after_task_publish.receivers
+    ):
+        return False
+    fast = _fast_route(producer.channel, name, route)
+    if fast is None:
+        return False
+    root_id = parent_id = None
+    parent = app.current_worker_task
+    if parent is not None:
+        root_id = parent.request.root_id or parent.request.id
+        parent_id = parent.request.id
+    properties_tail = {
+        "reply_to": app.thread_oid,
+        "delivery_mode": fast.delivery_mode,
+        "priority": 0,
+        "delivery_info": {"exchange": "", "routing_key": fast.queue},
+        "body_encoding": "base64",
+    }
+    envelopes = []
+    try:
+        for args in messages:
+            task_id = uuid()
+            task_headers = {
+                **fast.headers,
+                "id": task_id,
+                "root_id": root_id or task_id,
+                "parent_id": parent_id,
+                "argsrepr": saferepr(args, fast.repr_maxsize, maxlevels=fast.repr_maxlevels),
+                **(headers or {}),
+            }
+            body = _json_dumps([list(args), *fast.body_tail]).encode("utf-8")
+            envelopes.append(
+                _json_dumps(
+                    {
+                        "body": b64encode(body).decode("ascii"),
+                        "content-encoding": "utf-8",
+                        "content-type": "application/json",
+                        "headers": task_headers,
+                        "properties": {
+                            "correlation_id": task_id,
+                            **properties_tail,
+                            "delivery_tag": uuid(),
+                        },
+                    }
+                )
+            )
+    except (TypeError, ValueError):  # not plain JSON: kombu's encoder knows more types
+        return False
+    try:
+        with producer.channel.conn_or_acquire() as client:
+            if len(envelopes) == 1:
+                client.lpush(fast.queue, envelopes[0])
+            else:
+                with client.pipeline(transaction=False) as pipe:
+                    for envelope in envelopes:
+                        pipe.lpush(fast.queue, envelope)
+                    pipe.execute()
+    except RedisError as exc:
+        raise KombuOperationalError(str(exc)) from exc
+    return True
 
 
 # Task name -> its route (queue), and the names whose queue this process declared.

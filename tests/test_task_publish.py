@@ -82,3 +82,69 @@ def test_publishing_reuses_the_channels_redis_client():
     send_tasks_on_commit("notifyflow.execute_node", [("a",), ("b",)])
     assert [m["decoded_body"][0] for m in _queued()] == [["a"], ["b"]]
     flush_broker()
+
+
+def _without_ids(envelope: dict) -> dict:
+    """The envelope with what differs per message (ids, tags, the body's bytes) removed."""
+    headers = {k: v for k, v in envelope["headers"].items() if k not in ("id", "root_id")}
+    properties = {
+        k: v
+        for k, v in envelope["properties"].items()
+        if k not in ("correlation_id", "delivery_tag")
+    }
+    rest = {k: v for k, v in envelope.items() if k not in ("headers", "properties", "body")}
+    return {**rest, "headers": headers, "properties": properties}
+
+
+def test_the_fast_publish_sends_kombus_own_envelope(monkeypatch):
+    """notifyflow.celery._fast_publish writes the envelope kombu's Redis transport
+    writes, field by field (a kombu upgrade that changes it fails here), and it is the
+    path taken once the queue is declared."""
+    from notifyflow import celery as nf_celery
+
+    flush_broker()
+    send_task_on_commit("notifyflow.execute_node", "declares-the-queue")
+    assert "notifyflow.execute_node" in nf_celery._declared
+    taken = []
+    real = nf_celery._fast_publish
+    monkeypatch.setattr(nf_celery, "_fast_publish", lambda *a: taken.append(real(*a)) or taken[-1])
+    flush_broker()
+    with logs.bound(request_id="req-3"):
+        app.send_task(
+            "notifyflow.execute_node", args=("same-args",), headers={"request_id": "req-3"}
+        )
+        send_task_on_commit("notifyflow.execute_node", "same-args")
+        send_tasks_on_commit("notifyflow.execute_node", [("same-args",), ("same-args",)])
+    reference, single, *batch = _queued()
+    assert taken == [True, True]
+    for fast in (single, *batch):
+        assert _without_ids(fast) == _without_ids(reference)
+        assert fast["decoded_body"] == reference["decoded_body"]
+        assert fast["headers"]["id"] == fast["properties"]["correlation_id"]
+    assert len({m["properties"]["delivery_tag"] for m in (single, *batch)}) == 3
+    flush_broker()
+
+
+def test_the_fast_publish_steps_aside_for_what_it_does_not_mirror(monkeypatch):
+    """A countdown (an ETA) or a publish signal receiver: kombu's own path."""
+    from celery import signals
+
+    from notifyflow import celery as nf_celery
+
+    flush_broker()
+    send_task_on_commit("notifyflow.execute_node", "declares-the-queue")
+    seen = []
+
+    def receiver(sender=None, headers=None, **kwargs):
+        seen.append(headers["id"])
+
+    signals.before_task_publish.connect(receiver)
+    try:
+        send_task_on_commit("notifyflow.execute_node", "with-a-receiver")
+    finally:
+        signals.before_task_publish.disconnect(receiver)
+    assert len(seen) == 1
+    with app.producer_or_acquire() as producer:
+        route = nf_celery._routes["notifyflow.execute_node"]
+        assert not nf_celery._fast_publish(producer, "x", route, [("a",)], None, 5.0)
+    flush_broker()
