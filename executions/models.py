@@ -22,8 +22,12 @@ def normalize_recipient(value: str) -> str:
 class StepExecutionLog(models.Model):
     """One immutable row per executed node attempt."""
 
+    # No index of its own: steplog_trigger_started leads with it (see below).
     trigger = models.ForeignKey(
-        "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="step_logs"
+        "triggers.TriggerInstance",
+        on_delete=models.CASCADE,
+        related_name="step_logs",
+        db_index=False,
     )
     # PROTECT: deleting a workflow must never take its history with it. No index of its
     # own: steplog_workflow_node_success leads with it.
@@ -88,8 +92,12 @@ class Delivery(models.Model):
     that stays at-least-once.
     """
 
+    # No index of its own: delivery_unique_instance_node leads with it.
     instance = models.ForeignKey(
-        "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="deliveries"
+        "triggers.TriggerInstance",
+        on_delete=models.CASCADE,
+        related_name="deliveries",
+        db_index=False,
     )
     node_id = models.CharField(max_length=64)
     channel = models.CharField(max_length=16)
@@ -171,7 +179,10 @@ class DeliveryAttempt(models.Model):
         PERMANENT = "permanent", "Permanent error"
         SKIPPED = "skipped", "Skipped (circuit open)"
 
-    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_rows")
+    # No index of its own: delivery_attempt_delivery leads with it.
+    delivery = models.ForeignKey(
+        Delivery, on_delete=models.CASCADE, related_name="attempt_rows", db_index=False
+    )
     attempt = models.PositiveIntegerField(help_text="the delivery's attempt number (1 = first)")
     provider = models.CharField(max_length=200)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
@@ -200,7 +211,10 @@ class DeliveryEvent(models.Model):
     """A provider's status report (anymail tracking webhook, Twilio status callback),
     kept raw. ``applied`` says whether it moved the delivery's tracking status."""
 
-    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: delivery_event_delivery leads with it.
+    delivery = models.ForeignKey(
+        Delivery, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
     provider = models.CharField(max_length=64)
     status = models.CharField(max_length=16, blank=True, default="")
     provider_event = models.CharField(max_length=64, help_text="the provider's own event type")

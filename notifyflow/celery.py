@@ -124,6 +124,7 @@ def _publish_many(
         parent_id = parent.request.id
     if name in _declared and _fast_publish(producer, name, route, messages, headers, countdown):
         return
+    limits = _task_limits(name) or {}
     for args in messages:
         message = amqp.create_task_message(
             uuid(),
@@ -135,6 +136,7 @@ def _publish_many(
             root_id=root_id,
             parent_id=parent_id,
             ignore_result=None,  # as send_task sends it
+            **limits,
         )
         declare: dict[str, Any] = {"declare": []} if name in _declared else {}
         amqp.send_task_message(producer, name, message, headers=headers, **route, **declare)
@@ -158,6 +160,19 @@ class _FastRoute:
 _fast_routes: dict[str, _FastRoute | None] = {}
 
 
+def _task_limits(name: str) -> dict[str, Any] | None:
+    """The time limits ``send_task`` copies from the task's own options when the task
+    is registered in this process; None if it would copy more than those."""
+    task = app.tasks.get(name)
+    options = task._get_exec_options() if task is not None else {}
+    given = {key: value for key, value in options.items() if value is not None}
+    if given.get("serializer") == app.conf.task_serializer:
+        del given["serializer"]  # every task has one: the app's
+    if set(given) - {"time_limit", "soft_time_limit"}:
+        return None
+    return given
+
+
 def _fast_route(channel: Any, name: str, route: dict[str, Any]) -> _FastRoute | None:
     """The task's _FastRoute, or None when its transport part is not the plain one
     ``_fast_publish`` mirrors: another transport, routing other than a direct queue,
@@ -166,9 +181,11 @@ def _fast_route(channel: Any, name: str, route: dict[str, Any]) -> _FastRoute | 
         return _fast_routes[name]
     queue: Any = route.get("queue")
     conf = app.conf
+    limits = _task_limits(name)
     fast = None
     if (
-        isinstance(channel, FastPublishChannel)
+        limits is not None
+        and isinstance(channel, FastPublishChannel)
         and channel.body_encoding == "base64"
         and set(route) == {"queue"}
         and getattr(queue, "name", None)
@@ -181,7 +198,7 @@ def _fast_route(channel: Any, name: str, route: dict[str, Any]) -> _FastRoute | 
         and not conf.task_send_sent_event
     ):
         sample = app.amqp.create_task_message(
-            "template", name, (), {}, ignore_result=None, reply_to=""
+            "template", name, (), {}, ignore_result=None, reply_to="", **limits
         )
         mode = queue.exchange.delivery_mode or conf.task_default_delivery_mode
         fast = _FastRoute(

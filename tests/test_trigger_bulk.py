@@ -298,8 +298,23 @@ def test_bulk_needs_an_api_key(client):
 def _fail_publish(monkeypatch, how):
     from kombu.exceptions import OperationalError
 
+    from notifyflow import celery as nf_celery
     from notifyflow.celery import app
 
+    if how == "fast":  # notifyflow.celery's own pipeline (the queue declared first)
+        import redis
+
+        with app.producer_or_acquire() as producer:  # a real publish declares it
+            nf_celery._publish_many(producer, "notifyflow.execute_node", [("declare",)], None)
+        assert "notifyflow.execute_node" in nf_celery._declared
+
+        def execute(self, *args, **kwargs):
+            raise redis.exceptions.ConnectionError("Connection refused")
+
+        monkeypatch.setattr(redis.client.Pipeline, "execute", execute)
+        return
+    # kombu's paths: the fast path steps aside
+    monkeypatch.setattr(nf_celery, "_fast_publish", lambda *args: False)
     if how == "publish":
 
         def send_task_message(*args, **kwargs):
@@ -317,16 +332,17 @@ def _fail_publish(monkeypatch, how):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("how", ["publish", "flush"])
+@pytest.mark.parametrize("how", ["publish", "flush", "fast"])
 def test_an_unreachable_broker_leaves_the_messages_to_the_sweeper(
     api, monkeypatch, caplog, django_capture_on_commit_callbacks, how
 ):
     """The failure semantics of send_task_on_commit: logged, the API still answers and
-    the rows are committed with their dispatched_at (the sweeper re-sends them)."""
+    the rows are committed with their dispatched_at (the sweeper re-sends them) - on
+    kombu's publish, its pipelined flush, and notifyflow.celery's fast path."""
     from django.conf import settings
 
-    if how == "flush" and not settings.CELERY_BROKER_URL.startswith("redis://"):
-        pytest.skip("the pipelined flush is the Redis transport's")
+    if how in ("flush", "fast") and not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.skip("the pipelined flush and the fast path are the Redis transport's")
     workflow = WorkflowFactory()
     _fail_publish(monkeypatch, how)
     with (

@@ -17,8 +17,12 @@ class Interest(models.Model):
     still hear its events); delivery joins the instance and skips finished ones, and a
     subject names one order or user, so few finished rows share it."""
 
+    # No index of its own: interest_unique leads with it.
     instance = models.ForeignKey(
-        "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="interests"
+        "triggers.TriggerInstance",
+        on_delete=models.CASCADE,
+        related_name="interests",
+        db_index=False,
     )
     subject = models.CharField(max_length=255)
 
@@ -38,8 +42,9 @@ class Interest(models.Model):
 class InboxEvent(models.Model):
     """An event delivered to one instance; a ``wait`` node consumes the oldest match."""
 
+    # No index of its own: inbox_event_once leads with it.
     instance = models.ForeignKey(
-        "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="inbox"
+        "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="inbox", db_index=False
     )
     name = models.CharField(max_length=200)
     # At most once per instance and event_id (events without an id are all distinct).
@@ -71,8 +76,9 @@ class OutboxEvent(models.Model):
     """An event raised by an ``emit`` node: written in the step's outcome transaction,
     processed after commit by the events service (the sweeper retries lost ones)."""
 
+    # No index of its own: outbox_once_per_node leads with it.
     instance = models.ForeignKey(
-        "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="outbox"
+        "triggers.TriggerInstance", on_delete=models.CASCADE, related_name="outbox", db_index=False
     )
     node_id = models.CharField(max_length=64)
     name = models.CharField(max_length=200)

@@ -39,7 +39,10 @@ class WorkflowVersion(models.Model):
 
     # PROTECT: versions are history (instances pin them); a workflow is deactivated,
     # not deleted with its past.
-    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="versions")
+    # No index of its own: the (workflow, version) unique constraint leads with it.
+    workflow = models.ForeignKey(
+        Workflow, on_delete=models.PROTECT, related_name="versions", db_index=False
+    )
     version = models.PositiveIntegerField()
     definition = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
