@@ -44,6 +44,7 @@ from bench.loadgen import percentile
 from executions import engine
 from executions.models import StepExecutionLog
 from notifyflow.celery import app as celery_app
+from notifyflow.ids import uuid7
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.services import trigger_create
 from workflows.models import Workflow
@@ -327,7 +328,7 @@ def preload(
         now = timezone.now()
         rows = [
             TriggerInstance(
-                id=uuid.uuid4(),
+                id=uuid7(),  # the product's ids (notifyflow.ids)
                 workflow=wf,
                 workflow_version=version,
                 idempotency_key=f"{prefix}-{i}",
@@ -1034,7 +1035,7 @@ def _due_instances(wf: Workflow, n: int, prefix: str) -> list[uuid.UUID]:
     past = timezone.now() - timedelta(seconds=1)
     rows = [
         TriggerInstance(
-            id=uuid.uuid4(),
+            id=uuid7(),  # the product's ids (notifyflow.ids)
             workflow=wf,
             workflow_version=version,
             idempotency_key=f"{prefix}-{i}",
@@ -1627,6 +1628,13 @@ def scenario_profile(ctx: Ctx) -> None:
 # N instances parked at the wait node "w" exactly as the wait step leaves them (enqueued,
 # due at the 1 h deadline, never handed to the broker, waiting_for_event set), plus one
 # interest row each: one statement, not N trigger_create calls.
+# notifyflow.ids.uuid7 in SQL (PostgreSQL 15 has no uuidv7()): a random UUID whose first
+# 48 bits are the millisecond clock and whose version is 7, as the product's ids are.
+UUID7_SQL = (
+    "encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing"
+    " substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint)"
+    " from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid"
+)
 PARK_SQL = """
 WITH parked AS (
   INSERT INTO triggers_triggerinstance
@@ -1634,7 +1642,7 @@ WITH parked AS (
      vars, attempts, available_at, lease_token, locked_by, locked_until, dispatched_at,
      last_error, waiting_for_event, wait_deadline, created_at, updated_at, finished_at,
      created_by_key)
-  SELECT gen_random_uuid(), %(wf)s, %(ver)s, %(prefix)s || '-' || g, %(payload)s::jsonb,
+  SELECT {uuid7}, %(wf)s, %(ver)s, %(prefix)s || '-' || g, %(payload)s::jsonb,
          'enqueued', 'w', '{}'::jsonb, 0, now() + interval '1 hour', NULL, '', NULL, NULL,
          '', 'go', now() + interval '1 hour', now(), now(), NULL, 'bench'
   FROM generate_series(1, %(n)s) AS g
@@ -1644,7 +1652,7 @@ WITH parked AS (
   SELECT id, %(subject)s::text FROM parked WHERE %(subject)s::text IS NOT NULL
 )
 SELECT id FROM parked
-"""
+""".replace("{uuid7}", UUID7_SQL)
 
 # The fan-out's reference: the same rows a delivery writes and the same wake, by hand
 # (one INSERT ... SELECT into the inbox, one UPDATE making them due, one commit).
@@ -1877,7 +1885,14 @@ def _fanout(ctx: Ctx, port: int, n: int, workers: list[Any]) -> dict[str, Any]:
             if count >= n:
                 committed = time.perf_counter() - t0
             elif "t" in answer:
-                raise RuntimeError(f"fan-out POST ended with {count}/{n} inbox rows: {answer}")
+                # The POST may have committed and answered since the count above.
+                cur.execute(
+                    "SELECT count(*) FROM triggers_inboxevent WHERE event_id = %s", [event_id]
+                )
+                count = cur.fetchone()[0]
+                if count < n:
+                    raise RuntimeError(f"fan-out POST ended with {count}/{n} inbox rows: {answer}")
+                committed = time.perf_counter() - t0
             elif time.perf_counter() - t0 > 300:
                 raise RuntimeError(f"fan-out: {count}/{n} inbox rows after 300 s")
             else:

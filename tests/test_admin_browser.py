@@ -25,6 +25,7 @@ import pytest
 from executions.engine import step_execute
 from executions.providers.base import ProviderError
 from executions.providers.sms import BaseSmsBackend, SmsMessage, SmsSendResult
+from notifyflow import ids
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.services import trigger_create
 
@@ -211,7 +212,7 @@ def test_operator_retries_a_failed_instance_and_sees_it_complete(settings, tmp_p
     flush_broker()
     operator = make_operator("olive")
     instance = instance_failed_on_its_sms_step(settings)
-    short_id = str(instance.pk)[:8]
+    short_id = ids.short_id(instance.pk)
 
     driver = chromium(tmp_path)
     wait = WebDriverWait(driver, 15)
@@ -308,7 +309,7 @@ def test_render_error_is_seen_in_the_list_and_completes_when_retried_on_the_late
     assert step_execute(instance_id=instance.pk, worker="pytest") == "advanced"
     assert step_execute(instance_id=instance.pk, worker="pytest") == "failed:permanent"
     flush_broker()
-    short_id = str(instance.pk)[:8]
+    short_id = ids.short_id(instance.pk)
 
     driver = chromium(tmp_path)
     wait = WebDriverWait(driver, 15)
@@ -385,7 +386,7 @@ def test_waiting_instance_shows_its_deadline_and_the_docs_load_locally(tmp_path)
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.ENQUEUED
     assert instance.available_at - instance.updated_at > timedelta(days=11)
-    short_id = str(instance.pk)[:8]
+    short_id = ids.short_id(instance.pk)
 
     driver = chromium(tmp_path)
     wait = WebDriverWait(driver, 15)

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from executions.engine import step_execute
+from notifyflow.ids import short_id
 from triggers.services import instance_retry, trigger_create
 
 from .admin_helpers import PASSWORD, failed_instance, make_operator
@@ -35,11 +36,11 @@ def test_list_shows_last_error_and_its_kind_and_filters_by_kind(client):
     assert "rendered to an empty phone number" in page
     assert "nf-error-kind-permanent" in page
     only_permanent = client.get(reverse(CHANGELIST), {"error_kind": "permanent"}).content.decode()
-    assert str(failed.pk)[:8] in only_permanent and str(waiting.pk)[:8] not in only_permanent
+    assert short_id(failed.pk) in only_permanent and short_id(waiting.pk) not in only_permanent
     transient = client.get(reverse(CHANGELIST), {"error_kind": "transient"}).content.decode()
-    assert str(failed.pk)[:8] not in transient
+    assert short_id(failed.pk) not in transient
     by_text = client.get(reverse(CHANGELIST), {"error": "EMPTY PHONE"}).content.decode()
-    assert str(failed.pk)[:8] in by_text
+    assert short_id(failed.pk) in by_text
 
 
 def test_waiting_instances_say_until_when_with_the_zone_and_how_long(client):
@@ -50,7 +51,7 @@ def test_waiting_instances_say_until_when_with_the_zone_and_how_long(client):
     assert "in 12d 0h" in page and later.strftime("%Y-%m-%d") in page and " UTC" in page
     assert "due now" in page
     only_waiting = client.get(reverse(CHANGELIST), {"due": "waiting"}).content.decode()
-    assert str(waiting.pk)[:8] in only_waiting and str(due.pk)[:8] not in only_waiting
+    assert short_id(waiting.pk) in only_waiting and short_id(due.pk) not in only_waiting
     index = client.get(reverse("admin:index")).content.decode()
     assert 'id="nf-waiting">1<' in index
     assert "in 12d 0h" in index

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from executions.models import StepExecutionLog
+from notifyflow import ids
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from workflows import admin_support
 from workflows.admin_support import EstimatedCountPaginator
@@ -59,7 +60,7 @@ def test_changelist_and_detail_render_for_superuser_and_operator(who, request):
     response = client.get(reverse(CHANGELIST))
     assert response.status_code == 200
     body = response.content.decode()
-    assert str(instance.pk)[:8] in body
+    assert ids.short_id(instance.pk) in body
     assert 'class="nf-status nf-status-failed"' in body
 
     response = client.get(change_url(instance))

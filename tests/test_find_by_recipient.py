@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from executions.engine import step_execute
 from executions.models import Delivery, normalize_recipient
+from notifyflow.ids import short_id
 from triggers.services import trigger_create
 
 from .admin_helpers import PASSWORD, make_operator
@@ -69,9 +70,9 @@ def test_admin_search_finds_instances_by_recipient(deliveries):
     client.login(username="olive", password=PASSWORD)
     url = reverse("admin:triggers_triggerinstance_changelist")
     page = client.get(url, {"q": "ada@example.com"}).content.decode()
-    assert deliveries["ada"][:8] in page and deliveries["bob"][:8] not in page
+    assert short_id(deliveries["ada"]) in page and short_id(deliveries["bob"]) not in page
     page = client.get(url, {"q": "+1 500 555 0007"}).content.decode()
-    assert deliveries["bob"][:8] in page and deliveries["ada"][:8] not in page
+    assert short_id(deliveries["bob"]) in page and short_id(deliveries["ada"]) not in page
     page = client.get(
         reverse("admin:executions_delivery_changelist"), {"q": "bob@example.com"}
     ).content.decode()

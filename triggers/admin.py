@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from notifyflow import ids
 from notifyflow.errors import ApplicationError
 from notifyflow.redaction import redact
 from workflows.admin import WorkflowAdmin
@@ -282,7 +283,7 @@ class TriggerInstanceAdmin(
 
     @admin.display(description="id", ordering="created_at")
     def short_id(self, obj: TriggerInstance) -> str:
-        return str(obj.pk)[:8]
+        return ids.short_id(obj.pk)
 
     @admin.display(description="status")
     def status_display(self, obj: TriggerInstance) -> SafeString:
@@ -535,7 +536,7 @@ class TriggerInstanceAdmin(
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "original": obj,
-            "title": f"Edit payload and retry {str(obj.pk)[:8]}",
+            "title": f"Edit payload and retry {ids.short_id(obj.pk)}",
             "form": form,
             "change_url": change_url,
             "is_failed": obj.status == TriggerStatus.FAILED,

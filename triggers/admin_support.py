@@ -9,7 +9,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from notifyflow.ids import short_id
+
 
 def instance_link(instance_id: uuid.UUID | str) -> SafeString:
     url = reverse("admin:triggers_triggerinstance_change", args=[quote(instance_id)])
-    return format_html('<a href="{}"><code>{}</code></a>', url, str(instance_id)[:8])
+    return format_html('<a href="{}"><code>{}</code></a>', url, short_id(instance_id))

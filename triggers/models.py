@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
 
 from django.db import models
+
+from notifyflow.ids import short_id, uuid7
 
 
 class TriggerStatus(models.TextChoices):
@@ -20,7 +21,8 @@ TERMINAL_STATUSES = frozenset(
 
 
 class TriggerInstance(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Time-ordered (notifyflow.ids): a step's index writes stay on recent pages.
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     # No single-column indexes on the two foreign keys: every UPDATE of a step that
     # changes status writes an entry into every index of the table (no HOT update), and
     # neither served a query. workflow_id leads trigger_unique_workflow_idempotency_key
@@ -122,7 +124,7 @@ class TriggerInstance(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.idempotency_key} ({str(self.pk)[:8]})"
+        return f"{self.idempotency_key} ({short_id(self.pk)})"
 
     @property
     def is_terminal(self) -> bool:

@@ -22,6 +22,7 @@ from django.utils import timezone
 from notifyflow import metrics
 from notifyflow.caching import ProcessCache
 from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
+from notifyflow.ids import uuid7
 from notifyflow.parsers import check_storable
 from workflows.models import Workflow, WorkflowVersion
 from workflows.services import workflow_set_paused
@@ -257,7 +258,7 @@ def _new_row(
     rendered interests. Raises ApplicationError for an inactive or empty workflow or an
     interest that does not render."""
     version = _startable_version(wf)
-    instance_id = uuid.uuid4()
+    instance_id = uuid7()  # time-ordered: see notifyflow.ids
     return state.NewInstance(
         id=instance_id,
         workflow_id=wf.pk,

@@ -1,0 +1,28 @@
+"""notifyflow.ids.uuid7: RFC 9562 version 7, ordered by creation time."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from notifyflow.ids import uuid7
+
+
+def test_uuid7_has_version_7_and_the_rfc_variant() -> None:
+    value = uuid7()
+    assert value.version == 7
+    assert value.variant == uuid.RFC_4122
+
+
+def test_uuid7_starts_with_the_creation_time_in_milliseconds() -> None:
+    before = time.time_ns() // 1_000_000
+    value = uuid7()
+    after = time.time_ns() // 1_000_000
+    assert before <= value.int >> 80 <= after
+
+
+def test_uuid7s_of_later_milliseconds_sort_after_earlier_ones() -> None:
+    first = uuid7()
+    time.sleep(0.002)
+    assert uuid7() > first
+    assert len({uuid7() for _ in range(1000)}) == 1000
