@@ -184,11 +184,18 @@ def _insert_inbox_rows(
         _INBOX.get_field("received_at").get_db_prep_save(received_at, connection),
     ]
     if by_interest:
-        matches.append(
-            f"t.{pk} IN (SELECT i.{_column(_INTEREST, 'instance')} FROM "
+        # The interested ids first, as an array the primary key is probed with: a plan
+        # that cannot start from the instances' status index instead and probe the
+        # interests of every unfinished instance (many waiting, few interested).
+        interested = (
+            f"SELECT i.{_column(_INTEREST, 'instance')} FROM "
             f'"{_INTEREST.db_table}" i WHERE i.{_column(_INTEREST, "subject")} IN '
-            f"({', '.join(['%s'] * len(by_interest))}))"
+            f"({', '.join(['%s'] * len(by_interest))})"
         )
+        if connection.vendor == "postgresql":
+            matches.append(f"t.{pk} = ANY (ARRAY({interested}))")
+        else:
+            matches.append(f"t.{pk} IN ({interested})")
         params += by_interest
     if by_id:
         matches.append(f"t.{pk} IN ({', '.join(['%s'] * len(by_id))})")
