@@ -5,7 +5,12 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
+
 from notifyflow.ids import uuid7
+from triggers.services import trigger_create
+
+from .factories import TriggerInstanceFactory, WorkflowFactory
 
 
 def test_uuid7_has_version_7_and_the_rfc_variant() -> None:
@@ -26,3 +31,13 @@ def test_uuid7s_of_later_milliseconds_sort_after_earlier_ones() -> None:
     time.sleep(0.002)
     assert uuid7() > first
     assert len({uuid7() for _ in range(1000)}) == 1000
+
+
+@pytest.mark.django_db
+def test_new_instances_get_time_ordered_ids() -> None:
+    """trigger_create and the model's default both use notifyflow.ids.uuid7."""
+    workflow = WorkflowFactory()
+    created = trigger_create(workflow=workflow, idempotency_key="k1", payload={}).instance
+    later = TriggerInstanceFactory(workflow=workflow)
+    assert created.pk.version == 7
+    assert later.pk.version == 7
