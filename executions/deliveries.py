@@ -131,9 +131,10 @@ def delivery_attempts_insert(step: StepContext, *, only_if_moved: bool = False) 
     insert = f'INSERT INTO "{DeliveryAttempt._meta.db_table}" ({columns})'
     placeholders = ", ".join(["%s"] * len(names))
     rows: list[list[Any]] = []
+    conn = db.current()
     for attempt in step.pending_attempts:
         values = {"delivery": step.delivery_id, "attempt": step.delivery_attempt, **attempt}
-        rows.append([_ATTEMPT_FIELDS[n].get_db_prep_save(values[n], connection) for n in names])
+        rows.append([_ATTEMPT_FIELDS[n].get_db_prep_save(values[n], conn) for n in names])
     if only_if_moved:
         return [
             Statement(f"{insert} SELECT {placeholders} WHERE EXISTS (SELECT 1 FROM moved)", row)
@@ -148,7 +149,8 @@ def delivery_outcome_update(step: StepContext) -> Statement:
     fields = {f.name: f for f in Delivery._meta.concrete_fields}
     values = {**step.pending_delivery, "updated_at": timezone.now()}
     sets = ", ".join(f'"{fields[name].column}" = %s' for name in values)
-    params = [fields[name].get_db_prep_save(value, connection) for name, value in values.items()]
+    conn = db.current()
+    params = [fields[name].get_db_prep_save(value, conn) for name, value in values.items()]
     instance_column = fields["instance"].column
     return Statement(
         f'UPDATE "{Delivery._meta.db_table}" SET {sets}'

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from notifyflow import logs, metrics
+from notifyflow import db, logs, metrics
 from notifyflow.redaction import redact
 from triggers import inbox, state
 from triggers.dispatch import dispatch_many_on_commit, dispatch_on_commit
@@ -421,6 +421,7 @@ def _step_log_insert(
     if not, on whether the instance was cancelled meanwhile. With ``only_if_moved`` (a
     replay after a lost connection) the row is written only if the transition applied."""
     columns, selects, params = [], [], []
+    conn = db.current()
     for name, field in _LOG_FIELDS.items():
         columns.append(f'"{field.column}"')
         if name in lost:
@@ -431,7 +432,7 @@ def _step_log_insert(
             params += [log[name], log["trigger_id"], S.CANCELLED, cancelled[name], lost[name]]
         else:
             selects.append("%s")
-            params.append(field.get_db_prep_save(log[name], connection))
+            params.append(field.get_db_prep_save(log[name], conn))
     where = " WHERE EXISTS (SELECT 1 FROM moved)" if only_if_moved else ""
     return Statement(
         f'INSERT INTO "{StepExecutionLog._meta.db_table}" ({", ".join(columns)})'

@@ -182,10 +182,11 @@ def claim(
         if row is None:
             return None
         count = len(_CONCRETE)
+        conn = db.current()
         instance = TriggerInstance.from_db(
-            connection.alias,
+            conn.alias,
             [f.attname for f in _CONCRETE],
-            [_from_db(f, value) for f, value in zip(_CONCRETE, row[:count], strict=True)],
+            [_from_db(f, value, conn) for f, value in zip(_CONCRETE, row[:count], strict=True)],
         )
         for column, value in zip(join.columns if join else (), row[count:], strict=True):
             setattr(instance, column.rpartition(" AS ")[2], value)
@@ -651,10 +652,10 @@ _COLUMNS = [f'"{f.column}"' for f in _CONCRETE]
 _RETURNING = ", ".join(_COLUMNS)
 
 
-def _from_db(field: Any, value: Any) -> Any:
+def _from_db(field: Any, value: Any, conn: Any) -> Any:
     """A column's value as the ORM would load it (JSON arrives as text)."""
     if value is not None and hasattr(field, "from_db_value"):
-        return field.from_db_value(value, None, connection)
+        return field.from_db_value(value, None, conn)
     return value
 
 
@@ -722,9 +723,10 @@ def _update_sql(
             wheres.append(extra_where)
         sql = f'UPDATE "{TriggerInstance._meta.db_table}" SET {sets} WHERE {" AND ".join(wheres)}'
         _update_sql_cache[shape] = sql
-    params = [_FIELDS[name].get_db_prep_save(value, connection) for name, value in values.items()]
+    conn = db.current()
+    params = [_FIELDS[name].get_db_prep_save(value, conn) for name, value in values.items()]
     params += [
-        _FIELDS[lookup.partition("__")[0]].get_db_prep_value(value, connection)
+        _FIELDS[lookup.partition("__")[0]].get_db_prep_value(value, conn)
         for lookup, value in conditions.items()
     ]
     return sql, params
@@ -749,7 +751,7 @@ def _statement(
         audit["reason"],
         audit["actor"],
         audit["at"],
-        _AUDIT_DETAILS.get_db_prep_save(audit.get("details"), connection),
+        _AUDIT_DETAILS.get_db_prep_save(audit.get("details"), db.current()),
     ]
     for index, statement in enumerate(also):
         ctes.append(f"also_{index} AS ({statement.sql})")
