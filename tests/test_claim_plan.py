@@ -11,7 +11,7 @@ from django.utils import timezone
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.state import _update_sql as update_sql
 
-from .factories import TriggerInstanceFactory, WorkflowFactory
+from .factories import TriggerInstanceFactory, WorkflowFactory, bulk_instances
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -22,20 +22,7 @@ def test_claim_update_uses_the_primary_key_with_stale_statistics():
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE triggers_triggerinstance")  # stats: nothing enqueued
     now = timezone.now()
-    TriggerInstance.objects.bulk_create(
-        [
-            TriggerInstance(
-                workflow=workflow,
-                workflow_version=workflow.current_version,
-                idempotency_key=f"due-{n}",
-                payload={},
-                current_node_id="hello",
-                available_at=now,
-                status=TriggerStatus.ENQUEUED,
-            )
-            for n in range(500)
-        ]
-    )
+    bulk_instances(workflow, {TriggerStatus.ENQUEUED: 500})
     target = TriggerInstance.objects.filter(status=TriggerStatus.ENQUEUED).last()
     sql, params = update_sql(
         {"pk": target.pk, "status": TriggerStatus.ENQUEUED, "available_at__lte": now},
@@ -61,22 +48,7 @@ def test_the_prepared_claims_generic_plan_uses_the_primary_key(settings):
 
     settings.NOTIFYFLOW_DB_PREPARE = True
     workflow = WorkflowFactory()
-    now = timezone.now()
-    TriggerInstance.objects.bulk_create(
-        [
-            TriggerInstance(
-                workflow=workflow,
-                workflow_version=workflow.current_version,
-                idempotency_key=f"{status}-{n}",
-                payload={},
-                current_node_id="hello",
-                available_at=now,
-                status=status,
-            )
-            for status, count in ((TriggerStatus.COMPLETED, 3000), (TriggerStatus.ENQUEUED, 500))
-            for n in range(count)
-        ]
-    )
+    bulk_instances(workflow, {TriggerStatus.COMPLETED: 3000, TriggerStatus.ENQUEUED: 500})
     due = TriggerInstanceFactory.create_batch(10, workflow=workflow)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE triggers_triggerinstance")

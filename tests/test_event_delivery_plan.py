@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.utils import timezone
 
 from triggers import inbox
 from triggers.inbox_models import Interest
-from triggers.models import TriggerInstance, TriggerStatus
+from triggers.models import TriggerStatus
 
-from .factories import WorkflowFactory
+from .factories import WorkflowFactory, bulk_instances
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -40,25 +39,12 @@ class _Captured(Exception):
 
 def test_delivery_by_subject_probes_the_primary_key_with_many_waiting_instances():
     workflow = WorkflowFactory()
-    now = timezone.now()
     # Many unfinished instances, each with a subject of its own; one subject names two of
     # them and many finished instances (a campaign that has mostly run). Statistics then
     # say "the subject matches many rows": the IN (subquery) form was planned from the
     # status index, walking every unfinished instance.
-    instances = TriggerInstance.objects.bulk_create(
-        [
-            TriggerInstance(
-                workflow=workflow,
-                workflow_version=workflow.current_version,
-                idempotency_key=f"{status}-{n}",
-                payload={},
-                current_node_id="hello",
-                available_at=now,
-                status=status,
-            )
-            for status, count in ((TriggerStatus.ENQUEUED, 3000), (TriggerStatus.COMPLETED, 20000))
-            for n in range(count)
-        ]
+    instances = bulk_instances(
+        workflow, {TriggerStatus.ENQUEUED: 3000, TriggerStatus.COMPLETED: 20000}
     )
     Interest.objects.bulk_create(
         [Interest(instance=instance, subject=f"user:{n}") for n, instance in enumerate(instances)]
