@@ -263,6 +263,7 @@ def validate_definition(definition: Any) -> dict[str, Any]:
                     code="cycle",
                 )
             )
+        problems.extend(_unreachable(clean_nodes, clean_edges, str(entry)))
     interests = definition.get("interests", [])
     problems.extend(_check_interests(interests))
     cancel_on = definition.get("cancel_on", [])
@@ -636,6 +637,33 @@ def _check_webhook_url(value: Any, path: str, node: str | None) -> list[Definiti
             )
         ]
     return []
+
+
+def _unreachable(
+    nodes: list[dict[str, Any]], edges: list[dict[str, Any]], entry: str
+) -> list[DefinitionProblem]:
+    """A problem for each node no path of edges leads to from the entry node: it could
+    never run, which is almost always a missing or misspelt edge."""
+    successors: dict[str, list[str]] = {}
+    for edge in edges:
+        successors.setdefault(edge["from"], []).append(edge["to"])
+    reached = {entry}
+    pending = [entry]
+    while pending:
+        for nxt in successors.get(pending.pop(), []):
+            if nxt not in reached:
+                reached.add(nxt)
+                pending.append(nxt)
+    return [
+        DefinitionProblem(
+            f"nodes[{index}]",
+            f"unreachable: no edge leads to it from the entry node {entry!r}",
+            node=node["id"],
+            code="unreachable_node",
+        )
+        for index, node in enumerate(nodes)
+        if node["id"] not in reached
+    ]
 
 
 def _find_cycle(ids: list[str], edges: list[dict[str, Any]]) -> list[str] | None:

@@ -1,5 +1,6 @@
 """Liquid templates: one strict environment for rendering, one lenient one for conditions,
-all made by ``liquid_environment`` with the resource limits of SPEC §10.
+all made by ``liquid_environment`` with the resource limits of the
+``NOTIFYFLOW_TEMPLATE_*`` settings.
 
 Compiled templates are cached by source text, so a worker parses each template once.
 A template that hits a limit (loop iterations, output size, local namespace) raises
@@ -9,6 +10,7 @@ naming the node, never a hang or an exhausted worker.
 
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 from typing import Any
 
@@ -78,21 +80,46 @@ def _reset(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_reset, dispatch_uid="notifyflow_template_limits")
 
 
+# Tags that load another template: there is no template loader, so they could only fail
+# at run time.
+_LOADING_TAGS = ("include", "render")
+
+
 def check_template(source: str, *, html: bool = False) -> None:
-    """Raise TemplateError if ``source`` does not parse."""
+    """Raise TemplateError if ``source`` does not parse or could never render: an unknown
+    filter, or a tag that loads another template."""
     try:
-        _compile(source, html)
+        template = _compile(source, html)
     except LiquidError as exc:
         raise _error(exc) from exc
+    _check_names(template)
 
 
 def check_condition(expression: str) -> None:
+    """Raise TemplateError if ``expression`` is not a Liquid expression that parses."""
     if not expression.strip() or "%}" in expression or "{%" in expression:
         raise TemplateError('a condition is a Liquid expression, e.g. payload.plan == "pro"')
     try:
-        _compile_condition(expression)
+        template = _compile_condition(expression)
     except LiquidError as exc:
         raise _error(exc) from exc
+    _check_names(template)
+
+
+def _check_names(template: Any) -> None:
+    """What python-liquid only finds when rendering (``UnknownFilterError``, a missing
+    template), found from its parse-time analysis instead, so a definition that would fail
+    every instance is refused when it is saved."""
+    analysis = template.analyze(include_partials=False)
+    known = template.env.filters
+    for name in analysis.filters:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TemplateError(f"unknown filter {name!r}{hint}")
+    for tag in _LOADING_TAGS:
+        if tag in analysis.tags:
+            raise TemplateError(f"the {tag!r} tag is not available: templates cannot load others")
 
 
 def render(source: str, context: dict[str, Any], *, html: bool = False) -> str:
