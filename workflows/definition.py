@@ -32,6 +32,16 @@ class FieldSpec:
     # each renders to exactly one address, never split)
     kind: str
 
+    @property
+    def is_template(self) -> bool:
+        """Whether the value's strings are Liquid templates rendered against the context
+        (every kind but numbers, durations, names, conditions and the HTTP method)."""
+        return self.kind in TEMPLATE_KINDS
+
+
+TEMPLATE_KINDS = frozenset(
+    {"template", "html_template", "template_list", "template_object", "recipients", "webhook_url"}
+)
 
 NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
     "email": {
