@@ -29,8 +29,11 @@ class FieldSpec:
     # "template" | "html_template" | "int" (milliseconds, bounded) | "duration" | "name"
     # (a plain non-empty string) | "condition" (a Liquid expression) | "template_list" |
     # "template_object" | "recipients" (one address template, or a JSON list of them:
-    # each renders to exactly one address, never split)
+    # each renders to exactly one address, never split) | "retry_policy" |
+    # "http_method" | "webhook_url"
     kind: str
+    # What the field means, for the OpenAPI schema and the docs.
+    description: str = ""
 
     @property
     def is_template(self) -> bool:
@@ -43,48 +46,115 @@ TEMPLATE_KINDS = frozenset(
     {"template", "html_template", "template_list", "template_object", "recipients", "webhook_url"}
 )
 
+_RETRY = FieldSpec(
+    False,
+    "retry_policy",
+    "This node's retry policy for transient provider failures, instead of the "
+    "NOTIFYFLOW_MAX_RETRIES / NOTIFYFLOW_RETRY_BASE_DELAY_S defaults.",
+)
+
 NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
     "email": {
-        "to": FieldSpec(True, "recipients"),
-        "subject": FieldSpec(True, "template"),
-        "body": FieldSpec(True, "template"),
-        "html_body": FieldSpec(False, "html_template"),
-        "from_email": FieldSpec(False, "template"),
-        "reply_to": FieldSpec(False, "recipients"),
-        "retry": FieldSpec(False, "retry_policy"),
+        "to": FieldSpec(
+            True,
+            "recipients",
+            "Recipient: a template rendering to exactly one email address, or a list of "
+            "such templates (one address each).",
+        ),
+        "subject": FieldSpec(True, "template", "Subject line (template)."),
+        "body": FieldSpec(True, "template", "Plain-text body (template)."),
+        "html_body": FieldSpec(
+            False, "html_template", "HTML body (template; values are HTML-escaped)."
+        ),
+        "from_email": FieldSpec(
+            False, "template", "Sender (template); DEFAULT_FROM_EMAIL when omitted."
+        ),
+        "reply_to": FieldSpec(
+            False, "recipients", "Reply-To: one address template or a list of them."
+        ),
+        "retry": _RETRY,
     },
     "sms": {
-        "to": FieldSpec(True, "template"),
-        "body": FieldSpec(True, "template"),
-        "retry": FieldSpec(False, "retry_policy"),
+        "to": FieldSpec(
+            True, "template", "Recipient: a template rendering to one E.164 phone number."
+        ),
+        "body": FieldSpec(True, "template", "Message text (template); must not render empty."),
+        "retry": _RETRY,
     },
     "delay": {
-        "delay_ms": FieldSpec(False, "int"),
-        "duration": FieldSpec(False, "duration"),
-        "until": FieldSpec(False, "template"),
+        "delay_ms": FieldSpec(False, "int", "Wait this many milliseconds."),
+        "duration": FieldSpec(
+            False, "duration", 'Wait this long: "90s", "15m", "2h", "1d", "1h30m" or "PT15M".'
+        ),
+        "until": FieldSpec(
+            False,
+            "template",
+            "Wait until this instant: a template rendering to an ISO-8601 timestamp "
+            "(a past instant continues at once).",
+        ),
     },
-    # Wait for an event in the instance's inbox (SPEC §8), at most until the timeout.
     "wait": {
-        "event": FieldSpec(True, "name"),
-        "timeout": FieldSpec(False, "duration"),
-        "timeout_ms": FieldSpec(False, "int"),
-        "match": FieldSpec(False, "condition"),
+        "event": FieldSpec(True, "name", "Name of the event to wait for."),
+        "timeout": FieldSpec(False, "duration", 'Give up after this long ("24h", "PT30M", ...).'),
+        "timeout_ms": FieldSpec(False, "int", "Give up after this many milliseconds."),
+        "match": FieldSpec(
+            False,
+            "condition",
+            "Liquid expression an event must satisfy, over the context plus `event` "
+            "({name, event_id, context, received_at}), e.g. "
+            "`event.context.order_id == payload.order_id`.",
+        ),
     },
-    # Raise an event, processed like POST /events/ after the step commits.
     "emit": {
-        "event": FieldSpec(True, "template"),
-        "subjects": FieldSpec(False, "template_list"),
-        "context": FieldSpec(False, "template_object"),
-        "event_id": FieldSpec(False, "template"),
+        "event": FieldSpec(True, "template", "Name of the event to raise (template)."),
+        "subjects": FieldSpec(
+            False,
+            "template_list",
+            "Subjects (templates): running instances with an equal interest receive it.",
+        ),
+        "context": FieldSpec(
+            False,
+            "template_object",
+            "The event's context; string values are templates. Default: the payload.",
+        ),
+        "event_id": FieldSpec(
+            False, "template", "Event id (template). Default: `<instance id>:<node id>`."
+        ),
     },
-    # Call an allowed HTTP endpoint with a signed JSON body (SPEC §11).
     "webhook": {
-        "url": FieldSpec(True, "webhook_url"),
-        "method": FieldSpec(False, "http_method"),
-        "body": FieldSpec(True, "template_object"),
-        "headers": FieldSpec(False, "template_object"),
-        "retry": FieldSpec(False, "retry_policy"),
+        "url": FieldSpec(
+            True,
+            "webhook_url",
+            "http(s) URL whose host is literal and listed in NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS; "
+            "the path and query may be templates.",
+        ),
+        "method": FieldSpec(False, "http_method", "HTTP method (default POST)."),
+        "body": FieldSpec(True, "template_object", "JSON body sent; string values are templates."),
+        "headers": FieldSpec(
+            False, "template_object", "Extra request headers; values are templates."
+        ),
+        "retry": _RETRY,
     },
+}
+NODE_DESCRIPTIONS: dict[str, str] = {
+    "email": "Send an email through the configured email backend(s). Output in "
+    "`vars.email_<node id>`: {message_id, to, subject, sent_at}.",
+    "sms": "Send an SMS through the configured SMS backend(s). Output in "
+    "`vars.sms_<node id>`: {message_id, to, sent_at}.",
+    "delay": "Pause the instance (exactly one of delay_ms, duration, until); no worker "
+    "is held while it waits.",
+    "wait": "Wait for an event in the instance's inbox (including events that arrived "
+    "earlier), at most until the timeout (exactly one of timeout, timeout_ms). Output in "
+    "`vars.wait_<node id>`: {received, event}.",
+    "emit": "Raise an event, processed like POST /api/v1/events/ once the step is "
+    "recorded (never twice). Output in `vars.emit_<node id>`: {name, event_id, subjects}.",
+    "webhook": "Call an allowed HTTP endpoint with a signed JSON body. Output in "
+    "`vars.webhook_<node id>`.",
+}
+# Fields of which a node needs exactly one.
+EXACTLY_ONE_OF: dict[str, tuple[str, ...]] = {
+    "delay": ("delay_ms", "duration", "until"),
+    "wait": ("timeout", "timeout_ms"),
 }
 MAX_INTERESTS = 20
 MAX_RECIPIENTS = 50
@@ -131,7 +201,8 @@ def _api_field(problem: DefinitionProblem) -> str:
 
 
 def validate_definition(definition: Any) -> dict[str, Any]:
-    """Validate every rule of SPEC §2; return the normalized definition."""
+    """Validate a definition (structure, node configs, templates, graph); return the
+    normalized definition or raise DefinitionError listing every problem."""
     problems: list[DefinitionProblem] = []
     if not isinstance(definition, dict):
         raise DefinitionError([DefinitionProblem("definition", "must be a JSON object")])
@@ -295,7 +366,7 @@ def validate_definition(definition: Any) -> dict[str, Any]:
 
 
 def _check_caps(definition: dict[str, Any]) -> None:
-    """Size caps, checked before anything walks the definition (SPEC §10)."""
+    """Size caps, checked before anything walks the definition."""
     if json_depth_exceeds(definition, MAX_JSON_DEPTH):
         raise DefinitionError(
             [
@@ -528,28 +599,18 @@ def _check_config(
             )
             if problem:
                 problems.append(problem)
-    if node_type == "delay":
-        given = [k for k in ("delay_ms", "duration", "until") if config.get(k) is not None]
-        if len(given) != 1:
-            problems.append(
-                DefinitionProblem(
-                    path,
-                    "a delay needs exactly one of delay_ms, duration, until",
-                    node=node,
-                    code="invalid_delay",
-                )
+    one_of = EXACTLY_ONE_OF.get(node_type, ())
+    if one_of and sum(config.get(k) is not None for k in one_of) != 1:
+        # The field named is the node's config for a delay and its timeout for a wait,
+        # with a code of its own for each (clients match on them).
+        problems.append(
+            DefinitionProblem(
+                path if node_type == "delay" else f"{path}.timeout",
+                f"a {node_type} needs exactly one of {', '.join(one_of)}",
+                node=node,
+                code="invalid_delay" if node_type == "delay" else "invalid_timeout",
             )
-    if node_type == "wait":
-        given = [k for k in ("timeout", "timeout_ms") if config.get(k) is not None]
-        if len(given) != 1:
-            problems.append(
-                DefinitionProblem(
-                    f"{path}.timeout",
-                    "a wait needs exactly one of timeout, timeout_ms",
-                    node=node,
-                    code="invalid_timeout",
-                )
-            )
+        )
     return problems
 
 
