@@ -156,3 +156,13 @@ def test_admin_editor_shows_both_errors_on_the_definition_field():
     errors = response.context["adminform"].form.errors["definition"]
     assert any(e.startswith("Node “orphan”, field nodes[2]: unreachable") for e in errors)
     assert not Workflow.objects.filter(key="broken").exists()
+
+
+def test_default_makes_a_missing_payload_field_optional_and_a_bare_one_still_fails():
+    from workflows.templating import TemplateError, render
+
+    source = "Hi {{ payload.name | default: 'there' }}"
+    assert render(source, {"payload": {}}) == "Hi there"
+    assert render(source, {"payload": {"name": "Ada"}}) == "Hi Ada"
+    with pytest.raises(TemplateError, match="undefined"):
+        render("Hi {{ payload.nmae }}", {"payload": {"name": "Ada"}})

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
-from liquid import Environment, StrictUndefined
+from liquid import Environment, StrictDefaultUndefined
 from liquid.exceptions import LiquidError, ResourceLimitError
 from liquid.undefined import Undefined
 
@@ -51,9 +51,10 @@ def liquid_environment(
 def _environments() -> tuple[Environment, Environment, Environment]:
     return (
         # Undefined variables are an error when rendering a message: a typo must not
-        # send "Hello ," to a customer.
-        liquid_environment(undefined=StrictUndefined),
-        liquid_environment(undefined=StrictUndefined, autoescape=True),
+        # send "Hello ," to a customer. Except through ``default``, which is how Liquid
+        # spells "this field is optional" (plain StrictUndefined fails it as well).
+        liquid_environment(undefined=StrictDefaultUndefined),
+        liquid_environment(undefined=StrictDefaultUndefined, autoescape=True),
         # A condition over a missing field is simply false (Liquid's usual semantics).
         liquid_environment(),
     )
