@@ -166,3 +166,10 @@ def test_default_makes_a_missing_payload_field_optional_and_a_bare_one_still_fai
     assert render(source, {"payload": {"name": "Ada"}}) == "Hi Ada"
     with pytest.raises(TemplateError, match="undefined"):
         render("Hi {{ payload.nmae }}", {"payload": {"name": "Ada"}})
+
+
+@pytest.mark.parametrize("node_type", [{"a": 1}, ["email"], None, 5])
+def test_a_node_type_that_is_not_a_string_is_a_problem_not_a_crash(node_type):
+    d = email_sms_definition()
+    d["nodes"][0]["type"] = node_type
+    assert ("hello", "nodes[0].type", "invalid_node_type") in [p[:3] for p in problems(d)]

@@ -171,3 +171,14 @@ def test_what_the_json_schema_refuses_the_validator_refuses(name):
     assert not jsonschema.Draft202012Validator(definition_json_schema()).is_valid(definition)
     with pytest.raises(DefinitionError):
         validate_definition(definition)
+
+
+def test_a_null_config_field_is_stored_as_absent_so_the_stored_definition_matches_the_schema():
+    definition = email_sms_definition(delay="5m")
+    definition["nodes"][1]["config"] = {"delay_ms": None, "duration": "5m", "until": None}
+    definition["nodes"][0]["config"].update(html_body=None, retry={"max_retries": None})
+    clean = validate_definition(definition)
+    assert clean["nodes"][1]["config"] == {"duration": "5m"}
+    assert clean["nodes"][0]["config"]["retry"] == {}
+    assert "html_body" not in clean["nodes"][0]["config"]
+    jsonschema.Draft202012Validator(definition_json_schema()).validate(clean)

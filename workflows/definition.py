@@ -257,7 +257,7 @@ def validate_definition(definition: Any) -> dict[str, Any]:
                 )
             )
         node_type = node.get("type")
-        if node_type not in NODE_CONFIG_SPECS:
+        if not isinstance(node_type, str) or node_type not in NODE_CONFIG_SPECS:
             problems.append(
                 DefinitionProblem(
                     f"{path}.type",
@@ -272,7 +272,7 @@ def validate_definition(definition: Any) -> dict[str, Any]:
             problems.append(DefinitionProblem(f"{path}.config", "must be an object", node=label))
             continue
         problems.extend(_check_config(node_type, config, f"{path}.config", label))
-        clean_nodes.append({"id": node_id, "type": node_type, "config": config})
+        clean_nodes.append({"id": node_id, "type": node_type, "config": _without_nulls(config)})
 
     if not isinstance(entry, str) or not entry:
         problems.append(DefinitionProblem("entry_node_id", "is required", code="required"))
@@ -363,6 +363,20 @@ def validate_definition(definition: Any) -> dict[str, Any]:
             {k: v for k, v in rule.items() if v is not None} for rule in cancel_on
         ]
     return clean_definition
+
+
+def _without_nulls(config: dict[str, Any]) -> dict[str, Any]:
+    """The config as stored: a field set to null means "not given" to the validator and
+    the executors, so it is dropped (also inside ``retry``), and what is stored matches
+    the definition's JSON Schema."""
+    clean = {}
+    for key, value in config.items():
+        if value is None:
+            continue
+        if key == "retry" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v is not None}
+        clean[key] = value
+    return clean
 
 
 def _check_caps(definition: dict[str, Any]) -> None:
