@@ -107,6 +107,25 @@ def check_condition(expression: str) -> None:
     _check_names(template)
 
 
+def variable_paths(source: str, *, condition: bool = False) -> list[tuple[str, ...]]:
+    """The context variables a template (or condition) reads, each as the leading
+    literal segments of its path (``payload.items[0].name`` -> ``("payload", "items")``
+    and on; ``vars[payload.k]`` -> ``("vars",)``). Variables it assigns or loops over
+    itself are not included. ``source`` must have passed ``check_template`` /
+    ``check_condition``."""
+    template = _compile_condition(source) if condition else _compile(source, False)
+    paths = []
+    for variables in template.analyze(include_partials=False).globals.values():
+        for variable in variables:
+            literal: list[str] = []
+            for segment in variable.segments:
+                if not isinstance(segment, str):
+                    break
+                literal.append(segment)
+            paths.append(tuple(literal))
+    return paths
+
+
 def _check_names(template: Any) -> None:
     """What python-liquid only finds when rendering (``UnknownFilterError``, a missing
     template), found from its parse-time analysis instead, so a definition that would fail
