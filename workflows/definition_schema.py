@@ -157,7 +157,7 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
     if kind == "http_method":
         return {"type": "string", "enum": list(WEBHOOK_METHODS), "description": text}
     if kind == "webhook_url":
-        return _template(text) | {"format": "uri", "pattern": "^https?://"}
+        return _template(text) | {"format": "uri", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"}
     raise ValueError(f"no JSON Schema for field kind {kind!r}")
 
 
