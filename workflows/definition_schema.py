@@ -238,21 +238,26 @@ def definition_schemas(prefix: str = "#/components/schemas/") -> dict[str, dict[
     }
     # "> 0": OpenAPI 3.0 and JSON Schema spell exclusiveMinimum differently; the validator
     # refuses 0.
-    delay_s = {
-        "type": "number",
-        "minimum": 0,
-        "maximum": MAX_RETRY_DELAY_S,
-        "description": "seconds, > 0",
-    }
+    delay_s = {"type": "number", "minimum": 0, "maximum": MAX_RETRY_DELAY_S}
     schemas[RETRY_POLICY] = {
         "type": "object",
         "description": "Retry n waits min(base_delay_s * 2^(n-1), max_delay_s), spread by "
         "jitter; the (max_retries + 1)th failure fails the instance.",
         "properties": {
-            "max_retries": {"type": "integer", "minimum": 0, "maximum": 100},
-            "base_delay_s": delay_s,
-            "max_delay_s": delay_s,
-            "jitter": {"type": "number", "minimum": 0, "maximum": 1},
+            "max_retries": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 100,
+                "description": "retries after the first failure",
+            },
+            "base_delay_s": delay_s | {"description": "first retry's wait, seconds (> 0)"},
+            "max_delay_s": delay_s | {"description": "longest wait, seconds (>= base_delay_s)"},
+            "jitter": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "fraction taken off each wait at random",
+            },
         },
         "additionalProperties": False,
     }
