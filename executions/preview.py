@@ -1,4 +1,4 @@
-"""Preview (SPEC §11): what a payload would make a workflow do, with nothing sent and
+"""Preview: what a payload would make a workflow do, with nothing sent and
 nothing written.
 
 Walks the path from the entry node as the engine would: each node's fields are rendered
@@ -25,7 +25,6 @@ from .nodes import EXECUTORS, StepContext
 from .providers.base import ProviderError
 
 PREVIEW_INSTANCE = uuid.UUID(int=0)
-_RENDERED_KINDS = ("template", "html_template", "template_list", "template_object", "webhook_url")
 
 
 def _render_value(value: Any, context: dict[str, Any], path: str, html: bool = False) -> Any:
@@ -46,9 +45,9 @@ def render_fields(node: dict[str, Any], context: dict[str, Any]) -> dict[str, An
     spec = NODE_CONFIG_SPECS.get(node["type"], {})
     rendered = {}
     for key, value in node["config"].items():
-        kind = spec[key].kind if key in spec else ""
-        if kind in _RENDERED_KINDS:
-            rendered[key] = _render_value(value, context, key, html=kind == "html_template")
+        field = spec.get(key)
+        if field is not None and field.is_template:
+            rendered[key] = _render_value(value, context, key, html=field.kind == "html_template")
         else:
             rendered[key] = value
     return rendered

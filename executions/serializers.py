@@ -73,7 +73,7 @@ class InboxItemOutputSerializer(serializers.Serializer):
 
 
 class TimelineOutputSerializer(serializers.Serializer):
-    """GET /triggers/{id}/timeline/ (SPEC §9)."""
+    """GET /triggers/{id}/timeline/."""
 
     instance = TriggerOutputSerializer()
     history = StatusChangeOutputSerializer(many=True)
@@ -90,7 +90,7 @@ class NodeStatsOutputSerializer(serializers.Serializer):
 
 
 class WorkflowStatsOutputSerializer(serializers.Serializer):
-    """GET /workflows/{key}/stats/ (SPEC §9)."""
+    """GET /workflows/{key}/stats/."""
 
     instances = serializers.DictField(
         child=serializers.IntegerField(), help_text="Instances per status (every status)"

@@ -109,7 +109,7 @@ class StepLogListView(GenericAPIView):
 
 
 class TriggerTimelineView(GenericAPIView):
-    """Where an instance is, what happened and what it waits for (SPEC §9): its status
+    """Where an instance is, what happened and what it waits for: its status
     history (creation included), step logs, inbox and pending work; 404 unknown."""
 
     serializer_class = TimelineOutputSerializer
@@ -122,7 +122,7 @@ class TriggerTimelineView(GenericAPIView):
 
 class WorkflowStatsView(GenericAPIView):
     """Instances per status and per-node executions, successes and failures over all
-    versions (SPEC §9); 404 unknown workflow."""
+    versions; 404 unknown workflow."""
 
     serializer_class = WorkflowStatsOutputSerializer
 

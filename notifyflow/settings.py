@@ -234,7 +234,11 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "NotifyFlow API",
-    "DESCRIPTION": "Notification workflow backend: triggers, workflows, step logs.",
+    "DESCRIPTION": "Notification workflow backend: triggers, workflows, step logs. A "
+    "workflow's `definition` (node types and their config, edges and conditions, "
+    "interests, cancel_on) is the `WorkflowDefinition` schema; `POST /api/v1/workflows/` "
+    "shows a complete example, and `docs/workflows.md` in the repository explains "
+    "templates and their context.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],

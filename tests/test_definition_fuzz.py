@@ -3,10 +3,14 @@ validator returns a definition or raises DefinitionError - never anything else."
 
 from __future__ import annotations
 
+import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workflows.definition import NODE_TYPES, DefinitionError, validate_definition
+from workflows.definition_schema import definition_json_schema
+
+DEFINITION_SCHEMA = jsonschema.Draft202012Validator(definition_json_schema())
 
 json_scalars = st.one_of(
     st.none(),
@@ -60,7 +64,7 @@ config_keys = st.sampled_from(
 nodes = st.fixed_dictionaries(
     {
         "id": node_ids,
-        "type": st.one_of(st.sampled_from(NODE_TYPES), json_scalars),
+        "type": st.one_of(st.sampled_from(NODE_TYPES), json_values),
         "config": st.one_of(st.dictionaries(config_keys, json_values, max_size=6), json_values),
     },
     optional={"extra": json_values},
@@ -93,6 +97,8 @@ def test_any_input_is_valid_or_a_definition_error(definition):
         assert exc.errors and exc.code and exc.message
     else:
         assert validate_definition(clean) == clean
+        # What is stored is what the OpenAPI schema says a definition is.
+        DEFINITION_SCHEMA.validate(clean)
 
 
 @settings(max_examples=50, deadline=None)

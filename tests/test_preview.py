@@ -1,4 +1,4 @@
-"""Preview (SPEC §11): the path a payload would take, every node rendered, nothing sent
+"""Preview: the path a payload would take, every node rendered, nothing sent
 and nothing written."""
 
 from __future__ import annotations
@@ -132,3 +132,65 @@ def test_admin_preview_page_renders_the_path(client, workflow):
     html = page.content.decode()
     assert "welcome → pause → pro" in html and "Hi Ada &lt;3" in html
     assert row_counts() == before
+
+
+def test_preview_renders_every_address_field(api):
+    WorkflowFactory(
+        key="addresses",
+        definition={
+            "entry_node_id": "mail",
+            "nodes": [
+                {
+                    "id": "mail",
+                    "type": "email",
+                    "config": {
+                        "to": "{{ payload.email }}",
+                        "reply_to": ["{{ payload.name | downcase }}@example.com"],
+                        "from_email": "{{ payload.name }} <team@example.com>",
+                        "subject": "Hi",
+                        "body": "Hello",
+                    },
+                },
+                {"id": "text", "type": "sms", "config": {"to": "{{ payload.phone }}", "body": "x"}},
+            ],
+            "edges": [{"from": "mail", "to": "text"}],
+        },
+    )
+    body = api.post(
+        "/api/v1/workflows/addresses/preview/",
+        {"payload": {**PAYLOAD, "name": "Ada"}},
+        format="json",
+    ).json()
+    mail_node, sms_node = body["nodes"]
+    assert mail_node["error"] is None and sms_node["error"] is None
+    assert mail_node["rendered"] == {
+        "to": "ada@example.com",
+        "reply_to": ["ada@example.com"],
+        "from_email": "Ada <team@example.com>",
+        "subject": "Hi",
+        "body": "Hello",
+    }
+    assert sms_node["rendered"]["to"] == "+15005550006"
+
+
+def test_preview_leaves_no_template_field_of_any_node_type_unrendered():
+    """Every templated field of every node type, as the definition's specs list them."""
+    import json
+
+    from executions.preview import render_fields
+    from workflows.definition import NODE_CONFIG_SPECS
+
+    context = {"payload": {"v": "x"}}
+    for node_type, spec in NODE_CONFIG_SPECS.items():
+        config = {}
+        for key, field in spec.items():
+            if not field.is_template:
+                continue
+            if field.kind == "template_object":
+                config[key] = {"k": "{{ payload.v }}"}
+            elif field.kind == "template_list":
+                config[key] = ["{{ payload.v }}"]
+            else:
+                config[key] = "https://h.example.com/{{ payload.v }}"
+        rendered = render_fields({"type": node_type, "config": config}, context)
+        assert "{{" not in json.dumps(rendered), (node_type, rendered)

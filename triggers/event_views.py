@@ -68,7 +68,7 @@ class EventReceiveView(GenericAPIView):
 
 
 class InstanceEventView(GenericAPIView):
-    """Deliver an event to one running instance's inbox (SPEC §8)."""
+    """Deliver an event to one running instance's inbox."""
 
     serializer_class = InstanceEventOutputSerializer
     required_scope = {"POST": "trigger"}

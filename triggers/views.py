@@ -104,7 +104,7 @@ class TriggerListCreateView(GenericAPIView):
 
 
 class TriggerBulkCreateView(GenericAPIView):
-    """Create or replay up to 1,000 triggers in one request (SPEC §6): 200 with one
+    """Create or replay up to 1,000 triggers in one request: 200 with one
     result per item; 400 only for a malformed envelope or too many items."""
 
     serializer_class = TriggerBulkOutputSerializer
@@ -160,7 +160,7 @@ class TriggerDetailView(GenericAPIView):
 
 
 class TriggerCancelView(GenericAPIView):
-    """Cancel one instance (SPEC §8): 200 with the instance, 409 already_finished."""
+    """Cancel one instance: 200 with the instance, 409 already_finished."""
 
     serializer_class = TriggerOutputSerializer
 
@@ -173,7 +173,7 @@ class TriggerCancelView(GenericAPIView):
 
 
 class TriggerRetryView(GenericAPIView):
-    """Retry a failed instance (SPEC §9), as the admin's retry: 200 with the instance,
+    """Retry a failed instance, as the admin's retry: 200 with the instance,
     404 unknown, 409 ``not_failed``."""
 
     serializer_class = TriggerOutputSerializer
@@ -186,7 +186,7 @@ class TriggerRetryView(GenericAPIView):
 
 
 class TriggerRunNowView(GenericAPIView):
-    """Skip the delay or backoff an enqueued instance waits on (SPEC §9), as the admin's
+    """Skip the delay or backoff an enqueued instance waits on, as the admin's
     run now: 200 with the instance, 404 unknown, 409 ``not_waiting``."""
 
     serializer_class = TriggerOutputSerializer

@@ -57,7 +57,9 @@ class WorkflowForm(forms.ModelForm):
         help_text=(
             "{entry_node_id, nodes: [{id, type, config}], edges: [{from, to, condition?}]}. "
             f"Node types: {', '.join(NODE_TYPES)}. Saving a changed definition adds a new "
-            "version; running instances keep the version they started on."
+            "version; running instances keep the version they started on. Node configs, "
+            "templates and three complete examples: docs/workflows.md; the JSON Schema "
+            "(WorkflowDefinition): /api/docs/."
         ),
     )
 

@@ -7,8 +7,10 @@ condition?}]}``. ``validate_definition`` returns a normalized copy or raises
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,7 @@ from notifyflow.errors import ApplicationError
 from notifyflow.limits import MAX_JSON_DEPTH, json_depth_exceeds
 
 from .durations import MAX_DURATION_MS, parse_duration
-from .templating import TemplateError, check_condition, check_template
+from .templating import TemplateError, check_condition, check_template, variable_paths
 
 NODE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -29,52 +31,132 @@ class FieldSpec:
     # "template" | "html_template" | "int" (milliseconds, bounded) | "duration" | "name"
     # (a plain non-empty string) | "condition" (a Liquid expression) | "template_list" |
     # "template_object" | "recipients" (one address template, or a JSON list of them:
-    # each renders to exactly one address, never split)
+    # each renders to exactly one address, never split) | "retry_policy" |
+    # "http_method" | "webhook_url"
     kind: str
+    # What the field means, for the OpenAPI schema and the docs.
+    description: str = ""
 
+    @property
+    def is_template(self) -> bool:
+        """Whether the value's strings are Liquid templates rendered against the context
+        (every kind but numbers, durations, names, conditions and the HTTP method)."""
+        return self.kind in TEMPLATE_KINDS
+
+
+TEMPLATE_KINDS = frozenset(
+    {"template", "html_template", "template_list", "template_object", "recipients", "webhook_url"}
+)
+
+_RETRY = FieldSpec(
+    False,
+    "retry_policy",
+    "This node's retry policy for transient provider failures, instead of the "
+    "NOTIFYFLOW_MAX_RETRIES / NOTIFYFLOW_RETRY_BASE_DELAY_S defaults.",
+)
 
 NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
     "email": {
-        "to": FieldSpec(True, "recipients"),
-        "subject": FieldSpec(True, "template"),
-        "body": FieldSpec(True, "template"),
-        "html_body": FieldSpec(False, "html_template"),
-        "from_email": FieldSpec(False, "template"),
-        "reply_to": FieldSpec(False, "recipients"),
-        "retry": FieldSpec(False, "retry_policy"),
+        "to": FieldSpec(
+            True,
+            "recipients",
+            "Recipient: a template rendering to exactly one email address, or a list of "
+            "such templates (one address each).",
+        ),
+        "subject": FieldSpec(True, "template", "Subject line (template)."),
+        "body": FieldSpec(True, "template", "Plain-text body (template)."),
+        "html_body": FieldSpec(
+            False, "html_template", "HTML body (template; values are HTML-escaped)."
+        ),
+        "from_email": FieldSpec(
+            False, "template", "Sender (template); DEFAULT_FROM_EMAIL when omitted."
+        ),
+        "reply_to": FieldSpec(
+            False, "recipients", "Reply-To: one address template or a list of them."
+        ),
+        "retry": _RETRY,
     },
     "sms": {
-        "to": FieldSpec(True, "template"),
-        "body": FieldSpec(True, "template"),
-        "retry": FieldSpec(False, "retry_policy"),
+        "to": FieldSpec(
+            True, "template", "Recipient: a template rendering to one E.164 phone number."
+        ),
+        "body": FieldSpec(True, "template", "Message text (template); must not render empty."),
+        "retry": _RETRY,
     },
     "delay": {
-        "delay_ms": FieldSpec(False, "int"),
-        "duration": FieldSpec(False, "duration"),
-        "until": FieldSpec(False, "template"),
+        "delay_ms": FieldSpec(False, "int", "Wait this many milliseconds."),
+        "duration": FieldSpec(
+            False, "duration", 'Wait this long: "90s", "15m", "2h", "1d", "1h30m" or "PT15M".'
+        ),
+        "until": FieldSpec(
+            False,
+            "template",
+            "Wait until this instant: a template rendering to an ISO-8601 timestamp "
+            "(a past instant continues at once).",
+        ),
     },
-    # Wait for an event in the instance's inbox (SPEC §8), at most until the timeout.
     "wait": {
-        "event": FieldSpec(True, "name"),
-        "timeout": FieldSpec(False, "duration"),
-        "timeout_ms": FieldSpec(False, "int"),
-        "match": FieldSpec(False, "condition"),
+        "event": FieldSpec(True, "name", "Name of the event to wait for."),
+        "timeout": FieldSpec(False, "duration", 'Give up after this long ("24h", "PT30M", ...).'),
+        "timeout_ms": FieldSpec(False, "int", "Give up after this many milliseconds."),
+        "match": FieldSpec(
+            False,
+            "condition",
+            "Liquid expression an event must satisfy, over the context plus `event` "
+            "({name, event_id, context, received_at}), e.g. "
+            "`event.context.order_id == payload.order_id`.",
+        ),
     },
-    # Raise an event, processed like POST /events/ after the step commits.
     "emit": {
-        "event": FieldSpec(True, "template"),
-        "subjects": FieldSpec(False, "template_list"),
-        "context": FieldSpec(False, "template_object"),
-        "event_id": FieldSpec(False, "template"),
+        "event": FieldSpec(True, "template", "Name of the event to raise (template)."),
+        "subjects": FieldSpec(
+            False,
+            "template_list",
+            "Subjects (templates): running instances with an equal interest receive it.",
+        ),
+        "context": FieldSpec(
+            False,
+            "template_object",
+            "The event's context; string values are templates. Default: the payload.",
+        ),
+        "event_id": FieldSpec(
+            False, "template", "Event id (template). Default: `<instance id>:<node id>`."
+        ),
     },
-    # Call an allowed HTTP endpoint with a signed JSON body (SPEC §11).
     "webhook": {
-        "url": FieldSpec(True, "webhook_url"),
-        "method": FieldSpec(False, "http_method"),
-        "body": FieldSpec(True, "template_object"),
-        "headers": FieldSpec(False, "template_object"),
-        "retry": FieldSpec(False, "retry_policy"),
+        "url": FieldSpec(
+            True,
+            "webhook_url",
+            "http(s) URL whose host is literal and listed in NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS; "
+            "the path and query may be templates.",
+        ),
+        "method": FieldSpec(False, "http_method", "HTTP method (default POST)."),
+        "body": FieldSpec(True, "template_object", "JSON body sent; string values are templates."),
+        "headers": FieldSpec(
+            False, "template_object", "Extra request headers; values are templates."
+        ),
+        "retry": _RETRY,
     },
+}
+NODE_DESCRIPTIONS: dict[str, str] = {
+    "email": "Send an email through the configured email backend(s). Output in "
+    "`vars.email_<node id>`: {message_id, to, subject, sent_at}.",
+    "sms": "Send an SMS through the configured SMS backend(s). Output in "
+    "`vars.sms_<node id>`: {message_id, to, sent_at}.",
+    "delay": "Pause the instance (exactly one of delay_ms, duration, until); no worker "
+    "is held while it waits.",
+    "wait": "Wait for an event in the instance's inbox (including events that arrived "
+    "earlier), at most until the timeout (exactly one of timeout, timeout_ms). Output in "
+    "`vars.wait_<node id>`: {received, event}.",
+    "emit": "Raise an event, processed like POST /api/v1/events/ once the step is "
+    "recorded (never twice). Output in `vars.emit_<node id>`: {name, event_id, subjects}.",
+    "webhook": "Call an allowed HTTP endpoint with a signed JSON body. Output in "
+    "`vars.webhook_<node id>`.",
+}
+# Fields of which a node needs exactly one.
+EXACTLY_ONE_OF: dict[str, tuple[str, ...]] = {
+    "delay": ("delay_ms", "duration", "until"),
+    "wait": ("timeout", "timeout_ms"),
 }
 MAX_INTERESTS = 20
 MAX_RECIPIENTS = 50
@@ -121,7 +203,8 @@ def _api_field(problem: DefinitionProblem) -> str:
 
 
 def validate_definition(definition: Any) -> dict[str, Any]:
-    """Validate every rule of SPEC §2; return the normalized definition."""
+    """Validate a definition (structure, node configs, templates, graph); return the
+    normalized definition or raise DefinitionError listing every problem."""
     problems: list[DefinitionProblem] = []
     if not isinstance(definition, dict):
         raise DefinitionError([DefinitionProblem("definition", "must be a JSON object")])
@@ -176,7 +259,7 @@ def validate_definition(definition: Any) -> dict[str, Any]:
                 )
             )
         node_type = node.get("type")
-        if node_type not in NODE_CONFIG_SPECS:
+        if not isinstance(node_type, str) or node_type not in NODE_CONFIG_SPECS:
             problems.append(
                 DefinitionProblem(
                     f"{path}.type",
@@ -191,7 +274,7 @@ def validate_definition(definition: Any) -> dict[str, Any]:
             problems.append(DefinitionProblem(f"{path}.config", "must be an object", node=label))
             continue
         problems.extend(_check_config(node_type, config, f"{path}.config", label))
-        clean_nodes.append({"id": node_id, "type": node_type, "config": config})
+        clean_nodes.append({"id": node_id, "type": node_type, "config": _without_nulls(config)})
 
     if not isinstance(entry, str) or not entry:
         problems.append(DefinitionProblem("entry_node_id", "is required", code="required"))
@@ -263,10 +346,13 @@ def validate_definition(definition: Any) -> dict[str, Any]:
                     code="cycle",
                 )
             )
+        problems.extend(_unreachable(clean_nodes, clean_edges, str(entry)))
     interests = definition.get("interests", [])
     problems.extend(_check_interests(interests))
     cancel_on = definition.get("cancel_on", [])
     problems.extend(_check_cancel_on(cancel_on))
+    if not problems:
+        problems.extend(_check_variables(clean_nodes, clean_edges, interests, cancel_on))
     if problems:
         raise DefinitionError(problems)
     clean_definition: dict[str, Any] = {
@@ -283,8 +369,22 @@ def validate_definition(definition: Any) -> dict[str, Any]:
     return clean_definition
 
 
+def _without_nulls(config: dict[str, Any]) -> dict[str, Any]:
+    """The config as stored: a field set to null means "not given" to the validator and
+    the executors, so it is dropped (also inside ``retry``), and what is stored matches
+    the definition's JSON Schema."""
+    clean = {}
+    for key, value in config.items():
+        if value is None:
+            continue
+        if key == "retry" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v is not None}
+        clean[key] = value
+    return clean
+
+
 def _check_caps(definition: dict[str, Any]) -> None:
-    """Size caps, checked before anything walks the definition (SPEC §10)."""
+    """Size caps, checked before anything walks the definition."""
     if json_depth_exceeds(definition, MAX_JSON_DEPTH):
         raise DefinitionError(
             [
@@ -517,28 +617,18 @@ def _check_config(
             )
             if problem:
                 problems.append(problem)
-    if node_type == "delay":
-        given = [k for k in ("delay_ms", "duration", "until") if config.get(k) is not None]
-        if len(given) != 1:
-            problems.append(
-                DefinitionProblem(
-                    path,
-                    "a delay needs exactly one of delay_ms, duration, until",
-                    node=node,
-                    code="invalid_delay",
-                )
+    one_of = EXACTLY_ONE_OF.get(node_type, ())
+    if one_of and sum(config.get(k) is not None for k in one_of) != 1:
+        # The field named is the node's config for a delay and its timeout for a wait,
+        # with a code of its own for each (clients match on them).
+        problems.append(
+            DefinitionProblem(
+                path if node_type == "delay" else f"{path}.timeout",
+                f"a {node_type} needs exactly one of {', '.join(one_of)}",
+                node=node,
+                code="invalid_delay" if node_type == "delay" else "invalid_timeout",
             )
-    if node_type == "wait":
-        given = [k for k in ("timeout", "timeout_ms") if config.get(k) is not None]
-        if len(given) != 1:
-            problems.append(
-                DefinitionProblem(
-                    f"{path}.timeout",
-                    "a wait needs exactly one of timeout, timeout_ms",
-                    node=node,
-                    code="invalid_timeout",
-                )
-            )
+        )
     return problems
 
 
@@ -636,6 +726,119 @@ def _check_webhook_url(value: Any, path: str, node: str | None) -> list[Definiti
             )
         ]
     return []
+
+
+# What a template sees (the engine builds this context): a node's fields and the edge
+# conditions; a condition in a node (a wait's match) also sees the event. Interests are
+# rendered when the instance is created, cancel_on against each delivered event.
+NODE_SCOPE = ("payload", "trigger", "workflow", "vars", "now")
+INTEREST_SCOPE = ("payload", "trigger")
+CANCEL_SCOPE = ("payload", "trigger", "event")
+# Node types whose output the engine keeps as ``vars.<type>_<node id>``.
+TYPES_WITH_VARS = ("email", "sms", "wait", "emit", "webhook")
+
+
+def _check_variables(
+    nodes: list[dict[str, Any]],
+    edges: list[dict[str, Any]],
+    interests: list[str],
+    cancel_on: list[dict[str, Any]],
+) -> list[DefinitionProblem]:
+    """A problem for each template or condition that reads a variable its context never
+    has: a misspelt root (``paylod.name``) or ``vars.<key>`` no node of this workflow
+    writes. In a template that is a permanent failure of every instance; in a condition
+    it is silently always false."""
+    vars_keys = sorted(f"{n['type']}_{n['id']}" for n in nodes if n["type"] in TYPES_WITH_VARS)
+    problems: list[DefinitionProblem] = []
+
+    def check(
+        source: str, path: str, node: str | None, scope: tuple[str, ...], condition: bool
+    ) -> None:
+        message = _unknown_variable(source, scope, vars_keys, condition=condition)
+        if message:
+            problems.append(DefinitionProblem(path, message, node, "unknown_variable"))
+
+    for index, node in enumerate(nodes):
+        spec = NODE_CONFIG_SPECS[node["type"]]
+        for key, value in node["config"].items():
+            field, path = spec[key], f"nodes[{index}].config.{key}"
+            if field.kind == "condition":
+                check(value, path, node["id"], NODE_SCOPE + ("event",), True)
+            elif field.is_template:
+                for where, source in _strings(value, path):
+                    check(source, where, node["id"], NODE_SCOPE, False)
+    for index, edge in enumerate(edges):
+        if "condition" in edge:
+            check(edge["condition"], f"edges[{index}].condition", edge["from"], NODE_SCOPE, True)
+    for index, template in enumerate(interests):
+        check(template, f"interests[{index}]", None, INTEREST_SCOPE, False)
+    for index, rule in enumerate(cancel_on):
+        if rule.get("match") is not None:
+            check(rule["match"], f"cancel_on[{index}].match", None, CANCEL_SCOPE, True)
+    return problems
+
+
+def _unknown_variable(
+    source: str, scope: tuple[str, ...], vars_keys: list[str], *, condition: bool
+) -> str | None:
+    for path in variable_paths(source, condition=condition):
+        if not path:
+            continue
+        if path[0] not in scope:
+            return f"unknown variable {path[0]!r}{_hint(path[0], scope)}; here a template sees " + (
+                ", ".join(scope)
+            )
+        if path[0] == "vars" and len(path) > 1 and path[1] not in vars_keys:
+            written = ", ".join(f"vars.{k}" for k in vars_keys) or "none"
+            return (
+                f"vars.{path[1]}: no node of this workflow writes it{_hint(path[1], vars_keys)} "
+                f"(nodes write {written}: <type>_<node id> of email, sms, wait, emit and "
+                "webhook nodes)"
+            )
+    return None
+
+
+def _hint(name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _strings(value: Any, path: str) -> list[tuple[str, str]]:
+    """Every string inside a JSON value, with its path."""
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _strings(v, f"{path}[{i}]")]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(v, f"{path}.{k}")]
+    return []
+
+
+def _unreachable(
+    nodes: list[dict[str, Any]], edges: list[dict[str, Any]], entry: str
+) -> list[DefinitionProblem]:
+    """A problem for each node no path of edges leads to from the entry node: it could
+    never run, which is almost always a missing or misspelt edge."""
+    successors: dict[str, list[str]] = {}
+    for edge in edges:
+        successors.setdefault(edge["from"], []).append(edge["to"])
+    reached = {entry}
+    pending = [entry]
+    while pending:
+        for nxt in successors.get(pending.pop(), []):
+            if nxt not in reached:
+                reached.add(nxt)
+                pending.append(nxt)
+    return [
+        DefinitionProblem(
+            f"nodes[{index}]",
+            f"unreachable: no edge leads to it from the entry node {entry!r}",
+            node=node["id"],
+            code="unreachable_node",
+        )
+        for index, node in enumerate(nodes)
+        if node["id"] not in reached
+    ]
 
 
 def _find_cycle(ids: list[str], edges: list[dict[str, Any]]) -> list[str] | None:

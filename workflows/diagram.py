@@ -1,5 +1,5 @@
 """A workflow definition as text another tool draws: a Mermaid ``flowchart`` or a
-Graphviz ``digraph`` (SPEC §9). Pure functions, definition in, text out.
+Graphviz ``digraph``. Pure functions, definition in, text out.
 
 Every node appears with its id and type, every edge with its condition as its label
 (prefixed by its order when a node has several outgoing edges: the first that holds is

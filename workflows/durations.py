@@ -17,6 +17,13 @@ _ISO = re.compile(
 )
 
 
+def duration_pattern() -> str:
+    """The two forms as one regular expression without named groups (JSON Schema's
+    ``pattern`` dialect); ``parse_duration`` also checks the upper bound."""
+    forms = [re.sub(r"\?P<\w+>", "", p.pattern)[1:-1] for p in (_COMPACT, _ISO)]
+    return "^(?:" + "|".join(forms) + ")$"
+
+
 def parse_duration(text: str) -> timedelta:
     """Parse a duration of at most ``MAX_DURATION``; raise ValueError with a readable
     message if it is not one."""

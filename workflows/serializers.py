@@ -2,21 +2,34 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+# Registers DefinitionField's OpenAPI description (a drf-spectacular extension).
+from . import openapi  # noqa: F401
 from .models import Workflow
 
 
+class DefinitionField(serializers.JSONField):
+    """A workflow definition: any JSON here (``validate_definition`` in the service
+    checks it and names node and field); described in OpenAPI by the JSON Schema
+    generated from the same specs (``workflows.openapi``)."""
+
+
 class WorkflowInputSerializer(serializers.Serializer):
-    key = serializers.SlugField(max_length=100)
+    key = serializers.SlugField(max_length=100, help_text="Stable identifier, e.g. welcome-series")
     name = serializers.CharField(max_length=200)
-    is_active = serializers.BooleanField(default=True)
-    definition = serializers.JSONField()
+    is_active = serializers.BooleanField(
+        default=True, help_text="An inactive workflow refuses new triggers"
+    )
+    definition = DefinitionField(
+        help_text="Nodes, edges and entry node; every save adds a version, and running "
+        "instances keep the version they started on"
+    )
 
 
 class WorkflowOutputSerializer(serializers.ModelSerializer):
     version = serializers.IntegerField(
         source="current_version.version", read_only=True, allow_null=True
     )
-    definition = serializers.JSONField(source="current_version.definition", read_only=True)
+    definition = DefinitionField(source="current_version.definition", read_only=True)
 
     class Meta:
         model = Workflow

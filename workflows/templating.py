@@ -1,5 +1,6 @@
 """Liquid templates: one strict environment for rendering, one lenient one for conditions,
-all made by ``liquid_environment`` with the resource limits of SPEC §10.
+all made by ``liquid_environment`` with the resource limits of the
+``NOTIFYFLOW_TEMPLATE_*`` settings.
 
 Compiled templates are cached by source text, so a worker parses each template once.
 A template that hits a limit (loop iterations, output size, local namespace) raises
@@ -9,12 +10,13 @@ naming the node, never a hang or an exhausted worker.
 
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
-from liquid import Environment, StrictUndefined
+from liquid import Environment, StrictDefaultUndefined
 from liquid.exceptions import LiquidError, ResourceLimitError
 from liquid.undefined import Undefined
 
@@ -49,9 +51,10 @@ def liquid_environment(
 def _environments() -> tuple[Environment, Environment, Environment]:
     return (
         # Undefined variables are an error when rendering a message: a typo must not
-        # send "Hello ," to a customer.
-        liquid_environment(undefined=StrictUndefined),
-        liquid_environment(undefined=StrictUndefined, autoescape=True),
+        # send "Hello ," to a customer. Except through ``default``, which is how Liquid
+        # spells "this field is optional" (plain StrictUndefined fails it as well).
+        liquid_environment(undefined=StrictDefaultUndefined),
+        liquid_environment(undefined=StrictDefaultUndefined, autoescape=True),
         # A condition over a missing field is simply false (Liquid's usual semantics).
         liquid_environment(),
     )
@@ -78,21 +81,65 @@ def _reset(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_reset, dispatch_uid="notifyflow_template_limits")
 
 
+# Tags that load another template: there is no template loader, so they could only fail
+# at run time.
+_LOADING_TAGS = ("include", "render")
+
+
 def check_template(source: str, *, html: bool = False) -> None:
-    """Raise TemplateError if ``source`` does not parse."""
+    """Raise TemplateError if ``source`` does not parse or could never render: an unknown
+    filter, or a tag that loads another template."""
     try:
-        _compile(source, html)
+        template = _compile(source, html)
     except LiquidError as exc:
         raise _error(exc) from exc
+    _check_names(template)
 
 
 def check_condition(expression: str) -> None:
+    """Raise TemplateError if ``expression`` is not a Liquid expression that parses."""
     if not expression.strip() or "%}" in expression or "{%" in expression:
         raise TemplateError('a condition is a Liquid expression, e.g. payload.plan == "pro"')
     try:
-        _compile_condition(expression)
+        template = _compile_condition(expression)
     except LiquidError as exc:
         raise _error(exc) from exc
+    _check_names(template)
+
+
+def variable_paths(source: str, *, condition: bool = False) -> list[tuple[str, ...]]:
+    """The context variables a template (or condition) reads, each as the leading
+    literal segments of its path (``payload.items[0].name`` -> ``("payload", "items")``
+    and on; ``vars[payload.k]`` -> ``("vars",)``). Variables it assigns or loops over
+    itself are not included. ``source`` must have passed ``check_template`` /
+    ``check_condition``."""
+    template = _compile_condition(source) if condition else _compile(source, False)
+    paths = []
+    for variables in template.analyze(include_partials=False).globals.values():
+        for variable in variables:
+            literal: list[str] = []
+            for segment in variable.segments:
+                if not isinstance(segment, str):
+                    break
+                literal.append(segment)
+            paths.append(tuple(literal))
+    return paths
+
+
+def _check_names(template: Any) -> None:
+    """What python-liquid only finds when rendering (``UnknownFilterError``, a missing
+    template), found from its parse-time analysis instead, so a definition that would fail
+    every instance is refused when it is saved."""
+    analysis = template.analyze(include_partials=False)
+    known = template.env.filters
+    for name in analysis.filters:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TemplateError(f"unknown filter {name!r}{hint}")
+    for tag in _LOADING_TAGS:
+        if tag in analysis.tags:
+            raise TemplateError(f"the {tag!r} tag is not available: templates cannot load others")
 
 
 def render(source: str, context: dict[str, Any], *, html: bool = False) -> str:

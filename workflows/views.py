@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
@@ -17,10 +17,16 @@ from notifyflow.api import (
 from notifyflow.errors import ApplicationError, NotFoundError
 from notifyflow.pagination import WorkflowPages
 
+from .definition_schema import EXAMPLE_WORKFLOW
 from .diagram import diagram
 from .models import Workflow, WorkflowVersion
 from .serializers import DiagramQuerySerializer, WorkflowInputSerializer, WorkflowOutputSerializer
 from .services import workflow_save
+
+# Swagger UI and ReDoc show this body ready to send.
+WORKFLOW_REQUEST_EXAMPLE = OpenApiExample(
+    "Order follow-up", value=EXAMPLE_WORKFLOW, request_only=True
+)
 
 
 def _save(request: Request, workflow: Workflow | None) -> Workflow:
@@ -55,7 +61,11 @@ class WorkflowListCreateView(GenericAPIView):
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
-    @extend_schema(request=WorkflowInputSerializer, responses={201: WorkflowOutputSerializer})
+    @extend_schema(
+        request=WorkflowInputSerializer,
+        responses={201: WorkflowOutputSerializer},
+        examples=[WORKFLOW_REQUEST_EXAMPLE],
+    )
     def post(self, request: Request) -> Response:
         workflow = _save(request, None)
         return Response(self.get_serializer(workflow).data, status=status.HTTP_201_CREATED)
@@ -71,14 +81,14 @@ class WorkflowDetailView(GenericAPIView):
     def get(self, request: Request, key: str) -> Response:
         return Response(self.get_serializer(self.get_object()).data)
 
-    @extend_schema(request=WorkflowInputSerializer)
+    @extend_schema(request=WorkflowInputSerializer, examples=[WORKFLOW_REQUEST_EXAMPLE])
     def put(self, request: Request, key: str) -> Response:
         workflow = _save(request, self.get_object())
         return Response(self.get_serializer(workflow).data)
 
 
 class WorkflowDiagramView(GenericAPIView):
-    """The definition as a Mermaid flowchart or a Graphviz digraph, as text (SPEC §9):
+    """The definition as a Mermaid flowchart or a Graphviz digraph, as text:
     every node with its type, every edge with its condition. 400 for an unknown format,
     404 for an unknown workflow or version."""
 
