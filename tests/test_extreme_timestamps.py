@@ -1,0 +1,113 @@
+"""Timestamps a payload can produce are range-checked where they enter (a delay's
+``until``: at most the 3,650-day cap a duration has at save, the past continues at once),
+and no instance timestamp the engine can store makes a page answer 500 (SPEC §10)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from executions import engine
+from triggers.models import TriggerInstance, TriggerStatus
+
+from .admin_helpers import make_superuser
+from .factories import TriggerInstanceFactory, WorkflowFactory
+from .test_admin_instances import logged_in
+
+pytestmark = pytest.mark.django_db
+S = TriggerStatus
+
+UNTIL_FROM_PAYLOAD = {
+    "entry_node_id": "later",
+    "nodes": [
+        {"id": "later", "type": "delay", "config": {"until": "{{ payload.at }}"}},
+        {"id": "text", "type": "sms", "config": {"to": "+15005550006", "body": "hi"}},
+    ],
+    "edges": [{"from": "later", "to": "text"}],
+}
+
+
+def _triggered(api, at: str) -> TriggerInstance:
+    workflow = WorkflowFactory(definition=UNTIL_FROM_PAYLOAD)
+    response = api.post(
+        "/api/v1/triggers/",
+        {"workflow": workflow.key, "idempotency_key": at, "payload": {"at": at}},
+        format="json",
+    )
+    assert response.status_code in (201, 202), response.json()
+    instance_id = response.json()["id"]
+    engine.step_execute(instance_id=instance_id)
+    return TriggerInstance.objects.get(pk=instance_id)
+
+
+def _pages_answer(api, instance: TriggerInstance) -> dict[str, int]:
+    """The status of every page that shows the instance, or acts on it."""
+    admin = logged_in(make_superuser())
+    base = f"/api/v1/triggers/{instance.pk}/"
+    return {
+        "list": api.get("/api/v1/triggers/").status_code,
+        "list with payload": api.get("/api/v1/triggers/?include_payload=true").status_code,
+        "detail": api.get(base).status_code,
+        "timeline": api.get(f"{base}timeline/").status_code,
+        "steps": api.get(f"{base}steps/").status_code,
+        "admin list": admin.get(reverse("admin:triggers_triggerinstance_changelist")).status_code,
+        "admin detail": admin.get(
+            reverse("admin:triggers_triggerinstance_change", args=[instance.pk])
+        ).status_code,
+        "run-now": api.post(f"{base}run-now/").status_code,
+        "cancel": api.post(f"{base}cancel/", {}, format="json").status_code,
+    }
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        # Valid for Python, but year 10000 in UTC: PostgreSQL stores it, nothing reads it.
+        "9999-12-31T23:59:59-05:00",
+        "9999-12-31T23:59:59Z",
+        (datetime.now(UTC) + timedelta(days=3651)).isoformat(),
+    ],
+)
+def test_until_beyond_the_cap_fails_permanently_naming_the_node_and_every_page_answers(
+    api, dispatched, at
+):
+    instance = _triggered(api, at)
+    assert instance.status == S.FAILED
+    assert instance.last_error.startswith("node later: until:")
+    assert "3650 days" in instance.last_error
+    assert instance.attempts == 1  # permanent: not retried
+    pages = _pages_answer(api, instance)
+    # Finished: run-now and cancel refuse with a 409, the rest show it.
+    assert pages == {**dict.fromkeys(pages, 200), "run-now": 409, "cancel": 409}
+
+
+def test_until_within_the_cap_waits_and_every_page_answers(api, dispatched):
+    at = datetime.now(UTC) + timedelta(days=3649)
+    instance = _triggered(api, at.isoformat())
+    assert (instance.status, instance.current_node_id) == (S.ENQUEUED, "text")
+    assert instance.available_at == at
+    assert set(_pages_answer(api, instance).values()) == {200}
+
+
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+05:00", "1970-01-01T00:00:00Z"])
+def test_until_in_the_past_continues_at_once(api, dispatched, at):
+    before = timezone.now()
+    instance = _triggered(api, at)
+    assert (instance.status, instance.current_node_id) == (S.ENQUEUED, "text")
+    assert before <= instance.available_at <= timezone.now()
+
+
+def test_pages_answer_for_the_latest_instant_a_row_can_hold(api, dispatched):
+    """The calendar's last microsecond in every timestamp of the row (as a hand-edited
+    row or an old version could have left it): still shown, run now and cancelled."""
+    last = datetime.max.replace(tzinfo=UTC)
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition=UNTIL_FROM_PAYLOAD),
+        current_node_id="text",
+        available_at=last,
+        wait_deadline=last,
+    )
+    assert set(_pages_answer(api, instance).values()) == {200}
