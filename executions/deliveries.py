@@ -2,8 +2,9 @@
 
 Guarantee: once a send is recorded ``sent``, no retry, redelivered message or recovered
 crash sends it again. What stays at-least-once: a worker that dies (or loses its
-database connection) after the provider accepted the message but before the step's
-outcome transaction commits - the ``sent`` record is written in that transaction. Such
+database connection for longer than the engine retries the outcome: while the lease
+holds and before the soft time limit) after the provider accepted the message but
+before the step's outcome transaction commits - the ``sent`` record is written in that transaction. Such
 a delivery is left ``sending`` and the next attempt sends again, with the same
 idempotency key (the email Message-ID header; Twilio's Messages API takes none).
 """

@@ -47,10 +47,14 @@ ENGINE_ACTOR = "engine"
 # unexpectedly", "terminating connection due to administrator command".
 DATABASE_LOST = (OperationalError, InterfaceError)
 # A step whose outcome could not be written because the connection died reconnects and
-# writes it again after these pauses (a few seconds: a terminated backend or a quick
-# restart), so the message it sent is not sent again. Then it gives up; the task retries
+# writes it again after these pauses (the last one repeated), for as long as its lease
+# and its soft time limit allow: the message it sent must not be sent again, and after
+# the lease the sweeper would re-run the step (an outage of 12 s used to send 4 of 300
+# emails twice when this gave up after 3.5 s). Past that it gives up; the task retries
 # and the lease expires (the sweeper's path).
 RECORD_RETRY_DELAYS_S = (0.0, 0.5, 1.0, 2.0)
+# Stop retrying this long before the lease ends or the soft time limit interrupts.
+RECORD_RETRY_MARGIN_S = 2.0
 
 
 @dataclass
@@ -264,7 +268,9 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
                 instance, lease, outcome, result, next_node, finished, also=also, durable=True
             )
 
-        recorded = _record_reconnecting(record, instance_id)
+        recorded = _record_reconnecting(
+            record, instance_id, deadline=_record_deadline(instance, started)
+        )
     else:
         with transaction.atomic():
             if step is not None:
@@ -387,26 +393,44 @@ _CANCELLED_NOW = (
 )
 
 
-def _record_reconnecting(record: Callable[[bool], bool], instance_id: uuid.UUID | str) -> bool:
-    """Run ``record(replay)``; if the connection dies, reconnect and run it again.
+def _record_deadline(instance: TriggerInstance, started: datetime) -> float:
+    """The ``time.monotonic()`` until which a lost outcome write may be retried: while the
+    lease holds (the sweeper re-runs the step after it) and before the task's soft time
+    limit (which would interrupt the retries), less a margin."""
+    now = timezone.now()
+    lease_left = (
+        (instance.locked_until - now).total_seconds()
+        if instance.locked_until is not None
+        else settings.NOTIFYFLOW_LEASE_S
+    )
+    soft_left = settings.NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S - (now - started).total_seconds()
+    return time.monotonic() + min(lease_left, soft_left) - RECORD_RETRY_MARGIN_S
+
+
+def _record_reconnecting(
+    record: Callable[[bool], bool], instance_id: uuid.UUID | str, *, deadline: float
+) -> bool:
+    """Run ``record(replay)``; if the connection dies, reconnect and run it again, until
+    ``deadline`` (``time.monotonic()``).
 
     Safe to repeat: the transition is fenced on the lease token and the delivery update
     on status 'sending', so they apply once; a replay writes the step log (and consumes
     an event, writes an outbox row) only together with the transition (had the first
     COMMIT landed after all, those rows exist). Raises the connection error when the
-    database stays away.
+    database stays away past the deadline.
     """
-    for attempt, pause in enumerate((None, *RECORD_RETRY_DELAYS_S)):
-        if pause is not None:
-            time.sleep(pause)
-            connection.close()  # drop the dead connection; the next statement reconnects
+    attempt = 0
+    while True:
         try:
             return record(attempt > 0)
         except DATABASE_LOST as exc:
-            if attempt == len(RECORD_RETRY_DELAYS_S):
+            pause = RECORD_RETRY_DELAYS_S[min(attempt, len(RECORD_RETRY_DELAYS_S) - 1)]
+            if time.monotonic() + pause >= deadline:
                 raise
             logger.warning("step %s: outcome not recorded (%s); reconnecting", instance_id, exc)
-    raise AssertionError("unreachable")
+        time.sleep(pause)
+        connection.close()  # drop the dead connection; the next statement reconnects
+        attempt += 1
 
 
 def _step_log_insert(
