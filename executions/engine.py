@@ -31,6 +31,7 @@ from workflows.definition import node_by_id, outgoing_edges
 from workflows.models import WorkflowVersion
 from workflows.templating import TemplateError, condition_holds
 
+from .channel_slots import ChannelBusy
 from .deliveries import delivery_attempts_insert, delivery_outcome_update, record_delivery
 from .models import Delivery, StepExecutionLog
 from .nodes import EXECUTORS, NodeResult, StepContext
@@ -170,6 +171,8 @@ class _Outcome:
     permanent: bool = False
     # The node's ``retry`` config (None: SPEC §3's defaults).
     retry_policy: dict[str, Any] | None = None
+    # Nothing was tried (no send slot free): run again after this long, no attempt counted.
+    defer_s: float | None = None
 
 
 def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str = "") -> str:
@@ -364,6 +367,8 @@ def _run_node(
         if result.vars_key:
             new_vars[result.vars_key] = result.output
         next_node = choose_next_node(definition, step.node_id, {**step.context, "vars": new_vars})
+    except ChannelBusy as exc:
+        return _Outcome(False, {}, str(exc), "deferred", defer_s=exc.retry_after_s), None, None
     except ProviderError as exc:
         return (
             _Outcome(
@@ -552,13 +557,26 @@ def _record_failure(
     also: Sequence[Statement] = (),
     durable: bool = False,
 ) -> bool:
+    error = f"node {instance.current_node_id}: {outcome.error}"
+    if outcome.defer_s is not None:
+        # Not an attempt: the provider was never called (executions.channel_slots).
+        return state.requeue(
+            instance_id=instance.pk,
+            lease_token=lease,
+            due=now + timedelta(seconds=outcome.defer_s),
+            now=now,
+            actor=ENGINE_ACTOR,
+            updates={"last_error": error},
+            also=also,
+            durable=durable,
+            reason=f"deferred {outcome.defer_s:g} s: {error}",
+        )
     decision = decide_retry(
         attempts_so_far=instance.attempts,
         permanent=outcome.permanent,
         now=now,
         policy=outcome.retry_policy,
     )
-    error = f"node {instance.current_node_id}: {outcome.error}"
     updates = {"attempts": decision.attempts, "last_error": error}
     if decision.give_up:
         why = "permanent error" if outcome.permanent else "retries exhausted"
