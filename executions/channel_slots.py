@@ -89,7 +89,7 @@ def channel_slot(channel: str) -> Iterator[None]:
                 "(a provider slow or hung): nothing sent, the step runs again shortly",
                 retry_after_s=settings.NOTIFYFLOW_CHANNEL_BUSY_RETRY_S,
             )
-        time.sleep(0.05)
+        time.sleep(0.01)
     try:
         yield
     finally:

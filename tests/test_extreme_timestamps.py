@@ -1,12 +1,16 @@
 """Timestamps a payload can produce are range-checked where they enter (a delay's
-``until``: at most the 3,650-day cap a duration has at save, the past continues at once),
-and no instance timestamp the engine can store makes a page answer 500 (SPEC §10)."""
+``until``: at most the 3,650-day cap a duration has at save, the past continues at once;
+a provider's tracking timestamp: dropped if PostgreSQL could not give it back), and no
+instance timestamp the engine can store makes a page answer 500 (SPEC §10)."""
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -111,3 +115,50 @@ def test_pages_answer_for_the_latest_instant_a_row_can_hold(api, dispatched):
         wait_deadline=last,
     )
     assert set(_pages_answer(api, instance).values()) == {200}
+
+
+@pytest.mark.parametrize(
+    ("at", "kept"),
+    [
+        ("9999-12-31T23:59:59-05:00", None),  # year 10000 in UTC: not storable
+        ("2026-11-25T08:00:00-05:00", datetime(2026, 11, 25, 13, tzinfo=UTC)),
+    ],
+)
+def test_a_provider_timestamp_past_the_calendar_is_not_stored_and_pages_answer(
+    api, settings, at, kept
+):
+    """A tracking webhook's own timestamp (postmark's DeliveredAt) is the provider's:
+    kept when PostgreSQL can give it back, dropped (the event is still recorded)."""
+    from executions.models import Delivery, DeliveryEvent
+
+    settings.ANYMAIL = {"WEBHOOK_SECRET": "hook:s3cret"}
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory())
+    delivery = Delivery.objects.create(
+        instance=instance,
+        node_id="hello",
+        channel="email",
+        status="sent",
+        provider_message_id="pm-1",
+        attempts=1,
+    )
+    event = {
+        "RecordType": "Delivery",
+        "ServerId": 23,
+        "MessageID": "pm-1",
+        "Recipient": "recipient@example.com",
+        "DeliveredAt": at,
+        "Details": "delivered",
+    }
+    response = Client().post(
+        "/webhooks/anymail/postmark/tracking/",
+        data=json.dumps(event),
+        content_type="application/json",
+        HTTP_AUTHORIZATION="Basic " + base64.b64encode(b"hook:s3cret").decode(),
+    )
+    assert response.status_code == 200
+    assert DeliveryEvent.objects.get(delivery=delivery).occurred_at == kept
+    admin = logged_in(make_superuser())
+    assert api.get(f"/api/v1/triggers/{instance.pk}/deliveries/").status_code == 200
+    assert admin.get(reverse("admin:executions_delivery_changelist")).status_code == 200
+    page = reverse("admin:executions_delivery_change", args=[delivery.pk])
+    assert admin.get(page).status_code == 200
