@@ -10,6 +10,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -162,3 +163,23 @@ def test_a_provider_timestamp_past_the_calendar_is_not_stored_and_pages_answer(
     assert admin.get(reverse("admin:executions_delivery_changelist")).status_code == 200
     page = reverse("admin:executions_delivery_change", args=[delivery.pk])
     assert admin.get(page).status_code == 200
+
+
+@pytest.mark.postgres
+def test_pages_answer_for_a_row_stored_past_the_calendar(api, dispatched):
+    """A row written before these checks existed (or by hand): year 10000, 'infinity'
+    and BC read as the calendar's edges instead of failing every page that lists it."""
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition=UNTIL_FROM_PAYLOAD), current_node_id="text"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {TriggerInstance._meta.db_table} SET available_at = %s,"
+            " wait_deadline = 'infinity', locked_until = '0044-03-15 00:00:00+00 BC'"
+            " WHERE id = %s",
+            ["10000-01-01 04:59:59+00", instance.pk],
+        )
+    instance = TriggerInstance.objects.get(pk=instance.pk)
+    assert instance.available_at == instance.wait_deadline == datetime.max.replace(tzinfo=UTC)
+    assert instance.locked_until == datetime.min.replace(tzinfo=UTC)
+    assert set(_pages_answer(api, instance).values()) == {200}
