@@ -415,8 +415,9 @@ def _record_deadline(instance: TriggerInstance, started: datetime) -> float:
 def _record_reconnecting(
     record: Callable[[bool], bool], instance_id: uuid.UUID | str, *, deadline: float
 ) -> bool:
-    """Run ``record(replay)``; if the connection dies, reconnect and run it again, until
-    ``deadline`` (``time.monotonic()``).
+    """Run ``record(replay)``; if the connection dies, reconnect and run it again after
+    each of RECORD_RETRY_DELAYS_S, then every last one of them until ``deadline``
+    (``time.monotonic()``).
 
     Safe to repeat: the transition is fenced on the lease token and the delivery update
     on status 'sending', so they apply once; a replay writes the step log (and consumes
@@ -430,7 +431,9 @@ def _record_reconnecting(
             return record(attempt > 0)
         except DATABASE_LOST as exc:
             pause = RECORD_RETRY_DELAYS_S[min(attempt, len(RECORD_RETRY_DELAYS_S) - 1)]
-            if time.monotonic() + pause >= deadline:
+            # Each pause once at least (3.5 s: a terminated backend, a quick restart),
+            # whatever the deadline; then on while the deadline allows.
+            if attempt >= len(RECORD_RETRY_DELAYS_S) and time.monotonic() + pause >= deadline:
                 raise
             logger.warning("step %s: outcome not recorded (%s); reconnecting", instance_id, exc)
         time.sleep(pause)

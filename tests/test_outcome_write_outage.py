@@ -104,3 +104,16 @@ def test_outcome_write_retries_no_longer_than_a_short_lease(settings, outage):
         engine.step_execute(instance_id=instance.pk)
 
     assert 5 <= writes[-1] - writes[0] < 10
+
+
+def test_outcome_write_is_retried_for_a_few_seconds_even_with_a_short_soft_limit(settings, outage):
+    """A terminated backend or a quick restart is always waited out (0, 0.5, 1, 2 s),
+    as before, even when the time limits leave less."""
+    settings.NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S = 3
+    settings.NOTIFYFLOW_STEP_TIME_LIMIT_S = 4
+    settings.NOTIFYFLOW_LEASE_S = 5
+    writes = outage(3)
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=ONE_SMS))
+
+    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert writes[-1] - writes[0] >= 3 and len(sms.outbox) == 1
