@@ -270,7 +270,8 @@ class ErrorKindFilter(admin.SimpleListFilter):
     parameter_name = "error_kind"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
-        return [(kind, kind) for kind in ("transient", "permanent", "lease_expired", "lease_lost")]
+        kinds = ("transient", "permanent", "deferred", "lease_expired", "lease_lost")
+        return [(kind, kind) for kind in kinds]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         return queryset.filter(error_kind=self.value()) if self.value() else queryset

@@ -2,10 +2,14 @@
 
 Guarantee: once a send is recorded ``sent``, no retry, redelivered message or recovered
 crash sends it again. What stays at-least-once: a worker that dies (or loses its
-database connection) after the provider accepted the message but before the step's
-outcome transaction commits - the ``sent`` record is written in that transaction. Such
-a delivery is left ``sending`` and the next attempt sends again, with the same
-idempotency key (the email Message-ID header; Twilio's Messages API takes none).
+database connection for longer than the engine retries the outcome: while the lease
+holds and before the soft time limit) after the provider accepted the message but
+before the step's outcome transaction commits - the ``sent`` record is written in that
+transaction. Such a delivery is left ``sending`` and the next attempt sends again, with
+the same idempotency key (the email Message-ID header; Twilio's Messages API takes none).
+
+Every send holds one of its channel's send slots (``channel_slots``): a hung provider
+holds only its channel's share of the worker.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from django.utils import timezone
 from notifyflow import db, metrics
 from triggers.state import Statement
 
+from .channel_slots import channel_slot
 from .models import Delivery, DeliveryAttempt, DeliveryStatus, normalize_recipient
 from .providers.base import ProviderError
 from .providers.failover import collect_attempts
@@ -57,6 +62,15 @@ def guarded_send(
         return {"preview": True, "channel": channel, "message_id": ""}
     if step.delivery_status == DeliveryStatus.SENT:
         return {**(step.delivery_output or {}), "deduplicated": True}
+    # A send slot of the channel first (ChannelBusy if none: nothing begun, nothing to
+    # record), held until the provider call returns.
+    with channel_slot(channel):
+        return _send_guarded(step, channel, recipient, send)
+
+
+def _send_guarded(
+    step: StepContext, channel: str, recipient: str, send: Callable[[], dict]
+) -> dict[str, Any]:
     now = timezone.now()
     instance_id = step.instance_id.hex if connection.vendor == "sqlite" else step.instance_id
     with connection.cursor() as cursor:

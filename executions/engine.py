@@ -31,6 +31,7 @@ from workflows.definition import node_by_id, outgoing_edges
 from workflows.models import WorkflowVersion
 from workflows.templating import TemplateError, condition_holds
 
+from .channel_slots import ChannelBusy
 from .deliveries import delivery_attempts_insert, delivery_outcome_update, record_delivery
 from .models import Delivery, StepExecutionLog
 from .nodes import EXECUTORS, NodeResult, StepContext
@@ -47,10 +48,14 @@ ENGINE_ACTOR = "engine"
 # unexpectedly", "terminating connection due to administrator command".
 DATABASE_LOST = (OperationalError, InterfaceError)
 # A step whose outcome could not be written because the connection died reconnects and
-# writes it again after these pauses (a few seconds: a terminated backend or a quick
-# restart), so the message it sent is not sent again. Then it gives up; the task retries
+# writes it again after these pauses (the last one repeated), for as long as its lease
+# and its soft time limit allow: the message it sent must not be sent again, and after
+# the lease the sweeper would re-run the step (an outage of 12 s used to send 4 of 300
+# emails twice when this gave up after 3.5 s). Past that it gives up; the task retries
 # and the lease expires (the sweeper's path).
 RECORD_RETRY_DELAYS_S = (0.0, 0.5, 1.0, 2.0)
+# Stop retrying this long before the lease ends or the soft time limit interrupts.
+RECORD_RETRY_MARGIN_S = 2.0
 
 
 @dataclass
@@ -166,6 +171,8 @@ class _Outcome:
     permanent: bool = False
     # The node's ``retry`` config (None: SPEC §3's defaults).
     retry_policy: dict[str, Any] | None = None
+    # Nothing was tried (no send slot free): run again after this long, no attempt counted.
+    defer_s: float | None = None
 
 
 def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str = "") -> str:
@@ -264,7 +271,9 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
                 instance, lease, outcome, result, next_node, finished, also=also, durable=True
             )
 
-        recorded = _record_reconnecting(record, instance_id)
+        recorded = _record_reconnecting(
+            record, instance_id, deadline=_record_deadline(instance, started)
+        )
     else:
         with transaction.atomic():
             if step is not None:
@@ -358,6 +367,8 @@ def _run_node(
         if result.vars_key:
             new_vars[result.vars_key] = result.output
         next_node = choose_next_node(definition, step.node_id, {**step.context, "vars": new_vars})
+    except ChannelBusy as exc:
+        return _Outcome(False, {}, str(exc), "deferred", defer_s=exc.retry_after_s), None, None
     except ProviderError as exc:
         return (
             _Outcome(
@@ -387,26 +398,47 @@ _CANCELLED_NOW = (
 )
 
 
-def _record_reconnecting(record: Callable[[bool], bool], instance_id: uuid.UUID | str) -> bool:
-    """Run ``record(replay)``; if the connection dies, reconnect and run it again.
+def _record_deadline(instance: TriggerInstance, started: datetime) -> float:
+    """The ``time.monotonic()`` until which a lost outcome write may be retried: while the
+    lease holds (the sweeper re-runs the step after it) and before the task's soft time
+    limit (which would interrupt the retries), less a margin."""
+    now = timezone.now()
+    lease_left = (
+        (instance.locked_until - now).total_seconds()
+        if instance.locked_until is not None
+        else settings.NOTIFYFLOW_LEASE_S
+    )
+    soft_left = settings.NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S - (now - started).total_seconds()
+    return time.monotonic() + min(lease_left, soft_left) - RECORD_RETRY_MARGIN_S
+
+
+def _record_reconnecting(
+    record: Callable[[bool], bool], instance_id: uuid.UUID | str, *, deadline: float
+) -> bool:
+    """Run ``record(replay)``; if the connection dies, reconnect and run it again after
+    each of RECORD_RETRY_DELAYS_S, then every last one of them until ``deadline``
+    (``time.monotonic()``).
 
     Safe to repeat: the transition is fenced on the lease token and the delivery update
     on status 'sending', so they apply once; a replay writes the step log (and consumes
     an event, writes an outbox row) only together with the transition (had the first
     COMMIT landed after all, those rows exist). Raises the connection error when the
-    database stays away.
+    database stays away past the deadline.
     """
-    for attempt, pause in enumerate((None, *RECORD_RETRY_DELAYS_S)):
-        if pause is not None:
-            time.sleep(pause)
-            connection.close()  # drop the dead connection; the next statement reconnects
+    attempt = 0
+    while True:
         try:
             return record(attempt > 0)
         except DATABASE_LOST as exc:
-            if attempt == len(RECORD_RETRY_DELAYS_S):
+            pause = RECORD_RETRY_DELAYS_S[min(attempt, len(RECORD_RETRY_DELAYS_S) - 1)]
+            # Each pause once at least (3.5 s: a terminated backend, a quick restart),
+            # whatever the deadline; then on while the deadline allows.
+            if attempt >= len(RECORD_RETRY_DELAYS_S) and time.monotonic() + pause >= deadline:
                 raise
             logger.warning("step %s: outcome not recorded (%s); reconnecting", instance_id, exc)
-    raise AssertionError("unreachable")
+        time.sleep(pause)
+        connection.close()  # drop the dead connection; the next statement reconnects
+        attempt += 1
 
 
 def _step_log_insert(
@@ -528,13 +560,26 @@ def _record_failure(
     also: Sequence[Statement] = (),
     durable: bool = False,
 ) -> bool:
+    error = f"node {instance.current_node_id}: {outcome.error}"
+    if outcome.defer_s is not None:
+        # Not an attempt: the provider was never called (executions.channel_slots).
+        return state.requeue(
+            instance_id=instance.pk,
+            lease_token=lease,
+            due=now + timedelta(seconds=outcome.defer_s),
+            now=now,
+            actor=ENGINE_ACTOR,
+            updates={"last_error": error},
+            also=also,
+            durable=durable,
+            reason=f"deferred {outcome.defer_s:g} s: {error}",
+        )
     decision = decide_retry(
         attempts_so_far=instance.attempts,
         permanent=outcome.permanent,
         now=now,
         policy=outcome.retry_policy,
     )
-    error = f"node {instance.current_node_id}: {outcome.error}"
     updates = {"attempts": decision.attempts, "last_error": error}
     if decision.give_up:
         why = "permanent error" if outcome.permanent else "retries exhausted"

@@ -5,7 +5,8 @@ Walks the path from the entry node as the engine would: each node's fields are r
 (``rendered``), its executor runs in preview mode (the delivery guard sends nothing and
 writes no delivery row; a wait reads no inbox and takes its timeout branch), its output
 becomes ``vars.<type>_<node>`` and the edges are evaluated against it. Stops at the end
-of the path or at the first node that fails to render (``error``).
+of the path or at the first node that fails to render (``error``); a template that hits
+a resource limit is a 400 ``template_limit`` instead.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.utils import timezone
 from notifyflow.errors import ApplicationError, NotFoundError
 from workflows.definition import NODE_CONFIG_SPECS, node_by_id
 from workflows.models import Workflow, WorkflowVersion
-from workflows.templating import TemplateError, render
+from workflows.templating import TemplateError, TemplateLimitError, render
 
 from .engine import choose_next_node
 from .nodes import EXECUTORS, StepContext
@@ -77,7 +78,8 @@ def workflow_preview(
     *, key: str, payload: dict[str, Any], version: int | None = None
 ) -> dict[str, Any]:
     """``{workflow, version, path, nodes: [{node_id, type, rendered, output, error,
-    note}]}``. NotFoundError for an unknown workflow or version. Sends and writes
+    note}]}``. NotFoundError for an unknown workflow or version; ApplicationError
+    ``template_limit`` when a template hits a resource limit. Sends and writes
     nothing."""
     workflow, pinned = _version(key, version)
     definition = pinned.definition
@@ -130,6 +132,23 @@ def workflow_preview(
                 context["vars"] = {**context["vars"], result.vars_key: output}
             node_id = choose_next_node(definition, node_id, context)
         except (ProviderError, TemplateError) as exc:
+            if _hit_a_limit(exc):
+                # Not a result to show: the payload asked this process for more than a
+                # template may use (the worker would fail the instance permanently).
+                raise ApplicationError(
+                    code="template_limit",
+                    field="payload",
+                    message=f"payload: node {node_id}: {exc}",
+                ) from exc
             entry["error"] = str(exc)
             break
     return {"workflow": workflow.key, "version": pinned.version, "path": path, "nodes": nodes}
+
+
+def _hit_a_limit(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is, or was raised from, a template's resource limit."""
+    while exc is not None:
+        if isinstance(exc, TemplateLimitError):
+            return True
+        exc = exc.__cause__
+    return False

@@ -11,7 +11,7 @@ id is ``delivery:<delivery id>:<status>``, so a status reaches an instance at mo
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -76,6 +76,7 @@ def delivery_status_record(
         logger.info("%s report for unknown message id %r ignored", provider, message_id)
         return None
     now = timezone.now()
+    occurred_at = _storable(occurred_at)
     with transaction.atomic():
         applied = False
         if status:
@@ -109,6 +110,19 @@ def delivery_status_record(
                 subjects=[f"{inbox.INSTANCE_SUBJECT}{delivery.instance_id}"],
             )
     return event
+
+
+def _storable(at: datetime | None) -> datetime | None:
+    """A provider's timestamp if PostgreSQL can give it back, else None: an instant at
+    the calendar's edge (``9999-12-31T23:59:59-05:00`` is year 10000 in UTC) would be
+    stored, and then no page showing the event could read it."""
+    if at is None:
+        return None
+    try:
+        utc = at.astimezone(UTC) if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    except OverflowError:
+        return None
+    return utc
 
 
 def anymail_tracking_received(sender: Any, event: Any, esp_name: str, **kwargs: Any) -> None:

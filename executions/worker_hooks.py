@@ -18,6 +18,7 @@ def install() -> None:
     worker_init.connect(_worker_async_commit, weak=False, dispatch_uid="nf_async_commit")
     worker_init.connect(_worker_health, weak=False, dispatch_uid="nf_worker_health")
     worker_init.connect(_fix_kombu_timers, weak=False, dispatch_uid="nf_kombu_timers")
+    worker_init.connect(_channel_slots, weak=False, dispatch_uid="nf_channel_slots")
     beat_init.connect(_ensure_schedule, weak=False, dispatch_uid="nf_sweeper_schedule")
     task_prerun.connect(_bind_task_context, weak=False, dispatch_uid="nf_log_context_bind")
     task_postrun.connect(_unbind_task_context, weak=False, dispatch_uid="nf_log_context_unbind")
@@ -44,6 +45,14 @@ def _unbind_task_context(task_id: str = "", **kwargs: Any) -> None:
     context = _task_contexts.pop(task_id, None)
     if context is not None:
         context.__exit__(None, None, None)
+
+
+def _channel_slots(sender: Any = None, **kwargs: Any) -> None:
+    """Each channel's sends may hold only a share of this worker's processes
+    (executions.channel_slots): a hung provider leaves the others to other channels."""
+    from . import channel_slots
+
+    channel_slots.configure(worker=sender)
 
 
 def _worker_async_commit(**kwargs: Any) -> None:

@@ -87,3 +87,45 @@ def execute(cursor: CursorWrapper, sql: str, params: Sequence[Any]) -> Any:
     else:
         cursor._execute_with_wrappers(sql, params, False, executor)
     return raw
+
+
+# --- timestamps past the calendar ------------------------------------------------------
+
+_edge_loader: type | None = None
+
+
+def _edge_tolerant_loader() -> type:
+    """Django's time zone loader for ``timestamptz``, reading a value Python cannot
+    represent (year 10000 or later, 'infinity'; before year 1, BC, '-infinity') as
+    ``datetime.max`` / ``datetime.min`` in UTC instead of raising: psycopg's DataError
+    would make every page that lists the row answer 500."""
+    global _edge_loader
+    if _edge_loader is None:
+        from datetime import UTC, datetime
+
+        from django.db.backends.postgresql.psycopg_any import BaseTzLoader
+        from psycopg import DataError
+
+        class EdgeTolerantTzLoader(BaseTzLoader):
+            timezone = UTC
+
+            def load(self, data: Any) -> datetime:
+                try:
+                    return super().load(data)
+                except DataError:
+                    text = bytes(data)
+                    before = text.startswith(b"-") or text.endswith(b" BC")
+                    return (datetime.min if before else datetime.max).replace(tzinfo=UTC)
+
+        _edge_loader = EdgeTolerantTzLoader
+    return _edge_loader
+
+
+def tolerate_out_of_range_timestamps(*, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """``connection_created`` receiver: timestamps outside Python's calendar are read at
+    its edges (``_edge_tolerant_loader``), so no stored value makes a read fail. Every
+    write path range-checks what it stores; this covers rows written before, or by hand.
+    Only with USE_TZ (Django's loader then converts to UTC, as this one does)."""
+    if connection.vendor != "postgresql" or not settings.USE_TZ:
+        return
+    connection.connection.adapters.register_loader("timestamptz", _edge_tolerant_loader())

@@ -305,10 +305,14 @@ EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
-EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 20)
+# Every provider call gives up after this long connecting, and after this long waiting
+# for each reply (SMTP: every socket operation; anymail's HTTP ESPs; Twilio; the webhook
+# node): a hung provider fails the attempt as transient well inside the step's soft time
+# limit, and holds its worker process no longer.
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10)
 EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "notifications@notifyflow.local")
-ANYMAIL: dict[str, object] = {}
+ANYMAIL: dict[str, object] = {"REQUESTS_TIMEOUT": EMAIL_TIMEOUT}
 
 SMS_BACKEND = os.environ.get("SMS_BACKEND", "console")
 SMS_FILE_PATH = os.environ.get("SMS_FILE_PATH", str(VAR_DIR / "sms"))
@@ -317,7 +321,7 @@ TWILIO_ACCOUNT_SID = os.environ.get("TWILIO_ACCOUNT_SID", "")
 TWILIO_AUTH_TOKEN = os.environ.get("TWILIO_AUTH_TOKEN", "")
 # Only for tests and local fakes: where the twilio client sends its HTTP requests.
 TWILIO_API_BASE_URL = os.environ.get("TWILIO_API_BASE_URL", "")
-TWILIO_TIMEOUT_S = env_float("TWILIO_TIMEOUT_S", 15)
+TWILIO_TIMEOUT_S = env_float("TWILIO_TIMEOUT_S", 10)
 # The console backends print whole messages (tokens, addresses) into the log: refused in
 # production unless explicitly allowed (`make run` allows them).
 NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS = env_bool("NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS", False)
@@ -358,6 +362,13 @@ NOTIFYFLOW_SMS_BACKENDS = _env_providers("NOTIFYFLOW_SMS_BACKENDS")
 # provider is skipped for OPEN_S seconds. 0 turns it off.
 NOTIFYFLOW_CIRCUIT_FAILURES = env_int("NOTIFYFLOW_CIRCUIT_FAILURES", 0)
 NOTIFYFLOW_CIRCUIT_OPEN_S = env_float("NOTIFYFLOW_CIRCUIT_OPEN_S", 60)
+# Send slots per channel in each worker (executions/channel_slots.py): the sends of one
+# channel may hold at most this many of the worker's processes at once (0: all but one),
+# so a hung provider leaves the other channels a process. A step that finds no free slot
+# within SLOT_WAIT_S sends nothing and runs again BUSY_RETRY_S later (no attempt counted).
+NOTIFYFLOW_CHANNEL_SLOTS = env_int("NOTIFYFLOW_CHANNEL_SLOTS", 0)
+NOTIFYFLOW_CHANNEL_SLOT_WAIT_S = env_float("NOTIFYFLOW_CHANNEL_SLOT_WAIT_S", 0.5)
+NOTIFYFLOW_CHANNEL_BUSY_RETRY_S = env_float("NOTIFYFLOW_CHANNEL_BUSY_RETRY_S", 5)
 # Given to Twilio as each message's StatusCallback (the public URL of
 # /webhooks/twilio/status/); empty: Twilio sends no status callbacks.
 NOTIFYFLOW_TWILIO_STATUS_CALLBACK_URL = os.environ.get("NOTIFYFLOW_TWILIO_STATUS_CALLBACK_URL", "")

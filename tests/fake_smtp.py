@@ -8,18 +8,23 @@ import threading
 
 class FakeSmtpServer:
     """``mode``: "accept" (stores each message), "451" (answers the greeting with 451),
-    "close" (closes the connection without a word), "550" (rejects every RCPT)."""
+    "close" (closes the connection without a word), "550" (rejects every RCPT), "hang"
+    (accepts the connection and never says a word, as a SIGSTOPped server does)."""
 
     def __init__(self, mode: str = "accept") -> None:
         self.mode = mode
         self.messages: list[bytes] = []
         self.connections = 0
+        self.closed = threading.Event()
         fake = self
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self):
                 fake.connections += 1
                 if fake.mode == "close":
+                    return
+                if fake.mode == "hang":
+                    fake.closed.wait()
                     return
                 if fake.mode == "451":
                     self.wfile.write(b"451 4.3.2 try again later\r\n")
@@ -63,5 +68,6 @@ class FakeSmtpServer:
         }
 
     def close(self) -> None:
+        self.closed.set()
         self.server.shutdown()
         self.server.server_close()

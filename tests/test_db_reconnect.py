@@ -85,7 +85,7 @@ def test_outcome_replayed_after_its_commit_landed_writes_nothing_twice(settings,
     real = engine._record_reconnecting
     replays: list[bool] = []
 
-    def commit_then_lose_the_connection(record, instance_id):
+    def commit_then_lose_the_connection(record, instance_id, **kwargs):
         def record_once_then_die(replay: bool) -> bool:
             replays.append(replay)
             recorded = record(replay)
@@ -94,7 +94,7 @@ def test_outcome_replayed_after_its_commit_landed_writes_nothing_twice(settings,
                 _select_one()  # raises: the worker cannot know the COMMIT landed
             return recorded
 
-        return real(record_once_then_die, instance_id)
+        return real(record_once_then_die, instance_id, **kwargs)
 
     monkeypatch.setattr(engine, "_record_reconnecting", commit_then_lose_the_connection)
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())

@@ -20,6 +20,8 @@ from liquid import Environment, StrictDefaultUndefined
 from liquid.exceptions import LiquidError, ResourceLimitError
 from liquid.undefined import Undefined
 
+from .template_filters import bound_filters
+
 
 class TemplateError(Exception):
     """A template failed to parse or render; ``str()`` says where."""
@@ -44,7 +46,13 @@ def liquid_environment(
             "local_namespace_limit": settings.NOTIFYFLOW_TEMPLATE_NAMESPACE_LIMIT,
         },
     )
-    return limited(undefined=undefined, autoescape=autoescape)
+    environment = limited(undefined=undefined, autoescape=autoescape)
+    # The output limit is checked as text is written; a filter could build far more
+    # before that (``split: "" | join: s`` is quadratic): bound each one before it runs.
+    environment.filters = bound_filters(
+        environment.filters, limit=settings.NOTIFYFLOW_TEMPLATE_OUTPUT_LIMIT
+    )
+    return environment
 
 
 @lru_cache(maxsize=1)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from workflows.durations import parse_duration
+from workflows.durations import MAX_DURATION, parse_duration
 
 from ..providers.base import ProviderError
 from .base import NodeResult, StepContext
@@ -18,17 +18,38 @@ def execute(step: StepContext) -> NodeResult:
         how = f"duration={config['duration']}"
     else:
         text = step.render("until").strip()
-        try:
-            resume_at = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise ProviderError(
-                f"until: {text!r} is not an ISO-8601 timestamp", permanent=True
-            ) from exc
-        if resume_at.tzinfo is None:
-            resume_at = resume_at.replace(tzinfo=UTC)
-        how = f"until={text}"
+        resume_at = _until(text, step.now)
+        how = f"until={text[:100]}"
     output = {"resume_at": resume_at.isoformat(), "rule": how}
     if resume_at <= step.now:
         output["note"] = "the delay ends in the past: continuing at once"
         resume_at = step.now
     return NodeResult(output=output, resume_at=resume_at)
+
+
+def _until(text: str, now: datetime) -> datetime:
+    """The rendered ``until`` as an aware UTC instant at most MAX_DURATION (the cap a
+    ``duration`` has at save) after ``now``; a permanent error otherwise.
+
+    Checked here, where a payload's value becomes an instance's ``available_at``: an
+    instant Python can represent may still lie past PostgreSQL's year 9999 once moved to
+    UTC (``9999-12-31T23:59:59-05:00``), and such a row cannot be read back. An instant
+    in the past (however far) continues at once."""
+    shown = repr(text) if len(text) <= 80 else repr(text[:80] + "…")
+    try:
+        until = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ProviderError(f"until: {shown} is not an ISO-8601 timestamp", permanent=True) from exc
+    if until.tzinfo is None:
+        until = until.replace(tzinfo=UTC)
+    # Aware subtraction works on the offsets without converting (no overflow at the
+    # edges of the calendar); timedelta spans far more than any datetime difference.
+    ahead = until - now
+    if ahead > MAX_DURATION:
+        raise ProviderError(
+            f"until: {shown} is more than the maximum of {MAX_DURATION.days} days away",
+            permanent=True,
+        )
+    if ahead <= timedelta(0):
+        return until  # the caller continues at once (not converted: year 1 may underflow)
+    return until.astimezone(UTC)
