@@ -2,13 +2,20 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from notifyflow.fields import (
+    InputSerializer,
+    QuerySerializer,
+    StrictBooleanField,
+    StrictCharField,
+)
+
 from .models import Workflow
 
 
-class WorkflowInputSerializer(serializers.Serializer):
+class WorkflowInputSerializer(InputSerializer):
     key = serializers.SlugField(max_length=100)
-    name = serializers.CharField(max_length=200)
-    is_active = serializers.BooleanField(default=True)
+    name = StrictCharField(max_length=200)
+    is_active = StrictBooleanField(default=True)
     definition = serializers.JSONField()
 
 
@@ -32,7 +39,7 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-class DiagramQuerySerializer(serializers.Serializer):
+class DiagramQuerySerializer(QuerySerializer):
     """The query string of GET /workflows/{key}/diagram/."""
 
     format = serializers.ChoiceField(
