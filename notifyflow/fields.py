@@ -5,6 +5,7 @@ its OpenAPI schema at once."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -78,6 +79,39 @@ class StrictIntegerField(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class StrictSlugField(serializers.SlugField):
+    """A slug that is a JSON string (DRF's SlugField also takes the number 12 as "12")."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class QueryIntegerField(serializers.IntegerField):
+    """An integer query parameter written as one: "12" (DRF also takes "12.0" and " 12")."""
+
+    _DIGITS = re.compile(r"-?[0-9]+")
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, str) or not self._DIGITS.fullmatch(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class QueryBooleanField(serializers.BooleanField):
+    """A boolean query parameter: ``true`` or ``false``, as the schema writes them."""
+
+    default_error_messages = {"invalid": "must be true or false"}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if isinstance(data, bool):  # DRF's own value for a parameter left out
+            return data
+        if data not in ("true", "false"):
+            self.fail("invalid")
+        return data == "true"
 
 
 class StrictBooleanField(serializers.BooleanField):

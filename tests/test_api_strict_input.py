@@ -415,3 +415,23 @@ def test_the_schema_says_bodies_refuse_unknown_fields_and_strings_are_not_blank(
     cursor = next(p for p in triggers["parameters"] if p["name"] == "cursor")
     assert "invalid_cursor" in cursor["description"]
     assert "414" in triggers["responses"] and "400" in triggers["responses"]
+
+
+@pytest.mark.parametrize(
+    "url,field",
+    [
+        ("/api/v1/triggers/?include_payload=yes", "include_payload"),
+        ("/api/v1/workflows/{key}/diagram/?version=1.0", "version"),
+        ("/api/v1/workflows/{key}/diagram/?version=%201", "version"),
+    ],
+)
+def test_a_query_value_not_written_as_the_schema_says_is_refused(api, workflow, url, field):
+    response = api.get(url.format(key=workflow.key))
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == field
+
+
+def test_a_workflow_key_must_be_a_json_string(api):
+    response = _json(api, "POST", "/api/v1/workflows/", {"key": 12, "name": "N", "definition": {}})
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == "key"

@@ -9,7 +9,13 @@ from rest_framework import serializers
 
 from notifyflow.api_errors import error_body, validation_error
 from notifyflow.errors import ApplicationError
-from notifyflow.fields import InputSerializer, JsonObjectField, QuerySerializer, StrictCharField
+from notifyflow.fields import (
+    InputSerializer,
+    JsonObjectField,
+    QueryBooleanField,
+    QuerySerializer,
+    StrictCharField,
+)
 from notifyflow.parsers import check_storable
 from notifyflow.redaction import redact
 
@@ -211,7 +217,7 @@ class TriggerSummarySerializer(TriggerOutputSerializer):
 
 
 class TriggerListFilterSerializer(QuerySerializer):
-    include_payload = serializers.BooleanField(
+    include_payload = QueryBooleanField(
         required=False, default=False, help_text="Include each instance's payload"
     )
     workflow = serializers.SlugField(required=False)

@@ -4,16 +4,18 @@ from rest_framework import serializers
 
 from notifyflow.fields import (
     InputSerializer,
+    QueryIntegerField,
     QuerySerializer,
     StrictBooleanField,
     StrictCharField,
+    StrictSlugField,
 )
 
 from .models import Workflow
 
 
 class WorkflowInputSerializer(InputSerializer):
-    key = serializers.SlugField(max_length=100)
+    key = StrictSlugField(max_length=100)
     name = StrictCharField(max_length=200)
     is_active = StrictBooleanField(default=True)
     definition = serializers.JSONField()
@@ -45,6 +47,6 @@ class DiagramQuerySerializer(QuerySerializer):
     format = serializers.ChoiceField(
         choices=["mermaid", "dot"], default="mermaid", help_text="mermaid (default) or dot"
     )
-    version = serializers.IntegerField(
+    version = QueryIntegerField(
         min_value=1, required=False, help_text="A version number; the current one if omitted"
     )
