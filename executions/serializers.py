@@ -4,7 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from notifyflow.fields import JsonObjectField
+from notifyflow.fields import InputSerializer, JsonObjectField, QuerySerializer, StrictIntegerField
 from notifyflow.redaction import redact
 from triggers.serializers import StatusChangeOutputSerializer, TriggerOutputSerializer
 
@@ -46,7 +46,7 @@ class StepLogOutputSerializer(serializers.ModelSerializer):
         return data
 
 
-class StepLogFilterSerializer(serializers.Serializer):
+class StepLogFilterSerializer(QuerySerializer):
     trigger = serializers.UUIDField(required=False)
     node = serializers.CharField(required=False, max_length=64)
 
@@ -147,9 +147,9 @@ class DeliveryOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-class PreviewInputSerializer(serializers.Serializer):
+class PreviewInputSerializer(InputSerializer):
     payload = JsonObjectField()
-    version = serializers.IntegerField(required=False, min_value=1)
+    version = StrictIntegerField(required=False, min_value=1)
 
 
 class PreviewNodeSerializer(serializers.Serializer):

@@ -8,12 +8,12 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.generics import GenericAPIView, get_object_or_404
+from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import limit_to_workflows, paginated_list, validated_body
-from notifyflow.pagination import StepLogsOldestFirst
+from notifyflow.api import ApiView, limit_to_workflows, paginated_list, validated_body
+from notifyflow.pagination import ByIdOldestFirst, StepLogsOldestFirst
 from triggers.permissions import require_visible_instance, visible_instances
 from triggers.serializers import TriggerListFilterSerializer, TriggerOutputSerializer
 from triggers.views import TriggerListCreateView
@@ -52,7 +52,7 @@ def _sent_to(queryset: QuerySet, recipient: str) -> QuerySet:
 # so the filter is added here and notifyflow/urls.py points at this view. (A comment,
 # not a docstring: drf-spectacular would publish a docstring as the API description.)
 class TriggerListView(TriggerListCreateView):
-    filter_serializer = TriggerListByRecipientFilterSerializer
+    query_serializer_class = TriggerListByRecipientFilterSerializer
     filter_lookups = {**TriggerListCreateView.filter_lookups, "recipient": _sent_to}
 
     @extend_schema(
@@ -72,7 +72,7 @@ def _require_visible_workflow(request: Request, key: str) -> None:
         get_object_or_404(limit_to_workflows(request, Workflow.objects.only("id")), key=key)
 
 
-class TriggerStepsView(GenericAPIView):
+class TriggerStepsView(ApiView):
     """Step logs of one trigger instance, oldest first."""
 
     serializer_class = StepLogOutputSerializer
@@ -87,9 +87,10 @@ class TriggerStepsView(GenericAPIView):
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
 
-class StepLogListView(GenericAPIView):
+class StepLogListView(ApiView):
     serializer_class = StepLogOutputSerializer
     pagination_class = StepLogsOldestFirst
+    query_serializer_class = StepLogFilterSerializer
 
     @extend_schema(
         parameters=[StepLogFilterSerializer], responses=StepLogOutputSerializer(many=True)
@@ -97,18 +98,16 @@ class StepLogListView(GenericAPIView):
     def get(self, request: Request) -> Response:
         return paginated_list(
             self,
-            request,
             visible_instances(
                 StepExecutionLog.objects.select_related("workflow"),
                 request.user,
                 prefix="trigger__",
             ),
-            StepLogFilterSerializer,
             {"trigger": "trigger_id", "node": "node_id"},
         )
 
 
-class TriggerTimelineView(GenericAPIView):
+class TriggerTimelineView(ApiView):
     """Where an instance is, what happened and what it waits for: its status
     history (creation included), step logs, inbox and pending work; 404 unknown."""
 
@@ -120,7 +119,7 @@ class TriggerTimelineView(GenericAPIView):
         return Response(self.get_serializer(instance_timeline(instance_id=id)).data)
 
 
-class WorkflowStatsView(GenericAPIView):
+class WorkflowStatsView(ApiView):
     """Instances per status and per-node executions, successes and failures over all
     versions; 404 unknown workflow."""
 
@@ -131,11 +130,12 @@ class WorkflowStatsView(GenericAPIView):
         return Response(self.get_serializer(workflow_stats(key=key)).data)
 
 
-class TriggerDeliveriesView(GenericAPIView):
+class TriggerDeliveriesView(ApiView):
     """Deliveries of one trigger instance (one per sending node), oldest first, each
     with its provider attempts and status events."""
 
     serializer_class = DeliveryOutputSerializer
+    pagination_class = ByIdOldestFirst
     required_scope = {"GET": "read_own"}
 
     @extend_schema(responses=DeliveryOutputSerializer(many=True))
@@ -184,7 +184,7 @@ def twilio_status_callback(request: HttpRequest) -> HttpResponse:
     return HttpResponse(status=204)
 
 
-class WorkflowPreviewView(GenericAPIView):
+class WorkflowPreviewView(ApiView):
     """What a payload would make the workflow do: the path and every node rendered.
     Nothing is sent and nothing is written."""
 

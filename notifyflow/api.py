@@ -7,6 +7,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import is_valid_path
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.generics import GenericAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -16,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 
 from .errors import ApplicationError
+from .fields import InputSerializer, QuerySerializer
 
 
 def workflow_limit(request: Request) -> list[str]:
@@ -80,6 +83,11 @@ def validated_body(
     A serializer class that declares ``stateless_validation = True`` (no context, no
     instance, nothing kept between calls) is validated by one shared instance: DRF
     deep-copies every declared field into each new serializer, ~7% of a POST."""
+    if not issubclass(serializer_class, InputSerializer):
+        # Every body refuses unknown fields: a programming error, caught by any test.
+        raise TypeError(
+            f"{serializer_class.__name__} must subclass notifyflow.fields.InputSerializer"
+        )
     data = json_object_body(request, limit)
     if getattr(serializer_class, "stateless_validation", False):
         shared = _shared_serializers.get(serializer_class)
@@ -94,23 +102,87 @@ def validated_body(
 _shared_serializers: dict[type[Serializer], Serializer] = {}
 
 
+def no_body(request: Request) -> None:
+    """For an operation that takes no body: a JSON object with any key in it is refused
+    (``unknown_field``), as every other endpoint refuses a field it does not know."""
+    data = request.data
+    if not data:
+        return
+    if isinstance(data, dict):
+        name = str(next(iter(data)))
+        raise ApplicationError(
+            code="unknown_field",
+            field=name,
+            message=f"{name}: unknown field; this operation takes no body",
+        )
+    raise ApplicationError(
+        code="unexpected_body", field="body", message="body: this operation takes no body"
+    )
+
+
+# Base of every API view: the query string is validated before the handler runs.
+# ``query_serializer_class`` (a ``QuerySerializer``) declares the parameters of GET; the
+# paginator's own (``cursor``, ``page_size``, ``limit``, ``offset``) are allowed on GET
+# when the view has one. Anything else, on any method, is a 400 ``unknown_parameter``
+# naming it; the validated values are ``self.query``. (A comment, not a docstring:
+# drf-spectacular would publish it as the description of every operation.)
+class ApiView(GenericAPIView):
+    # A list view sets its own; a view without one takes no pagination parameters.
+    pagination_class = None
+    query_serializer_class: type[QuerySerializer] | None = None
+    query: dict[str, Any]
+
+    def get_query_serializer_class(self) -> type[QuerySerializer] | None:
+        if self.request.method in ("GET", "HEAD"):
+            return self.query_serializer_class
+        return None
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # authentication, scope, throttle first
+        if hasattr(self, (request.method or "").lower()):  # else 405, whatever the query
+            self.query = self.validated_query(request)
+
+    def validated_query(self, request: Request) -> dict[str, Any]:
+        serializer_class = self.get_query_serializer_class() or QuerySerializer
+        extra: list[str] = []
+        if self.paginator is not None and request.method in ("GET", "HEAD"):
+            extra = [p["name"] for p in self.paginator.get_schema_operation_parameters(self)]
+        serializer = serializer_class(
+            data=request.query_params, context={"extra_parameters": extra}
+        )
+        serializer.is_valid(raise_exception=True)
+        return dict(serializer.validated_data)
+
+
+class ApiAppendSlashMiddleware:
+    """Under ``/api/``, a path without its trailing slash is served exactly as the path
+    with it, whatever the method. (Django's APPEND_SLASH answers 301, which clients
+    follow as a GET: ``POST /api/v1/triggers`` would come back 200 with the list, and
+    the caller would believe the trigger created.) Placed before CommonMiddleware, which
+    then sees the slashed path and redirects nothing."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        path = request.path_info
+        if path.startswith("/api/") and not path.endswith("/"):
+            urlconf = getattr(request, "urlconf", None)
+            if not is_valid_path(path, urlconf) and is_valid_path(f"{path}/", urlconf):
+                request.path_info = f"{path}/"
+                request.path = f"{request.path}/"
+        return self.get_response(request)
+
+
 Lookup = str | Callable[[QuerySet, Any], QuerySet]
 
 
-def paginated_list(
-    view: GenericAPIView,
-    request: Request,
-    queryset: QuerySet,
-    filter_serializer: type[Serializer],
-    lookups: Mapping[str, Lookup],
-) -> Response:
-    """Validate the query-string filters (400 naming a bad one), apply each given filter
-    as ``queryset.filter(lookups[name]=value)`` (or ``lookups[name](queryset, value)``
-    when it is a function), and answer one page; the serializer's context has every
+def paginated_list(view: ApiView, queryset: QuerySet, lookups: Mapping[str, Lookup]) -> Response:
+    """Apply each filter of the view's validated query string (``view.query``) as
+    ``queryset.filter(lookups[name]=value)`` (or ``lookups[name](queryset, value)`` when
+    it is a function), and answer one page; the serializer's context has every
     validated value."""
-    filters = filter_serializer(data=request.query_params)
-    filters.is_valid(raise_exception=True)
-    for name, value in filters.validated_data.items():
+    for name, value in view.query.items():
         lookup = lookups.get(name)
         if lookup is None:  # not a filter: an option of the representation
             continue
@@ -121,7 +193,7 @@ def paginated_list(
     page = view.paginate_queryset(queryset)
     # Every validated value reaches the serializer too (``include_payload``, say).
     serializer = view.get_serializer(
-        page, many=True, context={**view.get_serializer_context(), **filters.validated_data}
+        page, many=True, context={**view.get_serializer_context(), **view.query}
     )
     return view.get_paginated_response(serializer.data)
 

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from drf_spectacular import openapi as spectacular_openapi
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.plumbing import force_instance
+from rest_framework import serializers
+
+from .fields import InputSerializer, QuerySerializer
 
 ERROR_COMPONENT = "Error"
 _FIELD = {"type": "string", "nullable": True, "description": "the offending field, if any"}
@@ -40,19 +45,36 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 # status -> when it is documented, as a test over the operation (see document_errors).
 ERROR_DESCRIPTIONS = {
-    "400": "Invalid input: the body, a query parameter or a JSON value (the field is named)",
+    "400": "Invalid input: the body, a query parameter or a JSON value (the field is "
+    "named); an unknown body field or query parameter is refused (`unknown_field`, "
+    "`unknown_parameter`), and no string anywhere in a body may hold NUL (U+0000) or a "
+    "lone UTF-16 surrogate",
     "401": "No API key, a malformed Authorization header, or an invalid or revoked key",
     "403": "The API key's scope (or its workflow list) does not allow this",
     "404": "No such object",
-    "409": "The object's state does not allow this (e.g. already finished)",
+    "409": "The object's state does not allow this (e.g. already finished), its key is "
+    "taken, or a limit on what exists is reached (bindings per event)",
     "413": "Body larger than NOTIFYFLOW_MAX_PAYLOAD_BYTES",
     "411": "A body sent without Content-Length (chunked bodies are not accepted)",
     "415": "Content-Type is not application/json",
     "429": "Too many requests for this API key (NOTIFYFLOW_THROTTLE_RATE); see Retry-After",
+    "414": "Request line (path and query string) longer than the server accepts "
+    "(gunicorn: 4,094 bytes); the body is the server's, not the error shape",
 }
+# Every string of a request can hold neither NUL nor a lone surrogate (the parser refuses
+# both, 400); a required one is also not blank (whitespace only counts as blank).
+NO_NUL_PATTERN = "^[^\\u0000]*$"
+NON_BLANK_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
 # Operations whose service can refuse with ConflictError (409) or find no instance (404,
 # also without an id in the path: cancel by key), by path suffix.
 CONFLICT_PATH_SUFFIXES = ("/cancel/", "/retry/", "/run-now/", "}/events/")
+# Saves refused by what exists: a taken key (duplicate_key), an event with the most
+# bindings it may have (too_many_bindings).
+CONFLICT_OPERATIONS = {
+    ("post", "/api/v1/workflows/"),
+    ("post", "/api/v1/workflow-triggers/"),
+    ("put", "/api/v1/workflow-triggers/{id}/"),
+}
 
 
 class ApiKeyBearerScheme(OpenApiAuthenticationExtension):
@@ -70,18 +92,18 @@ class ApiKeyBearerScheme(OpenApiAuthenticationExtension):
 
 
 def _error_codes(path: str, method: str, operation: dict[str, Any]) -> list[str]:
-    parameters = operation.get("parameters") or []
-    codes = []
-    if operation.get("requestBody") or any(p.get("in") == "query" for p in parameters):
-        codes.append("400")
+    # 400 everywhere: an unknown query parameter (or body field) is refused on every operation.
+    codes = ["400"]
     if any(requirement for requirement in operation.get("security") or []):
         codes += ["401", "403", "429"]
     if "{" in path or (method == "post" and path.endswith(CONFLICT_PATH_SUFFIXES)):
         codes.append("404")
-    if method == "post" and path.endswith(CONFLICT_PATH_SUFFIXES):
+    conflict_suffix = method == "post" and path.endswith(CONFLICT_PATH_SUFFIXES)
+    if conflict_suffix or (method, path) in CONFLICT_OPERATIONS:
         codes.append("409")
     if operation.get("requestBody"):
         codes += ["411", "413", "415"]
+    codes.append("414")
     return codes
 
 
@@ -95,16 +117,42 @@ def document_errors(result: dict[str, Any], generator: Any, request: Any, public
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
             for code in _error_codes(path, method, operation):
-                operation["responses"].setdefault(
-                    code,
-                    {
-                        "description": ERROR_DESCRIPTIONS[code],
-                        "content": {"application/json": {"schema": ref}},
-                    },
-                )
+                response: dict[str, Any] = {"description": ERROR_DESCRIPTIONS[code]}
+                if code != "414":  # answered by the HTTP server before the app
+                    response["content"] = {"application/json": {"schema": ref}}
+                operation["responses"].setdefault(code, response)
     return result
 
 
 class AutoSchema(spectacular_openapi.AutoSchema):
-    """drf-spectacular's schema; importing this module registers ApiKeyBearerScheme
+    """drf-spectacular's schema, plus what the input serializers enforce beyond DRF's
+    defaults (notifyflow.fields): a request body refuses unknown fields
+    (``additionalProperties: false``); a request string is never blank unless the field
+    allows it, and never holds NUL. Importing this module registers ApiKeyBearerScheme
     before any operation is inspected."""
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        schema = super()._map_basic_serializer(serializer, direction)
+        instance = force_instance(serializer)
+        if isinstance(instance, InputSerializer) and not isinstance(instance, QuerySerializer):
+            schema["additionalProperties"] = False
+        return schema
+
+    def _map_serializer_field(
+        self, field: Any, direction: str, bypass_extensions: bool = False
+    ) -> dict[str, Any]:
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if (
+            direction == "request"
+            and isinstance(field, serializers.CharField)
+            and not any(isinstance(v, RegexValidator) for v in field.validators)
+            and isinstance(schema, dict)
+            and schema.get("type") == "string"
+            and not {"format", "pattern", "enum"} & schema.keys()
+        ):
+            if getattr(field, "allow_blank", False):
+                schema["pattern"] = NO_NUL_PATTERN
+            else:
+                schema["minLength"] = max(schema.get("minLength", 0), 1)
+                schema["pattern"] = NON_BLANK_PATTERN
+        return schema

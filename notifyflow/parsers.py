@@ -1,9 +1,11 @@
 """The API's one JSON parser: what it accepts is what both databases can store.
 
 Python's json module reads ``1e999`` as infinity and ``NaN``/``Infinity`` as floats;
-PostgreSQL's jsonb and SQLite's JSON1 reject them (a 500 at the INSERT), and a NUL
-character is refused by PostgreSQL's jsonb but silently kept by SQLite. So every body is
-checked here, once, before any view sees it: a 400 naming the field, on every endpoint.
+PostgreSQL's jsonb and SQLite's JSON1 reject them (a 500 at the INSERT), a NUL
+character is refused by PostgreSQL's jsonb but silently kept by SQLite, and a lone UTF-16
+surrogate (``"\ud800"``: valid JSON, not valid Unicode) cannot be encoded as UTF-8 by any
+driver. So every body is checked here, once, before any view sees it: a 400 naming the
+field, on every endpoint.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import codecs
 import json
 import math
+import re
 from typing import Any
 
 from django.conf import settings
@@ -37,6 +40,19 @@ def _parse_float(text: str) -> float:
     return value if math.isfinite(value) else _NonFinite(text)
 
 
+# After json.loads a valid pair (\ud83d\ude00) is one character: any surrogate left is lone.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text_problem(text: str) -> tuple[str, str] | None:
+    """(code, problem) for a string no database can store, else None."""
+    if "\x00" in text:
+        return "nul_character", "contains a NUL character"
+    if not text.isascii() and _SURROGATE.search(text):
+        return "lone_surrogate", "contains a lone UTF-16 surrogate (not valid Unicode)"
+    return None
+
+
 def _path(parent: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{parent}[{key}]"
@@ -44,22 +60,25 @@ def _path(parent: str, key: str | int) -> str:
 
 
 def check_storable(value: Any, path: str = "") -> None:
-    """Raise ApplicationError (400) naming the first non-finite number or NUL character
-    in ``value`` (a parsed JSON document). Iterative: nesting depth is bounded by the
-    parser, not by this walk."""
+    """Raise ApplicationError (400) naming the first non-finite number, NUL character or
+    lone surrogate in ``value`` (a parsed JSON document), keys included. Iterative:
+    nesting depth is bounded by the parser, not by this walk."""
     stack: list[tuple[str, Any]] = [(path, value)]
     while stack:
         where, item = stack.pop()
         if isinstance(item, dict):
             for key, child in item.items():
-                if "\x00" in key:
-                    _refuse(where or "body", "nul_character", "a key contains a NUL character")
+                problem = _text_problem(key)
+                if problem is not None:
+                    # The key cannot be shown as the field either: name its parent.
+                    _refuse(where or "body", problem[0], f"a key {problem[1]}")
                 stack.append((_path(where, key), child))
         elif isinstance(item, list):
             stack.extend((_path(where, index), child) for index, child in enumerate(item))
         elif isinstance(item, str):
-            if "\x00" in item:
-                _refuse(where or "body", "nul_character", "contains a NUL character")
+            problem = _text_problem(item)
+            if problem is not None:
+                _refuse(where or "body", *problem)
         elif isinstance(item, float) and not math.isfinite(item):
             text = getattr(item, "text", repr(item))
             _refuse(
@@ -75,8 +94,8 @@ def _refuse(field: str, code: str, problem: str) -> None:
 
 class JSONParser(parsers.JSONParser):
     """DRF's JSON parser, plus: pathologically deep nesting refused as malformed
-    (Python's json raises RecursionError there), and non-finite numbers and NUL
-    characters refused with a 400 naming the field (``check_storable``)."""
+    (Python's json raises RecursionError there), and non-finite numbers, NUL characters
+    and lone surrogates refused with a 400 naming the field (``check_storable``)."""
 
     check_values = True
 

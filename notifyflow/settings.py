@@ -114,6 +114,9 @@ MIDDLEWARE = [
     # cached forever, gzip/brotli precompressed by collectstatic.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Before CommonMiddleware: an API path without its trailing slash is served, never
+    # redirected (a 301 turns a POST into a GET).
+    "notifyflow.api.ApiAppendSlashMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

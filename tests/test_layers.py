@@ -58,7 +58,7 @@ def test_twenty_concurrent_workflow_posts_with_one_key_give_one_201(live_server)
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(statuses) == [201] + [400] * 19, statuses
+    assert sorted(statuses) == [201] + [409] * 19, statuses
     assert set(codes) == {"duplicate_key"}
 
 

@@ -110,7 +110,7 @@ def test_bindings_per_event_are_capped(api, settings, workflow):
         {"event_name": "SIGNUP", "workflow": workflow.key},
         format="json",
     )
-    assert response.status_code == 400 and response.json()["code"] == "too_many_bindings"
+    assert response.status_code == 409 and response.json()["code"] == "too_many_bindings"
 
 
 def test_event_fan_out_is_bounded_even_for_stored_bindings(api, settings, workflow):

@@ -65,7 +65,7 @@ def test_invalid_put_keeps_the_old_version(api):
 def test_duplicate_key_and_key_mismatch(api):
     api.post(URL, body(), format="json")
     dup = api.post(URL, body(), format="json")
-    assert dup.status_code == 400 and dup.json()["code"] == "duplicate_key"
+    assert dup.status_code == 409 and dup.json()["code"] == "duplicate_key"
     mismatch = api.put(f"{URL}welcome/", body(key="other"), format="json")
     assert mismatch.status_code == 400 and mismatch.json()["field"] == "key"
 

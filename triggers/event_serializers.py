@@ -3,16 +3,30 @@ the validation (and the OpenAPI schema); ``triggers.events`` takes typed argumen
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from notifyflow.fields import JsonObjectField, StrictBooleanField, StrictCharField
+from notifyflow.fields import (
+    InputSerializer,
+    JsonObjectField,
+    QuerySerializer,
+    StrictBooleanField,
+    StrictCharField,
+)
 
 from .event_models import EventRecord, WorkflowTrigger
 from .events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
+from .idempotency.config import (
+    MAX_CONTEXT_FIELD_LENGTH,
+    MAX_CONTEXT_FIELDS,
+    MAX_EXPRESSION_LENGTH,
+    MAX_TTL_MINUTES,
+    Strategy,
+)
 from .inbox import MAX_SUBJECTS
 
 
-class EventInputSerializer(serializers.Serializer):
+class EventInputSerializer(InputSerializer):
     name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
     event_id = StrictCharField(
         max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
@@ -28,7 +42,7 @@ class EventInputSerializer(serializers.Serializer):
     )
 
 
-class InstanceEventInputSerializer(serializers.Serializer):
+class InstanceEventInputSerializer(InputSerializer):
     name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
     event_id = StrictCharField(
         max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
@@ -65,13 +79,49 @@ class EventOutputSerializer(serializers.Serializer):
     )
 
 
-class WorkflowTriggerInputSerializer(serializers.Serializer):
+def _option(schema: dict) -> dict:
+    """An option's schema: null is its default (OpenAPI 3.0 wants null in an enum too)."""
+    if "enum" in schema:
+        schema = {**schema, "enum": [*schema["enum"], None]}
+    return {**schema, "nullable": True}
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "strategy": _option({"type": "string", "enum": [s.value for s in Strategy]}),
+            "ttlMinutes": _option({"type": "integer", "minimum": 1, "maximum": MAX_TTL_MINUTES}),
+            "contextFields": _option(
+                {
+                    "type": "array",
+                    "maxItems": MAX_CONTEXT_FIELDS,
+                    "items": {"type": "string", "maxLength": MAX_CONTEXT_FIELD_LENGTH},
+                }
+            ),
+            "includeTriggerId": _option({"type": "boolean"}),
+            "includeEventType": _option({"type": "boolean"}),
+            "includeEventId": _option({"type": "boolean"}),
+            "customExpression": _option({"type": "string", "maxLength": MAX_EXPRESSION_LENGTH}),
+            "failOnMissingContext": _option({"type": "boolean"}),
+        },
+    }
+)
+class IdempotencySettingField(JsonObjectField):
+    """How the binding's idempotency keys are made (a JSON object; {} or absent: UUID).
+    Rules across options are checked at save, naming the option."""
+
+
+class WorkflowTriggerInputSerializer(InputSerializer):
     event_name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
     workflow = StrictCharField(max_length=100, help_text="Workflow key")
     is_active = StrictBooleanField(default=True)
-    idempotency_setting = serializers.JSONField(
-        required=False,
-        help_text="strategy, ttlMinutes, contextFields, includeTriggerId, "
+    idempotency_setting = IdempotencySettingField(
+        help_text="{} or absent: UUID. TIME_WINDOW and CONTEXT_TIME_WINDOW need "
+        "ttlMinutes; CONTEXT_BASED and CONTEXT_TIME_WINDOW a non-empty contextFields; "
+        "CUSTOM_EXPRESSION a customExpression; EVENT_BASED includeEventType or "
+        "includeEventId. Options: strategy, ttlMinutes, contextFields, includeTriggerId, "
         "includeEventType, includeEventId, customExpression, failOnMissingContext",
     )
 
@@ -92,12 +142,12 @@ class WorkflowTriggerOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-class WorkflowTriggerFilterSerializer(serializers.Serializer):
+class WorkflowTriggerFilterSerializer(QuerySerializer):
     event_name = serializers.CharField(required=False, max_length=200)
     workflow = serializers.SlugField(required=False)
 
 
-class PreviewKeyInputSerializer(serializers.Serializer):
+class PreviewKeyInputSerializer(InputSerializer):
     context = JsonObjectField()
     event_id = StrictCharField(
         max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None

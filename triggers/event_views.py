@@ -6,11 +6,10 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import paginated_list, validated_body
+from notifyflow.api import ApiView, paginated_list, validated_body
 from notifyflow.pagination import ByIdOldestFirst
 
 from .event_models import WorkflowTrigger
@@ -36,7 +35,7 @@ from .inbox import deliver_to_instance
 from .permissions import actor, require_visible_instance, require_workflow, visible_workflows
 
 
-class EventReceiveView(GenericAPIView):
+class EventReceiveView(ApiView):
     serializer_class = EventOutputSerializer
     required_scope = {"POST": "trigger"}
 
@@ -67,7 +66,7 @@ class EventReceiveView(GenericAPIView):
         )
 
 
-class InstanceEventView(GenericAPIView):
+class InstanceEventView(ApiView):
     """Deliver an event to one running instance's inbox."""
 
     serializer_class = InstanceEventOutputSerializer
@@ -96,9 +95,10 @@ def _save_kwargs(request: Request) -> dict:
     }
 
 
-class WorkflowTriggerListCreateView(GenericAPIView):
+class WorkflowTriggerListCreateView(ApiView):
     serializer_class = WorkflowTriggerOutputSerializer
     pagination_class = ByIdOldestFirst
+    query_serializer_class = WorkflowTriggerFilterSerializer
 
     def get_queryset(self) -> QuerySet[WorkflowTrigger]:
         return visible_workflows(
@@ -115,9 +115,7 @@ class WorkflowTriggerListCreateView(GenericAPIView):
     def get(self, request: Request) -> Response:
         return paginated_list(
             self,
-            request,
             self.get_queryset(),
-            WorkflowTriggerFilterSerializer,
             {"event_name": "event_name", "workflow": "workflow__key"},
         )
 
@@ -129,7 +127,7 @@ class WorkflowTriggerListCreateView(GenericAPIView):
         return Response(self.get_serializer(binding).data, status=status.HTTP_201_CREATED)
 
 
-class WorkflowTriggerDetailView(GenericAPIView):
+class WorkflowTriggerDetailView(ApiView):
     serializer_class = WorkflowTriggerOutputSerializer
     lookup_field = "id"
 
@@ -154,7 +152,7 @@ class WorkflowTriggerDetailView(GenericAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class WorkflowTriggerPreviewKeyView(GenericAPIView):
+class WorkflowTriggerPreviewKeyView(ApiView):
     serializer_class = PreviewKeyOutputSerializer
     lookup_field = "id"
     # Writes nothing: a read.

@@ -19,7 +19,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from notifyflow import metrics
-from notifyflow.errors import ApplicationError
+from notifyflow.errors import ApplicationError, ConflictError
 from workflows.models import Workflow
 
 from .event_models import EventRecord, WorkflowTrigger
@@ -330,7 +330,8 @@ def workflow_trigger_save(
     if binding is not None:
         others = others.exclude(pk=binding.pk)
     if others.count() >= most:
-        raise ApplicationError(
+        # The request is valid; the event's other bindings are what refuse it.
+        raise ConflictError(
             field="event_name",
             code="too_many_bindings",
             message=f"event_name: {event_name!r} already has {most} bindings (the limit)",

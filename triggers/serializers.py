@@ -4,11 +4,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from notifyflow.api_errors import error_body, validation_error
 from notifyflow.errors import ApplicationError
-from notifyflow.fields import JsonObjectField, StrictCharField
+from notifyflow.fields import (
+    InputSerializer,
+    JsonObjectField,
+    QueryBooleanField,
+    QuerySerializer,
+    StrictCharField,
+)
 from notifyflow.parsers import check_storable
 from notifyflow.redaction import redact
 
@@ -16,7 +23,7 @@ from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from .services import MAX_BULK_ITEMS, MAX_IDEMPOTENCY_KEY_LENGTH, BulkOutcome, TriggerItem
 
 
-class TriggerCreateInputSerializer(serializers.Serializer):
+class TriggerCreateInputSerializer(InputSerializer):
     """The body of POST /api/v1/triggers/."""
 
     stateless_validation = True  # notifyflow.api.validated_body
@@ -26,6 +33,15 @@ class TriggerCreateInputSerializer(serializers.Serializer):
     payload = JsonObjectField(help_text="Any JSON object; templates see it as `payload`")
 
 
+@extend_schema_field(
+    {
+        "type": "array",
+        "maxItems": MAX_BULK_ITEMS,
+        # Any item is accepted into the batch: one that is not a TriggerCreateInput is
+        # answered `invalid` in its result, never a 400 for the request.
+        "items": {"anyOf": [{"$ref": "#/components/schemas/TriggerCreateInput"}, {}]},
+    }
+)
 class BulkItemsField(serializers.ListField):
     """The ``items`` of a bulk request: a list of at most MAX_BULK_ITEMS trigger bodies.
 
@@ -68,15 +84,23 @@ class BulkItemsField(serializers.ListField):
         )
 
 
-class TriggerBulkInputSerializer(serializers.Serializer):
+class TriggerBulkInputSerializer(InputSerializer):
     """The body of POST /api/v1/triggers/bulk/."""
 
     stateless_validation = True  # notifyflow.api.validated_body
 
     items = BulkItemsField(
         help_text=f"At most {MAX_BULK_ITEMS} triggers, each as the body of POST "
-        "/api/v1/triggers/; each is created, replayed or refused on its own"
+        "/api/v1/triggers/; each is created, replayed or refused on its own (an item "
+        "that is not a valid trigger is answered `invalid` in `results`)"
     )
+
+    def to_internal_value(self, data: Any) -> Any:
+        # The parser checks values per item (BulkItemsField); the envelope's own keys and
+        # values are checked here, before an unknown key is named in an error.
+        if isinstance(data, dict):
+            check_storable({key: value for key, value in data.items() if key != "items"})
+        return super().to_internal_value(data)
 
 
 class ItemErrorSerializer(serializers.Serializer):
@@ -192,8 +216,8 @@ class TriggerSummarySerializer(TriggerOutputSerializer):
         return bool(self.context.get("include_payload"))
 
 
-class TriggerListFilterSerializer(serializers.Serializer):
-    include_payload = serializers.BooleanField(
+class TriggerListFilterSerializer(QuerySerializer):
+    include_payload = QueryBooleanField(
         required=False, default=False, help_text="Include each instance's payload"
     )
     workflow = serializers.SlugField(required=False)
@@ -201,8 +225,8 @@ class TriggerListFilterSerializer(serializers.Serializer):
     idempotency_key = serializers.CharField(required=False, max_length=255)
 
 
-class CancelInputSerializer(serializers.Serializer):
-    reason = serializers.CharField(
+class CancelInputSerializer(InputSerializer):
+    reason = StrictCharField(
         max_length=2000,
         required=False,
         default="",

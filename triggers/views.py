@@ -2,12 +2,11 @@ from __future__ import annotations
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
-from rest_framework.generics import GenericAPIView
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import Lookup, paginated_list, validated_body
+from notifyflow.api import ApiView, Lookup, no_body, paginated_list, validated_body
 from notifyflow.errors import ApplicationError
 from notifyflow.pagination import NewestFirst
 from notifyflow.parsers import PartsCheckedJSONParser
@@ -44,12 +43,12 @@ from .services import (
 )
 
 
-class TriggerListCreateView(GenericAPIView):
+class TriggerListCreateView(ApiView):
     serializer_class = TriggerOutputSerializer
     pagination_class = NewestFirst
     required_scope = {"POST": "trigger", "GET": "read_own"}
     # Higher layers may add filters (executions: ?recipient=) by subclassing.
-    filter_serializer: type[serializers.Serializer] = TriggerListFilterSerializer
+    query_serializer_class = TriggerListFilterSerializer
     filter_lookups: dict[str, Lookup] = {
         "workflow": "workflow__key",
         "status": "status",
@@ -98,12 +97,10 @@ class TriggerListCreateView(GenericAPIView):
     def list(self, request: Request) -> Response:
         # Pages carry no payloads unless asked for (?include_payload=true, a lookup that
         # defers the column otherwise): 50 rows of 256 KiB payloads would be 12 MiB.
-        return paginated_list(
-            self, request, self.get_queryset(), self.filter_serializer, self.filter_lookups
-        )
+        return paginated_list(self, self.get_queryset(), self.filter_lookups)
 
 
-class TriggerBulkCreateView(GenericAPIView):
+class TriggerBulkCreateView(ApiView):
     """Create or replay up to 1,000 triggers in one request: 200 with one
     result per item; 400 only for a malformed envelope or too many items."""
 
@@ -143,7 +140,7 @@ def _workflow_refused(workflow: str) -> ApplicationError:
     )
 
 
-class TriggerDetailView(GenericAPIView):
+class TriggerDetailView(ApiView):
     serializer_class = TriggerOutputSerializer
     lookup_field = "id"
     required_scope = {"GET": "read_own"}
@@ -159,7 +156,7 @@ class TriggerDetailView(GenericAPIView):
         return Response(self.get_serializer(self.get_object()).data)
 
 
-class TriggerCancelView(GenericAPIView):
+class TriggerCancelView(ApiView):
     """Cancel one instance: 200 with the instance, 409 already_finished."""
 
     serializer_class = TriggerOutputSerializer
@@ -172,7 +169,7 @@ class TriggerCancelView(GenericAPIView):
         return Response(TriggerOutputSerializer(instance).data)
 
 
-class TriggerRetryView(GenericAPIView):
+class TriggerRetryView(ApiView):
     """Retry a failed instance, as the admin's retry: 200 with the instance,
     404 unknown, 409 ``not_failed``."""
 
@@ -180,12 +177,13 @@ class TriggerRetryView(GenericAPIView):
 
     @extend_schema(request=None, responses={200: TriggerOutputSerializer})
     def post(self, request: Request, id: str) -> Response:
+        no_body(request)
         require_visible_instance(request.user, id)
         instance = instance_retry_or_conflict(instance_id=id, actor=actor(request.user))
         return Response(TriggerOutputSerializer(instance).data)
 
 
-class TriggerRunNowView(GenericAPIView):
+class TriggerRunNowView(ApiView):
     """Skip the delay or backoff an enqueued instance waits on, as the admin's
     run now: 200 with the instance, 404 unknown, 409 ``not_waiting``."""
 
@@ -193,12 +191,13 @@ class TriggerRunNowView(GenericAPIView):
 
     @extend_schema(request=None, responses={200: TriggerOutputSerializer})
     def post(self, request: Request, id: str) -> Response:
+        no_body(request)
         require_visible_instance(request.user, id)
         instance = instance_run_now_or_conflict(instance_id=id, actor=actor(request.user))
         return Response(TriggerOutputSerializer(instance).data)
 
 
-class TriggerCancelByKeyView(GenericAPIView):
+class TriggerCancelByKeyView(ApiView):
     """Cancel the instance of (workflow, idempotency_key), as Knock and Novu do by key."""
 
     serializer_class = TriggerOutputSerializer
@@ -220,7 +219,7 @@ class TriggerCancelByKeyView(GenericAPIView):
         return Response(TriggerOutputSerializer(instance).data)
 
 
-class WorkflowPauseView(GenericAPIView):
+class WorkflowPauseView(ApiView):
     """Pause (no step starts) or resume (due instances dispatched at once) a workflow."""
 
     serializer_class = WorkflowOutputSerializer
@@ -234,6 +233,7 @@ class WorkflowPauseView(GenericAPIView):
 
     @extend_schema(request=None, responses={200: WorkflowOutputSerializer})
     def post(self, request: Request, key: str) -> Response:
+        no_body(request)
         workflow = self.get_object()
         if self.pause:
             workflow_pause(workflow=workflow, actor=actor(request.user))

@@ -2,6 +2,15 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from notifyflow.fields import (
+    InputSerializer,
+    QueryIntegerField,
+    QuerySerializer,
+    StrictBooleanField,
+    StrictCharField,
+    StrictSlugField,
+)
+
 # Registers DefinitionField's OpenAPI description (a drf-spectacular extension).
 from . import openapi  # noqa: F401
 from .models import Workflow
@@ -13,10 +22,10 @@ class DefinitionField(serializers.JSONField):
     generated from the same specs (``workflows.openapi``)."""
 
 
-class WorkflowInputSerializer(serializers.Serializer):
-    key = serializers.SlugField(max_length=100, help_text="Stable identifier, e.g. welcome-series")
-    name = serializers.CharField(max_length=200)
-    is_active = serializers.BooleanField(
+class WorkflowInputSerializer(InputSerializer):
+    key = StrictSlugField(max_length=100, help_text="Stable identifier, e.g. welcome-series")
+    name = StrictCharField(max_length=200)
+    is_active = StrictBooleanField(
         default=True, help_text="An inactive workflow refuses new triggers"
     )
     definition = DefinitionField(
@@ -45,12 +54,12 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-class DiagramQuerySerializer(serializers.Serializer):
+class DiagramQuerySerializer(QuerySerializer):
     """The query string of GET /workflows/{key}/diagram/."""
 
     format = serializers.ChoiceField(
         choices=["mermaid", "dot"], default="mermaid", help_text="mermaid (default) or dot"
     )
-    version = serializers.IntegerField(
+    version = QueryIntegerField(
         min_value=1, required=False, help_text="A version number; the current one if omitted"
     )

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from notifyflow.errors import ApplicationError
+from notifyflow.errors import ConflictError
 
 from .definition import validate_definition
 from .models import Workflow, WorkflowVersion
@@ -26,7 +26,7 @@ def workflow_save(
 
     ``workflow`` None saves by ``key`` (creating it if new); ``create_only`` refuses an
     existing key. Raises ``DefinitionError`` (nothing written) for an invalid
-    definition and ``ApplicationError`` ``duplicate_key`` for a taken key, also when
+    definition and ``ConflictError`` (409) ``duplicate_key`` for a taken key, also when
     two requests race for it (the unique constraint decides).
     """
     try:
@@ -46,8 +46,8 @@ def workflow_save(
         raise _duplicate(key) from exc
 
 
-def _duplicate(key: str) -> ApplicationError:
-    return ApplicationError(
+def _duplicate(key: str) -> ConflictError:
+    return ConflictError(
         code="duplicate_key",
         field="key",
         message=f"key: a workflow with key {key!r} exists; use PUT",

@@ -4,11 +4,11 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from notifyflow.api import (
+    ApiView,
     IgnoreFormatParameter,
     limit_to_workflows,
     require_workflow_allowed,
@@ -47,7 +47,7 @@ def _save(request: Request, workflow: Workflow | None) -> Workflow:
     )
 
 
-class WorkflowListCreateView(GenericAPIView):
+class WorkflowListCreateView(ApiView):
     serializer_class = WorkflowOutputSerializer
     pagination_class = WorkflowPages
 
@@ -71,7 +71,7 @@ class WorkflowListCreateView(GenericAPIView):
         return Response(self.get_serializer(workflow).data, status=status.HTTP_201_CREATED)
 
 
-class WorkflowDetailView(GenericAPIView):
+class WorkflowDetailView(ApiView):
     serializer_class = WorkflowOutputSerializer
     lookup_field = "key"
 
@@ -87,13 +87,14 @@ class WorkflowDetailView(GenericAPIView):
         return Response(self.get_serializer(workflow).data)
 
 
-class WorkflowDiagramView(GenericAPIView):
+class WorkflowDiagramView(ApiView):
     """The definition as a Mermaid flowchart or a Graphviz digraph, as text:
     every node with its type, every edge with its condition. 400 for an unknown format,
     404 for an unknown workflow or version."""
 
     lookup_field = "key"
     content_negotiation_class = IgnoreFormatParameter
+    query_serializer_class = DiagramQuerySerializer
 
     def get_queryset(self):
         return limit_to_workflows(self.request, Workflow.objects.select_related("current_version"))
@@ -107,10 +108,8 @@ class WorkflowDiagramView(GenericAPIView):
         },
     )
     def get(self, request: Request, key: str) -> HttpResponse:
-        query = DiagramQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
         workflow = self.get_object()
-        number = query.validated_data.get("version")
+        number = self.query.get("version")
         version = (
             workflow.current_version
             if number is None
@@ -126,7 +125,7 @@ class WorkflowDiagramView(GenericAPIView):
             )
         text = diagram(
             version.definition,
-            format=query.validated_data["format"],
+            format=self.query["format"],
             title=f"{workflow.key} v{version.version}",
         )
         return HttpResponse(text, content_type="text/plain; charset=utf-8")
