@@ -145,3 +145,14 @@ def test_amplifying_filters_stop_at_the_limit_before_allocating(settings, source
 )
 def test_filters_within_the_limit_behave_as_liquid_says(source, expected):
     assert render(source, {}) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ payload.missing | default: 'EUR' }}",
+        "{{ payload.missing | default: 'EUR' | upcase }}",
+    ],
+)
+def test_bounded_filters_still_let_default_fill_a_missing_field(source):
+    assert render(source, {"payload": {}}) == "EUR"

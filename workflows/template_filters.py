@@ -41,19 +41,25 @@ Filter = Callable[..., Any]
 SizeCheck = Callable[..., int]
 
 
+def _is(value: Any, types: type | tuple[type, ...] | Any) -> bool:
+    """``isinstance`` by the value's type alone: a strict undefined raises on any attribute
+    read, ``__class__`` (which ``isinstance`` may read) included."""
+    return issubclass(type(value), types)
+
+
 def _text(value: Any) -> str:
     """The string a string filter makes of its argument (liquid's ``soft_str``)."""
-    if value is None or isinstance(value, Undefined):
+    if value is None or _is(value, Undefined):
         return ""
-    return value if isinstance(value, str) else str(value)
+    return value if _is(value, str) else str(value)
 
 
 def _length(value: Any) -> int:
-    return len(value) if isinstance(value, str | list | tuple | range) else len(_text(value))
+    return len(value) if _is(value, str | list | tuple | range) else len(_text(value))
 
 
 def _join_size(limit: int, left: Any, separator: Any = " ", *_: Any, **__: Any) -> int:
-    if not isinstance(left, list | tuple | range):
+    if not _is(left, list | tuple | range):
         return 0  # not a sequence: liquid refuses it
     size = -len(_text(separator)) if len(left) else 0
     gap = len(_text(separator))
@@ -85,7 +91,7 @@ def _split_size(limit: int, left: Any, separator: Any = None, *_: Any, **__: Any
 
 
 def _times_size(limit: int, left: Any, other: Any = 0, *_: Any, **__: Any) -> int:
-    if isinstance(left, int) and isinstance(other, int):
+    if _is(left, int) and _is(other, int):
         bits = abs(left).bit_length() + abs(other).bit_length()
         return limit + 1 if bits > MAX_INT_BITS else 0
     return 0  # floats saturate at inf; strings are parsed into numbers first
@@ -116,7 +122,7 @@ def bounded_filter(name: str, func: Filter, *, limit: int) -> Filter:
 
     @wraps(func)
     def bounded(left: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(left, range) and len(left) > limit and name not in _RANGE_SAFE:
+        if _is(left, range) and len(left) > limit and name not in _RANGE_SAFE:
             raise _over(f"{name}: a range of {len(left)} items is over the limit of {limit}")
         if size_check is not None:
             plain = {k: v for k, v in kwargs.items() if k not in ("environment", "context")}
@@ -124,9 +130,9 @@ def bounded_filter(name: str, func: Filter, *, limit: int) -> Filter:
             if size > limit:
                 raise _over(f"{name}: the result would be over the limit of {limit}")
         result = func(left, *args, **kwargs)
-        if isinstance(result, str | list | tuple) and len(result) > limit:
+        if _is(result, str | list | tuple) and len(result) > limit:
             raise _over(f"{name}: the result is over the limit of {limit}")
-        if isinstance(result, int) and result.bit_length() > MAX_INT_BITS:
+        if _is(result, int) and result.bit_length() > MAX_INT_BITS:
             raise _over(f"{name}: the number is over the limit of {MAX_INT_BITS} bits")
         return result
 
