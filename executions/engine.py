@@ -234,6 +234,8 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
         error_kind=outcome.error_kind,
         task_id=task_id[:64],
         worker=worker[:200],
+        # A wait with no event yet, a delay at the end: parked here, not an attempt.
+        parked=result is not None and result.park_until is not None,
     )
     prefix = outcome.error + "; " if outcome.error else ""
     # What the log says when the fenced outcome could not be written.
@@ -358,6 +360,11 @@ def _run_node(
         if result.vars_key:
             new_vars[result.vars_key] = result.output
         next_node = choose_next_node(definition, step.node_id, {**step.context, "vars": new_vars})
+        if next_node is None and result.resume_at is not None and result.resume_at > step.now:
+            # A delay at the end of the workflow: nothing to advance to, so it parks at
+            # its own node until its end; the instance completes when it runs there again.
+            result.park_until = result.resume_at
+            return _Outcome(True, result.output), result, step.node_id
     except ProviderError as exc:
         return (
             _Outcome(
@@ -467,14 +474,19 @@ def _record_success(
     durable: bool = False,
 ) -> bool:
     if result.park_until is not None:
+        until = result.park_until.isoformat()
         return state.requeue(
             instance_id=instance.pk,
             lease_token=lease,
             due=result.park_until,
             now=now,
             actor=ENGINE_ACTOR,
-            reason=f"node {instance.current_node_id} waits for event {result.wait_event!r} "
-            f"until {result.park_until.isoformat()}",
+            reason=(
+                f"node {instance.current_node_id} waits for event {result.wait_event!r} "
+                f"until {until}"
+                if result.wait_event is not None
+                else f"node {instance.current_node_id} delays the end of the workflow until {until}"
+            ),
             updates={
                 "waiting_for_event": result.wait_event,
                 "wait_deadline": result.park_until,
