@@ -166,6 +166,8 @@ class _Outcome:
     permanent: bool = False
     # The node's ``retry`` config (None: SPEC §3's defaults).
     retry_policy: dict[str, Any] | None = None
+    # What a failure leads to, for the log line: a retry and when, or the instance failed.
+    then: str = ""
 
 
 def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str = "") -> str:
@@ -175,7 +177,8 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
     task's task_id and request_id, bound by executions.worker_hooks)."""
     with logs.bound(task_id=task_id, trigger_id=str(instance_id)):
         result = _step_execute(instance_id=instance_id, task_id=task_id, worker=worker)
-        logger.info("step %s", result)
+        if not result.startswith("failed:"):  # a failure has its WARNING line already
+            logger.info("step %s", result)
         return result
 
 
@@ -285,6 +288,16 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
     metrics.STEPS.labels(node["type"], "success" if outcome.success else outcome.error_kind).inc()
     metrics.STEP_SECONDS.labels(node["type"]).observe((finished - started).total_seconds())
     if not outcome.success:
+        # Why, where and what next, at WARNING: the line an operator looks for.
+        logger.warning(
+            "step failed:%s instance %s node %s attempt %d: %s%s",
+            outcome.error_kind,
+            instance.pk,
+            node_id,
+            instance.attempts + 1,
+            outcome.error,
+            f" ({outcome.then})" if recorded and outcome.then else "",
+        )
         return f"failed:{outcome.error_kind}"
     if result is not None and result.park_until is not None:
         return "waiting"
@@ -550,6 +563,7 @@ def _record_failure(
     updates = {"attempts": decision.attempts, "last_error": error}
     if decision.give_up:
         why = "permanent error" if outcome.permanent else "retries exhausted"
+        outcome.then = f"instance failed: {why}"
         return state.transition(
             instance_id=instance.pk,
             from_status=S.PROCESSING,
@@ -562,6 +576,7 @@ def _record_failure(
             updates=updates,
         )
     assert decision.retry_at is not None
+    outcome.then = f"retry {decision.attempts} at {decision.retry_at.isoformat()}"
     moved = state.requeue(
         instance_id=instance.pk,
         lease_token=lease,
