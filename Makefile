@@ -23,7 +23,7 @@ ENGINE_TESTS := tests/test_state_machine.py tests/test_engine_retries.py \
 	tests/test_end_to_end_worker.py tests/test_layers.py tests/test_cancel_and_pause.py \
 	tests/test_running_instances.py tests/test_running_instances_worker.py \
 	tests/test_delivery_failover.py tests/test_delivery_status.py tests/test_webhook_node.py \
-	tests/test_trigger_bulk.py
+	tests/test_trigger_bulk.py tests/test_parked_nodes.py
 
 test: $(VENV_STAMP) lint
 	$(PY) -m pytest $(PYTEST_ARGS)

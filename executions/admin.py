@@ -87,8 +87,12 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
             .get_queryset(request)
             .defer("input_context")
             .annotate(
+                # Parking rows (a wait, a delay at the end) are numbered apart: they
+                # are not attempts.
                 run_number=Window(
-                    RowNumber(), partition_by=[F("node_id")], order_by=[F("started_at"), F("id")]
+                    RowNumber(),
+                    partition_by=[F("node_id"), F("parked")],
+                    order_by=[F("started_at"), F("id")],
                 )
             )
         )
@@ -121,7 +125,10 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
 def _run_label(obj: StepExecutionLog) -> str:
     """The run of this node counted across operator retries (``attempt`` restarts at 1
     after a retry: it is the retry budget of the current run), e.g. ``3 (retry budget 1)``
-    when they differ."""
+    when they differ. A parking row (a wait, a delay at the end) is no attempt: the row
+    that resolves it is the node's run."""
+    if obj.parked:
+        return "parked (not an attempt)"
     run = getattr(obj, "run_number", None) or obj.attempt
     return str(run) if run == obj.attempt else f"{run} (retry budget {obj.attempt})"
 
@@ -377,7 +384,10 @@ class StepExecutionLogAdmin(
         # own logs (steplog_trigger_started), evaluated for the page's rows only.
         earlier = (
             StepExecutionLog.objects.filter(
-                trigger=OuterRef("trigger"), node_id=OuterRef("node_id"), id__lte=OuterRef("id")
+                trigger=OuterRef("trigger"),
+                node_id=OuterRef("node_id"),
+                id__lte=OuterRef("id"),
+                parked=False,  # parking rows (a wait, a delay at the end) are no attempts
             )
             .order_by()
             .values("trigger")

@@ -173,6 +173,8 @@ class _Outcome:
     retry_policy: dict[str, Any] | None = None
     # Nothing was tried (no send slot free): run again after this long, no attempt counted.
     defer_s: float | None = None
+    # What a failure leads to, for the log line: a retry and when, or the instance failed.
+    then: str = ""
 
 
 def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str = "") -> str:
@@ -182,7 +184,8 @@ def step_execute(*, instance_id: uuid.UUID | str, task_id: str = "", worker: str
     task's task_id and request_id, bound by executions.worker_hooks)."""
     with logs.bound(task_id=task_id, trigger_id=str(instance_id)):
         result = _step_execute(instance_id=instance_id, task_id=task_id, worker=worker)
-        logger.info("step %s", result)
+        if not result.startswith("failed:"):  # a failure has its WARNING line already
+            logger.info("step %s", result)
         return result
 
 
@@ -241,6 +244,8 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
         error_kind=outcome.error_kind,
         task_id=task_id[:64],
         worker=worker[:200],
+        # A wait with no event yet, a delay at the end: parked here, not an attempt.
+        parked=result is not None and result.park_until is not None,
     )
     prefix = outcome.error + "; " if outcome.error else ""
     # What the log says when the fenced outcome could not be written.
@@ -292,6 +297,16 @@ def _step_execute(*, instance_id: uuid.UUID | str, task_id: str, worker: str) ->
     metrics.STEPS.labels(node["type"], "success" if outcome.success else outcome.error_kind).inc()
     metrics.STEP_SECONDS.labels(node["type"]).observe((finished - started).total_seconds())
     if not outcome.success:
+        # Why, where and what next, at WARNING: the line an operator looks for.
+        logger.warning(
+            "step failed:%s instance %s node %s attempt %d: %s%s",
+            outcome.error_kind,
+            instance.pk,
+            node_id,
+            instance.attempts + 1,
+            outcome.error,
+            f" ({outcome.then})" if recorded and outcome.then else "",
+        )
         return f"failed:{outcome.error_kind}"
     if result is not None and result.park_until is not None:
         return "waiting"
@@ -367,6 +382,11 @@ def _run_node(
         if result.vars_key:
             new_vars[result.vars_key] = result.output
         next_node = choose_next_node(definition, step.node_id, {**step.context, "vars": new_vars})
+        if next_node is None and result.resume_at is not None and result.resume_at > step.now:
+            # A delay at the end of the workflow: nothing to advance to, so it parks at
+            # its own node until its end; the instance completes when it runs there again.
+            result.park_until = result.resume_at
+            return _Outcome(True, result.output), result, step.node_id
     except ChannelBusy as exc:
         return _Outcome(False, {}, str(exc), "deferred", defer_s=exc.retry_after_s), None, None
     except ProviderError as exc:
@@ -499,14 +519,19 @@ def _record_success(
     durable: bool = False,
 ) -> bool:
     if result.park_until is not None:
+        until = result.park_until.isoformat()
         return state.requeue(
             instance_id=instance.pk,
             lease_token=lease,
             due=result.park_until,
             now=now,
             actor=ENGINE_ACTOR,
-            reason=f"node {instance.current_node_id} waits for event {result.wait_event!r} "
-            f"until {result.park_until.isoformat()}",
+            reason=(
+                f"node {instance.current_node_id} waits for event {result.wait_event!r} "
+                f"until {until}"
+                if result.wait_event is not None
+                else f"node {instance.current_node_id} delays the end of the workflow until {until}"
+            ),
             updates={
                 "waiting_for_event": result.wait_event,
                 "wait_deadline": result.park_until,
@@ -563,6 +588,7 @@ def _record_failure(
     error = f"node {instance.current_node_id}: {outcome.error}"
     if outcome.defer_s is not None:
         # Not an attempt: the provider was never called (executions.channel_slots).
+        outcome.then = f"not an attempt: runs again in {outcome.defer_s:g} s"
         return state.requeue(
             instance_id=instance.pk,
             lease_token=lease,
@@ -583,6 +609,7 @@ def _record_failure(
     updates = {"attempts": decision.attempts, "last_error": error}
     if decision.give_up:
         why = "permanent error" if outcome.permanent else "retries exhausted"
+        outcome.then = f"instance failed: {why}"
         return state.transition(
             instance_id=instance.pk,
             from_status=S.PROCESSING,
@@ -595,6 +622,7 @@ def _record_failure(
             updates=updates,
         )
     assert decision.retry_at is not None
+    outcome.then = f"retry {decision.attempts} at {decision.retry_at.isoformat()}"
     moved = state.requeue(
         instance_id=instance.pk,
         lease_token=lease,

@@ -49,6 +49,14 @@ class StepExecutionLog(models.Model):
     )
     task_id = models.CharField(max_length=64, blank=True, default="")
     worker = models.CharField(max_length=200, blank=True, default="")
+    # The row of a node that parked the instance at itself - a wait with no event yet,
+    # a delay at the end of the workflow - rather than an attempt: the row that resolves
+    # it later is the node's step. Not counted as an execution (stats) or an attempt.
+    parked = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="parked the instance at this node (a wait, a delay at the end); not an attempt",
+    )
 
     class Meta:
         ordering = ["started_at", "id"]
@@ -59,8 +67,11 @@ class StepExecutionLog(models.Model):
             models.Index(fields=["node_id", "-started_at"], name="steplog_node_started"),
             # GET /workflows/{key}/stats/: executions, successes and failures per node,
             # as an index-only scan of one workflow's entries (executions.selectors).
+            # Parking rows are not executions, and never enter it.
             models.Index(
-                fields=["workflow", "node_id", "success"], name="steplog_workflow_node_success"
+                fields=["workflow", "node_id", "success"],
+                name="steplog_workflow_node_success",
+                condition=models.Q(parked=False),
             ),
         ]
 

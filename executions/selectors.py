@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 
 from notifyflow.errors import NotFoundError
 from triggers.inbox_models import InboxEvent
@@ -104,6 +104,20 @@ def _pending(instance: TriggerInstance) -> Pending | None:
     )
 
 
+def step_counts_by_node(*, workflow_id: int) -> QuerySet:
+    """``(node_id, success, count)`` of a workflow's step executions. Parking rows (a
+    wait or a delay at the end, parked at its node) are not executions: the row that
+    resolves the node later is. Grouped by (node_id, success) with COUNT(*): every
+    column read is in the partial index steplog_workflow_node_success, so PostgreSQL
+    answers with an index-only scan in index order."""
+    return (
+        StepExecutionLog.objects.filter(workflow_id=workflow_id, parked=False)
+        .order_by()
+        .values_list("node_id", "success")
+        .annotate(n=Count("*"))
+    )
+
+
 @dataclass(frozen=True)
 class NodeStats:
     node_id: str
@@ -140,14 +154,7 @@ def workflow_stats(*, key: str) -> WorkflowStats:
     ):
         instances[status] = count
     per_node: dict[str, list[int]] = {}
-    for node_id, success, count in (
-        StepExecutionLog.objects.filter(workflow=workflow)
-        .order_by()
-        # Grouped by (node_id, success) with COUNT(*): every column read is in the
-        # index, so PostgreSQL answers with an index-only scan in index order.
-        .values_list("node_id", "success")
-        .annotate(n=Count("*"))
-    ):
+    for node_id, success, count in step_counts_by_node(workflow_id=workflow.pk):
         totals = per_node.setdefault(node_id, [0, 0])
         totals[0] += count
         totals[1] += count if success else 0

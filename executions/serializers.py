@@ -36,6 +36,7 @@ class StepLogOutputSerializer(serializers.ModelSerializer):
             "error_kind",
             "task_id",
             "worker",
+            "parked",
         ]
 
     def to_representation(self, instance: StepExecutionLog) -> dict[str, Any]:

@@ -70,9 +70,16 @@ def purge_finished() -> dict:
 def sweep() -> dict:
     """Periodic: re-dispatch due instances whose message was lost; recover dead leases."""
     try:
-        return engine.sweep()
+        found = engine.sweep()
     except engine.DATABASE_LOST as exc:
         # Beat sends the next sweep in a few seconds; that one finds a fresh connection.
         worker_health.close_dead_connections()
         logger.warning("sweep skipped: database unavailable (%s)", exc)
         return {}
+    # Quiet unless it found work (Celery's own lines about it are at DEBUG: LOGGING).
+    summary = ", ".join(f"{what} {count}" for what, count in found.items() if count)
+    if summary:
+        logger.info("sweep found work: %s", summary)
+    else:
+        logger.debug("sweep: nothing to do")
+    return found

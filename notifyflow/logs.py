@@ -17,7 +17,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -96,6 +96,37 @@ class PlainFormatter(logging.Formatter):
         head, sep, tail = text.partition("\n")  # keep a traceback below the fields
         pairs = " ".join(f"{k}={v}" for k, v in fields.items())
         return f"{head} [{pairs}]{sep}{tail}"
+
+
+class RoutineTaskFilter(logging.Filter):
+    """Celery's lines about each run of a routine task - beat's "Sending due task", the
+    worker's "received" and "succeeded" - at DEBUG rather than INFO, so a periodic job
+    that runs every few seconds does not fill the log (the task logs at INFO itself when
+    it found work). Attached to the ``celery.beat``, ``celery.worker.strategy`` and
+    ``celery.app.trace`` loggers by ``LOGGING``; lines of other tasks, and warnings and
+    errors, pass unchanged."""
+
+    def __init__(self, tasks: Sequence[str] = ()) -> None:
+        super().__init__()
+        self.tasks = frozenset(tasks)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or _celery_task_name(record) not in self.tasks:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def _celery_task_name(record: logging.LogRecord) -> str | None:
+    """The task a Celery log record is about: the worker's lines pass a dict with its
+    ``name``; beat's "Sending due task %s (%s)" the entry's name, then the task's."""
+    args = record.args
+    if isinstance(args, Mapping):
+        name = args.get("name")
+        return name if isinstance(name, str) else None
+    if isinstance(args, tuple) and len(args) == 2 and str(record.msg).startswith("Scheduler:"):
+        return str(args[1])
+    return None
 
 
 def _jsonable(value: Any) -> Any:

@@ -209,10 +209,18 @@ LOGGING = {
         "json": {"()": "notifyflow.logs.JsonFormatter"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": NOTIFYFLOW_LOG_FORMAT}},
+    "filters": {
+        # The sweeper's three lines every few seconds (beat's "Sending due task", the
+        # worker's "received" and "succeeded") at DEBUG; it logs at INFO when it found work.
+        "routine_tasks": {"()": "notifyflow.logs.RoutineTaskFilter", "tasks": ["notifyflow.sweep"]}
+    },
     "loggers": {
         "notifyflow": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
         # Unexpected errors (500s) with their traceback, whatever DEBUG is.
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        "celery.beat": {"filters": ["routine_tasks"]},
+        "celery.worker.strategy": {"filters": ["routine_tasks"]},
+        "celery.app.trace": {"filters": ["routine_tasks"]},
     },
 }
 

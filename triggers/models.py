@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import models
 
@@ -18,6 +20,22 @@ class TriggerStatus(models.TextChoices):
 TERMINAL_STATUSES = frozenset(
     {TriggerStatus.COMPLETED, TriggerStatus.FAILED, TriggerStatus.CANCELLED}
 )
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What an enqueued instance waits for (``TriggerInstance.waiting_on``)."""
+
+    # "event" (a wait node), "delay", or "retry" (a failed step's backoff).
+    kind: str
+    # When it runs anyway: the wait's deadline (then it times out), the delay's end, or
+    # the retry's time.
+    until: datetime
+    # The event a wait waits for (kind "event").
+    event: str | None = None
+    # A delay at the end of the workflow: when it is over the instance completes (the
+    # cursor is the delay's node); otherwise the cursor is the node that runs next.
+    ends_workflow: bool = False
 
 
 class TriggerInstance(models.Model):
@@ -57,8 +75,9 @@ class TriggerInstance(models.Model):
     # sweeper re-sends only when that message looks lost.
     dispatched_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
-    # Parked at a wait node: the event it waits for and its deadline. A delivery of
-    # that event makes it due at once (triggers.inbox).
+    # Parked at its own node: at a wait, the event it waits for and its deadline (a
+    # delivery of that event makes it due at once, triggers.inbox); at a delay that
+    # ends the workflow, the delay's end alone (no event).
     waiting_for_event = models.CharField(max_length=200, null=True, blank=True)
     wait_deadline = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -129,6 +148,22 @@ class TriggerInstance(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    def waiting_on(self, now: datetime) -> Waiting | None:
+        """What this instance waits for before its next step runs, if it waits for
+        anything: an event (until its deadline), a delay, or a retry's backoff. None if
+        it is due, running or finished."""
+        if self.status != TriggerStatus.ENQUEUED:
+            return None
+        if self.waiting_for_event:
+            return Waiting("event", self.wait_deadline or self.available_at, self.waiting_for_event)
+        if self.available_at <= now:
+            return None
+        if self.wait_deadline is not None:  # a delay at the end, parked at its own node
+            return Waiting("delay", self.wait_deadline, None, ends_workflow=True)
+        if self.attempts:
+            return Waiting("retry", self.available_at, None)
+        return Waiting("delay", self.available_at, None)
 
 
 class TriggerStatusChange(models.Model):

@@ -596,21 +596,63 @@ def retry_failed(
     return moved
 
 
-def make_due_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
-    """A waiting (delayed or backing-off) enqueued instance becomes due now."""
-    now = timezone.now()
-    moved = transition(
-        instance_id=instance_id,
-        from_status=S.ENQUEUED,
-        to_status=S.ENQUEUED,
-        reason="run now (delay skipped) by operator",
-        actor=actor,
-        where={"available_at__gt": now},
-        updates={"available_at": now, "dispatched_at": now},
-    )
-    if moved:
-        dispatch_on_commit(instance_id)
-    return moved
+def make_due_now(*, instance_id: uuid.UUID | str, actor: str, reason: str = "") -> bool:
+    """An enqueued instance waiting for a later time becomes due now (run-now): a delay
+    or a retry's backoff is skipped, and a node parked at itself - a wait for an event,
+    a delay at the end of the workflow - reaches its deadline now, so a wait continues
+    along its timed-out path (``received: false``) unless a matching event is already in
+    its inbox, and the delay ends the workflow. The audit row says which it skipped
+    (and the caller's ``reason``, if any). False, writing nothing, if it is not waiting.
+
+    The write is fenced on what was read (node, attempts, what it is parked on), so a
+    step that moved the instance meanwhile is never misdescribed; it reads again then.
+    """
+    for _ in range(3):
+        now = timezone.now()
+        row = (
+            TriggerInstance.objects.filter(pk=instance_id, status=S.ENQUEUED, available_at__gt=now)
+            .values_list("current_node_id", "attempts", "waiting_for_event", "wait_deadline")
+            .first()
+        )
+        if row is None:
+            return False
+        node_id, attempts, event, deadline = row
+        if event is not None:
+            skipped = f"wait for event {event!r} at node {node_id} skipped (continues as timed out)"
+        elif deadline is not None:
+            skipped = f"delay at node {node_id} skipped (the end of the workflow)"
+        elif attempts:
+            skipped = f"retry backoff of node {node_id} skipped (retry {attempts})"
+        else:
+            skipped = f"delay before node {node_id} skipped"
+        why = f"run now by operator: {skipped}"
+        if reason.strip():
+            why += f"; reason: {reason.strip()}"
+        updates: dict[str, Any] = {"available_at": now, "dispatched_at": now}
+        if deadline is not None:
+            updates["wait_deadline"] = now
+        where: dict[str, Any] = {
+            "available_at__gt": now,
+            "current_node_id": node_id,
+            "attempts": attempts,
+            "wait_deadline__isnull": deadline is None,
+        }
+        if event is None:
+            where["waiting_for_event__isnull"] = True
+        else:
+            where["waiting_for_event"] = event
+        if transition(
+            instance_id=instance_id,
+            from_status=S.ENQUEUED,
+            to_status=S.ENQUEUED,
+            reason=why,
+            actor=actor,
+            where=where,
+            updates=updates,
+        ):
+            dispatch_on_commit(instance_id)
+            return True
+    return False
 
 
 # --- building the statements -----------------------------------------------------------
@@ -701,16 +743,21 @@ def _update_sql(
     Built from the model's fields and cached by shape (the ORM's compiler was ~14% of a
     step, bench/RESULTS.md); values go through each field's ``get_db_prep_*`` so JSON,
     UUID and datetimes adapt as the ORM would. Conditions are ``field`` or
-    ``field__lte``-style lookups.
+    ``field__lte``-style lookups, or ``field__isnull``.
     """
-    shape = (tuple(conditions), tuple(values), extra_where)
+    # An ``__isnull`` lookup is part of the SQL, not a parameter.
+    isnull = tuple((k, bool(v)) for k, v in conditions.items() if k.endswith("__isnull"))
+    shape = (tuple(conditions), tuple(values), extra_where, isnull)
     sql = _update_sql_cache.get(shape)
     if sql is None:
         sets = ", ".join(f'"{_FIELDS[name].column}" = %s' for name in values)
         wheres = []
-        for lookup in conditions:
+        for lookup, value in conditions.items():
             name, _, op = lookup.partition("__")
             column = f'"{_FIELDS[name].column}"'
+            if op == "isnull":
+                wheres.append(f"{column} IS {'' if value else 'NOT '}NULL")
+                continue
             if name == "status":
                 # Every transition is by primary key. Written plainly, the status test
                 # lets the planner pick a partial index (status = 'enqueued' /
@@ -728,6 +775,7 @@ def _update_sql(
     params += [
         _FIELDS[lookup.partition("__")[0]].get_db_prep_value(value, conn)
         for lookup, value in conditions.items()
+        if not lookup.endswith("__isnull")
     ]
     return sql, params
 

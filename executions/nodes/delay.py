@@ -1,3 +1,11 @@
+"""``delay``: the next node becomes due at the end of the delay.
+
+A delay with a next node advances the cursor at once, due at the delay's end. A delay
+at the end of the workflow has nothing to advance to: it parks at its own node until
+its end (``wait_deadline``, as a wait does), and when it runs again there - due, or
+made due by an operator's run-now - the instance completes.
+"""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
@@ -9,6 +17,8 @@ from .base import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:
+    if step.wait_deadline is not None and step.waiting_for_event is None:
+        return _resume(step, step.wait_deadline)
     config = step.config
     if config.get("delay_ms") is not None:
         resume_at = step.now + timedelta(milliseconds=int(config["delay_ms"]))
@@ -53,3 +63,12 @@ def _until(text: str, now: datetime) -> datetime:
     if ahead <= timedelta(0):
         return until  # the caller continues at once (not converted: year 1 may underflow)
     return until.astimezone(UTC)
+
+
+def _resume(step: StepContext, deadline: datetime) -> NodeResult:
+    """Back at a delay that parked at its own node (the end of the workflow)."""
+    if step.now < deadline:  # not over yet (an early message): park again, same end
+        return NodeResult(
+            output={"resume_at": deadline.isoformat()}, resume_at=deadline, park_until=deadline
+        )
+    return NodeResult(output={"resume_at": deadline.isoformat(), "delay_over": True})
