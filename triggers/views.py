@@ -77,7 +77,7 @@ class TriggerListCreateView(GenericAPIView):
             idempotency_key=body["idempotency_key"],
             payload=body["payload"],
             actor=actor(request.user),
-            created_by_key=request.user.name,
+            api_key=request.user,
         )
         data = TriggerOutputSerializer(result.instance).data
         if result.created:
@@ -128,7 +128,7 @@ class TriggerBulkCreateView(GenericAPIView):
             else _workflow_refused(item.workflow)
             for item in body["items"]
         ]
-        outcomes = trigger_create_bulk(items=items, actor=actor(key), created_by_key=key.name)
+        outcomes = trigger_create_bulk(items=items, actor=actor(key), api_key=key)
         return Response(TriggerBulkOutputSerializer(outcomes).data)
 
 
