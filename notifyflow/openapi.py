@@ -49,7 +49,16 @@ ERROR_DESCRIPTIONS = {
     "411": "A body sent without Content-Length (chunked bodies are not accepted)",
     "415": "Content-Type is not application/json",
     "429": "Too many requests for this API key (NOTIFYFLOW_THROTTLE_RATE); see Retry-After",
+    "503": "The database is unavailable (`database_unavailable`); retry after Retry-After",
 }
+# Operations whose 409 is a replay refused: `idempotency_conflict`, the key's instance is
+# one this API key may not read (nothing of it is in the answer).
+REPLAY_CONFLICT = (
+    "`idempotency_conflict`: this idempotency key belongs to an instance the API key may "
+    "not read (a `trigger` key reads only what it created); nothing of that instance is "
+    "in the answer. Use another key"
+)
+REPLAY_PATHS = ("/api/v1/triggers/",)
 # Operations whose service can refuse with ConflictError (409) or find no instance (404,
 # also without an id in the path: cancel by key), by path suffix.
 CONFLICT_PATH_SUFFIXES = ("/cancel/", "/retry/", "/run-now/", "}/events/")
@@ -75,10 +84,10 @@ def _error_codes(path: str, method: str, operation: dict[str, Any]) -> list[str]
     if operation.get("requestBody") or any(p.get("in") == "query" for p in parameters):
         codes.append("400")
     if any(requirement for requirement in operation.get("security") or []):
-        codes += ["401", "403", "429"]
+        codes += ["401", "403", "429", "503"]
     if "{" in path or (method == "post" and path.endswith(CONFLICT_PATH_SUFFIXES)):
         codes.append("404")
-    if method == "post" and path.endswith(CONFLICT_PATH_SUFFIXES):
+    if method == "post" and (path.endswith(CONFLICT_PATH_SUFFIXES) or path in REPLAY_PATHS):
         codes.append("409")
     if operation.get("requestBody"):
         codes += ["411", "413", "415"]
@@ -95,10 +104,11 @@ def document_errors(result: dict[str, Any], generator: Any, request: Any, public
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
             for code in _error_codes(path, method, operation):
+                replay = code == "409" and path in REPLAY_PATHS
                 operation["responses"].setdefault(
                     code,
                     {
-                        "description": ERROR_DESCRIPTIONS[code],
+                        "description": REPLAY_CONFLICT if replay else ERROR_DESCRIPTIONS[code],
                         "content": {"application/json": {"schema": ref}},
                     },
                 )
