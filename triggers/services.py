@@ -483,7 +483,7 @@ def instance_retry_or_conflict(*, instance_id: uuid.UUID | str, actor: str) -> T
     """
     instance = _instance_or_404(instance_id)
     if not instance_retry(instance_id=instance.pk, actor=actor):
-        instance.refresh_from_db()
+        instance = _instance_or_404(instance.pk)  # purged meanwhile: 404
         raise ConflictError(
             code="not_failed",
             field=None,
@@ -502,7 +502,7 @@ def instance_run_now_or_conflict(*, instance_id: uuid.UUID | str, actor: str) ->
     """
     instance = _instance_or_404(instance_id)
     if not instance_run_now(instance_id=instance.pk, actor=actor):
-        instance.refresh_from_db()
+        instance = _instance_or_404(instance.pk)  # purged meanwhile: 404
         why = "already due" if instance.status == TriggerStatus.ENQUEUED else instance.status
         raise ConflictError(
             code="not_waiting",
