@@ -503,6 +503,13 @@ CELERY_WORKER_MAX_MEMORY_PER_CHILD = NOTIFYFLOW_WORKER_MAX_MEMORY_KB
 # loss that the default will change; the choice is deliberate.)
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers run without Celery's Gossip step (unused here; it logged a traceback on every
+# broker connection loss): notifyflow/worker_consumer.py. 1: Celery's own consumer.
+CELERY_WORKER_CONSUMER = (
+    "celery.worker.consumer:Consumer"
+    if env_bool("NOTIFYFLOW_WORKER_GOSSIP", False)
+    else "notifyflow.worker_consumer:Consumer"
+)
 # Workers and beat reconnect to a restarted broker (Celery's default, stated): up to 100
 # tries, 2 s apart growing to 30 s, about 50 minutes before a worker gives up and exits.
 CELERY_BROKER_CONNECTION_RETRY = True
