@@ -68,6 +68,11 @@ class TriggerListCreateView(GenericAPIView):
     @extend_schema(
         request=TriggerCreateInputSerializer,
         responses={201: TriggerOutputSerializer, 200: TriggerOutputSerializer},
+        description="201: a new instance. 200 with `Idempotent-Replayed: true`: a repeat of "
+        "(workflow, idempotency_key) - the instance as the first call made it; the repeat's "
+        "payload is ignored. 409 `idempotency_conflict`: the key's instance is one this API "
+        "key may not read (a `trigger` key reads only what it created); nothing of it is in "
+        "the answer.",
     )
     def post(self, request: Request) -> Response:
         body = validated_body(request, TriggerCreateInputSerializer)
@@ -116,6 +121,10 @@ class TriggerBulkCreateView(GenericAPIView):
         request=TriggerBulkInputSerializer,
         responses={200: TriggerBulkOutputSerializer},
         operation_id="v1_triggers_bulk_create",
+        description="Each item as its own POST /api/v1/triggers/: `created`, `duplicate` "
+        "(with the existing id), or `invalid` with that POST's error - "
+        "`idempotency_conflict` (no id) for a repeat of an instance this API key may not "
+        "read.",
     )
     def post(self, request: Request) -> Response:
         body = validated_body(
