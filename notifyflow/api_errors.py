@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import DisallowedHost, PermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions, status
@@ -16,6 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from .errors import ApplicationError
+
+logger = logging.getLogger("notifyflow.api")
 
 
 def _flatten(detail: Any, prefix: str = "") -> list[dict[str, Any]]:
@@ -71,9 +75,26 @@ def error_body(exc: ApplicationError) -> dict[str, Any]:
     return body
 
 
+# How long a client is asked to wait when the database does not answer: about the time a
+# PostgreSQL restart or a failover takes.
+DATABASE_RETRY_AFTER_S = 5
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ApplicationError):
         return Response(error_body(exc), status=exc.status)
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        # The database is down, restarting or unreachable (or the connection died): a
+        # condition to retry, not a bug - 503, never the driver's text.
+        logger.error("database unavailable: %s", type(exc).__name__, exc_info=exc)
+        unavailable = error_response(
+            code="database_unavailable",
+            message="the database is unavailable; try again later",
+            field=None,
+            status_code=503,
+        )
+        unavailable["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+        return unavailable
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
@@ -131,6 +152,18 @@ def server_error(request: HttpRequest) -> HttpResponse:
             status=500,
         )
     return defaults.server_error(request)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 400 view (``handler400``), for what fails before a view runs (a ``Host``
+    not in ALLOWED_HOSTS, a suspicious request): the error shape under ``/api/``."""
+    if _is_api(request):
+        if isinstance(exception, DisallowedHost):
+            body = _body("disallowed_host", "Host: not a host this server answers for", "Host")
+        else:
+            body = _body("bad_request", "the request was refused as malformed", None)
+        return JsonResponse(body, status=400)
+    return defaults.bad_request(request, exception)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

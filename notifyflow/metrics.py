@@ -21,8 +21,11 @@ Where the figures come from, and why this way:
   nothing on the hot path and survive every restart. They are injected by the
   composition root (``notifyflow.urls``), so this module imports no app.
 
-Access: loopback clients only by default; with ``NOTIFYFLOW_METRICS_TOKEN`` set, any
-client that sends ``Authorization: Bearer <token>`` (401 without it, 403 for a wrong one).
+Access: loopback clients only by default - and not through a proxy: a request that
+carries a proxy header (``Forwarded``, ``X-Forwarded-For``, ``X-Real-IP``, ...) is
+refused, since behind a reverse proxy on the same host every public client's
+``REMOTE_ADDR`` is loopback. With ``NOTIFYFLOW_METRICS_TOKEN`` set, any client that sends
+``Authorization: Bearer <token>`` (401 without it, 403 for a wrong one).
 """
 
 from __future__ import annotations
@@ -203,7 +206,17 @@ def _allowed(request: HttpRequest) -> HttpResponse | None:
             "/metrics is open to loopback clients only; set NOTIFYFLOW_METRICS_TOKEN\n",
             status=403,
         )
+    if any(header in request.headers for header in PROXY_HEADERS):
+        return HttpResponse(
+            "/metrics without NOTIFYFLOW_METRICS_TOKEN is not served through a proxy\n",
+            status=403,
+        )
     return None
+
+
+# Headers a reverse proxy adds: their presence means the loopback REMOTE_ADDR is the
+# proxy's, not the client's (a proxy on the same host would make /metrics public).
+PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP", "Via")
 
 
 def metrics_response(request: HttpRequest, *, collectors: Iterable[Any] = ()) -> HttpResponse:

@@ -58,6 +58,7 @@ ERROR_DESCRIPTIONS = {
     "411": "A body sent without Content-Length (chunked bodies are not accepted)",
     "415": "Content-Type is not application/json",
     "429": "Too many requests for this API key (NOTIFYFLOW_THROTTLE_RATE); see Retry-After",
+    "503": "The database is unavailable (`database_unavailable`); retry after Retry-After",
     "414": "Request line (path and query string) longer than the server accepts "
     "(gunicorn: 4,094 bytes); the body is the server's, not the error shape",
 }
@@ -65,6 +66,14 @@ ERROR_DESCRIPTIONS = {
 # both, 400); a required one is also not blank (whitespace only counts as blank).
 NO_NUL_PATTERN = "^[^\\u0000]*$"
 NON_BLANK_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+# Operations whose 409 is a replay refused: `idempotency_conflict`, the key's instance is
+# one this API key may not read (nothing of it is in the answer).
+REPLAY_CONFLICT = (
+    "`idempotency_conflict`: this idempotency key belongs to an instance the API key may "
+    "not read (a `trigger` key reads only what it created); nothing of that instance is "
+    "in the answer. Use another key"
+)
+REPLAY_PATHS = ("/api/v1/triggers/",)
 # Operations whose service can refuse with ConflictError (409) or find no instance (404,
 # also without an id in the path: cancel by key), by path suffix.
 CONFLICT_PATH_SUFFIXES = ("/cancel/", "/retry/", "/run-now/", "}/events/")
@@ -95,11 +104,12 @@ def _error_codes(path: str, method: str, operation: dict[str, Any]) -> list[str]
     # 400 everywhere: an unknown query parameter (or body field) is refused on every operation.
     codes = ["400"]
     if any(requirement for requirement in operation.get("security") or []):
-        codes += ["401", "403", "429"]
+        codes += ["401", "403", "429", "503"]
     if "{" in path or (method == "post" and path.endswith(CONFLICT_PATH_SUFFIXES)):
         codes.append("404")
     conflict_suffix = method == "post" and path.endswith(CONFLICT_PATH_SUFFIXES)
-    if conflict_suffix or (method, path) in CONFLICT_OPERATIONS:
+    replay = method == "post" and path in REPLAY_PATHS
+    if conflict_suffix or replay or (method, path) in CONFLICT_OPERATIONS:
         codes.append("409")
     if operation.get("requestBody"):
         codes += ["411", "413", "415"]
@@ -117,7 +127,9 @@ def document_errors(result: dict[str, Any], generator: Any, request: Any, public
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
             for code in _error_codes(path, method, operation):
-                response: dict[str, Any] = {"description": ERROR_DESCRIPTIONS[code]}
+                replay = code == "409" and path in REPLAY_PATHS
+                description = REPLAY_CONFLICT if replay else ERROR_DESCRIPTIONS[code]
+                response: dict[str, Any] = {"description": description}
                 if code != "414":  # answered by the HTTP server before the app
                     response["content"] = {"application/json": {"schema": ref}}
                 operation["responses"].setdefault(code, response)

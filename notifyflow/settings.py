@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -102,6 +103,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "axes",
     "workflows",
     "triggers",
     "executions",
@@ -122,7 +124,34 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a login refused by the lockout into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Admin login throttling (django-axes): after AXES_FAILURE_LIMIT failed logins for one
+# username from one address, that pair is locked out for AXES_COOLOFF_MINUTES (0: until
+# `manage.py axes_reset`); the login page says so (429). The address is REMOTE_ADDR (no
+# header is trusted): behind a reverse proxy every client shares the proxy's address, so
+# the lockout becomes per username. A success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env_bool("AXES_ENABLED", True)
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+_AXES_COOLOFF_MINUTES = env_float("AXES_COOLOFF_MINUTES", 15)
+AXES_COOLOFF_TIME = timedelta(minutes=_AXES_COOLOFF_MINUTES) if _AXES_COOLOFF_MINUTES else None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "notifyflow.admin_lockout.lockout_response"
+AXES_COOLOFF_MESSAGE = (
+    "Too many failed logins for this username from this address: login is locked for a "
+    "while. Try again later, or ask an administrator to run manage.py axes_reset."
+)
+AXES_PERMALOCK_MESSAGE = (
+    "Too many failed logins for this username from this address: login is locked until "
+    "an administrator runs manage.py axes_reset."
+)
 
 ROOT_URLCONF = "notifyflow.urls"
 WSGI_APPLICATION = "notifyflow.wsgi.application"
@@ -500,6 +529,13 @@ CELERY_WORKER_MAX_MEMORY_PER_CHILD = NOTIFYFLOW_WORKER_MAX_MEMORY_KB
 # loss that the default will change; the choice is deliberate.)
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers run without Celery's Gossip step (unused here; it logged a traceback on every
+# broker connection loss): notifyflow/worker_consumer.py. 1: Celery's own consumer.
+CELERY_WORKER_CONSUMER = (
+    "celery.worker.consumer:Consumer"
+    if env_bool("NOTIFYFLOW_WORKER_GOSSIP", False)
+    else "notifyflow.worker_consumer:Consumer"
+)
 # Workers and beat reconnect to a restarted broker (Celery's default, stated): up to 100
 # tries, 2 s apart growing to 30 s, about 50 minutes before a worker gives up and exits.
 CELERY_BROKER_CONNECTION_RETRY = True

@@ -175,5 +175,6 @@ urlpatterns = [
 ]
 
 # Under /api/ a 404 or 500 answers the API's error shape as JSON, never an HTML page.
+handler400 = "notifyflow.api_errors.bad_request"
 handler404 = "notifyflow.api_errors.not_found"
 handler500 = "notifyflow.api_errors.server_error"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 
@@ -18,7 +19,7 @@ CHANGELIST = "admin:triggers_apikey_changelist"
 
 def client_for(user) -> Client:
     client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
+    assert client.login(request=HttpRequest(), username=user.username, password=PASSWORD)
     return client
 
 

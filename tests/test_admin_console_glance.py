@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -25,7 +26,7 @@ CHANGELIST = "admin:triggers_triggerinstance_changelist"
 def client() -> Client:
     make_operator("olive")
     client = Client()
-    client.login(username="olive", password=PASSWORD)
+    client.login(request=HttpRequest(), username="olive", password=PASSWORD)
     return client
 
 

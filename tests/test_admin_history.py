@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.http import HttpRequest
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -25,7 +26,7 @@ MODELS = {
 
 def client_for(user) -> Client:
     client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
+    assert client.login(request=HttpRequest(), username=user.username, password=PASSWORD)
     return client
 
 

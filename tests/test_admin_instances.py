@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.db import connection
+from django.http import HttpRequest
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -34,7 +35,7 @@ def change_url(instance: TriggerInstance) -> str:
 
 def logged_in(user: User) -> Client:
     client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
+    assert client.login(request=HttpRequest(), username=user.username, password=PASSWORD)
     return client
 
 
@@ -166,7 +167,7 @@ def test_retry_button_rejects_get_and_missing_csrf(operator):
     instance = failed_instance()
     retry_url = reverse("admin:triggers_triggerinstance_retry", args=[instance.pk])
     client = Client(enforce_csrf_checks=True)
-    client.login(username=operator.username, password=PASSWORD)
+    client.login(request=HttpRequest(), username=operator.username, password=PASSWORD)
     assert client.get(retry_url).status_code == 405
     assert client.post(retry_url).status_code == 403
     instance.refresh_from_db()

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.http import HttpRequest
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -91,7 +92,7 @@ def test_completed_is_estimated_on_a_huge_table(queue, monkeypatch):
 
 def test_admin_index_shows_the_overview_to_operators(queue):
     client = Client()
-    client.login(username=make_operator().username, password=PASSWORD)
+    client.login(request=HttpRequest(), username=make_operator().username, password=PASSWORD)
     body = client.get(reverse("admin:index")).content.decode()
     assert '<td class="nf-num" id="nf-count-enqueued">3</td>' in body
     assert '<td class="nf-num" id="nf-count-completed">3</td>' in body
@@ -105,7 +106,7 @@ def test_admin_index_shows_the_overview_to_operators(queue):
 def test_admin_index_hides_the_overview_without_view_permission(queue, django_user_model):
     django_user_model.objects.create_user("staff", password=PASSWORD, is_staff=True)
     client = Client()
-    client.login(username="staff", password=PASSWORD)
+    client.login(request=HttpRequest(), username="staff", password=PASSWORD)
     body = client.get(reverse("admin:index")).content.decode()
     assert 'id="nf-overview"' not in body and "nf-count-enqueued" not in body
 

@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 
@@ -48,14 +49,14 @@ def superuser():
 @pytest.fixture
 def admin_client_(superuser) -> Client:
     client = Client()
-    client.login(username=superuser.username, password=PASSWORD)
+    client.login(request=HttpRequest(), username=superuser.username, password=PASSWORD)
     return client
 
 
 @pytest.fixture
 def operator_client() -> Client:
     client = Client()
-    client.login(username=make_operator().username, password=PASSWORD)
+    client.login(request=HttpRequest(), username=make_operator().username, password=PASSWORD)
     return client
 
 

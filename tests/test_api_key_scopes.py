@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -164,7 +165,7 @@ def test_create_api_key_command_takes_a_scope(capsys):
 def test_admin_creates_a_key_with_a_scope():
     web = Client()
     user = make_superuser()
-    assert web.login(username=user.username, password=PASSWORD)
+    assert web.login(request=HttpRequest(), username=user.username, password=PASSWORD)
     response = web.post(reverse("admin:triggers_apikey_add"), {"name": "ro", "scope": "read"})
     assert response.status_code == 200
     assert ApiKey.objects.get(name="ro").scope == "read"

@@ -5,6 +5,7 @@ by email address or phone number."""
 from __future__ import annotations
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 
@@ -67,7 +68,7 @@ def test_api_lists_instances_by_recipient(api, deliveries):
 def test_admin_search_finds_instances_by_recipient(deliveries):
     make_operator("olive")
     client = Client()
-    client.login(username="olive", password=PASSWORD)
+    client.login(request=HttpRequest(), username="olive", password=PASSWORD)
     url = reverse("admin:triggers_triggerinstance_changelist")
     page = client.get(url, {"q": "ada@example.com"}).content.decode()
     assert short_id(deliveries["ada"]) in page and short_id(deliveries["bob"]) not in page

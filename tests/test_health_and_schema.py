@@ -89,8 +89,9 @@ def test_error_shape_is_documented_where_it_applies():
             if response.get("content", {}).get("application/json", {}).get("schema") == error
         }
 
-    keyed = {"401", "403", "429"}  # every keyed call: no key, out of scope, throttled
-    assert documented("/api/v1/triggers/", "post") == {"400", "411", "413", "415"} | keyed
+    # every keyed call: no key, out of scope, throttled, database unavailable
+    keyed = {"401", "403", "429", "503"}
+    assert documented("/api/v1/triggers/", "post") == {"400", "409", "411", "413", "415"} | keyed
     # 400 everywhere: an unknown query parameter is refused on every operation.
     assert documented("/api/v1/triggers/{id}/", "get") == {"400", "404"} | keyed
     assert documented("/api/v1/triggers/{id}/cancel/", "post") >= {"404", "409"}

@@ -139,6 +139,25 @@ def test_metrics_are_loopback_only_without_a_token():
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    "header",
+    ["HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP", "HTTP_X_FORWARDED_HOST"],
+)
+def test_without_a_token_metrics_refuse_loopback_requests_a_proxy_forwarded(header):
+    # A reverse proxy on the same host: REMOTE_ADDR is loopback, the client is not.
+    response = Client(REMOTE_ADDR="127.0.0.1").get("/metrics", **{header: "203.0.113.9"})
+    assert response.status_code == 403
+    assert "NOTIFYFLOW_METRICS_TOKEN" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_token_serves_metrics_through_a_proxy(settings):
+    settings.NOTIFYFLOW_METRICS_TOKEN = "s3cret"
+    proxied = Client(REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.9")
+    assert proxied.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
+
+
+@pytest.mark.django_db
 def test_with_a_token_metrics_require_it_from_anywhere(settings):
     settings.NOTIFYFLOW_METRICS_TOKEN = "s3cret"
     remote = Client(REMOTE_ADDR="10.1.2.3")

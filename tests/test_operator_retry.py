@@ -5,6 +5,7 @@ failures. Every one of them audited with what changed."""
 from __future__ import annotations
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 
@@ -118,7 +119,7 @@ def test_edit_payload_page_needs_its_own_permission():
     instance = render_error_instance()
     operator = make_operator("olive")
     client = Client()
-    client.login(username="olive", password=PASSWORD)
+    client.login(request=HttpRequest(), username="olive", password=PASSWORD)
     url = reverse("admin:triggers_triggerinstance_edit_payload", args=[instance.pk])
     page = client.get(reverse("admin:triggers_triggerinstance_change", args=[instance.pk]))
     assert b"nf-edit-payload" not in page.content
@@ -141,7 +142,7 @@ def test_retry_latest_button_shows_the_version_and_retries():
     instance = render_error_instance()
     make_operator("olive")
     client = Client()
-    client.login(username="olive", password=PASSWORD)
+    client.login(request=HttpRequest(), username="olive", password=PASSWORD)
     change = reverse("admin:triggers_triggerinstance_change", args=[instance.pk])
     assert b"nf-retry-latest" not in client.get(change).content
     fix_workflow()
@@ -183,7 +184,7 @@ def test_bulk_retry_skips_permanent_failures_unless_asked():
     )
     make_operator("olive")
     client = Client()
-    client.login(username="olive", password=PASSWORD)
+    client.login(request=HttpRequest(), username="olive", password=PASSWORD)
     both = [permanent.pk, transient.pk]
     response = client.post(
         reverse(CHANGELIST), {"action": "retry_failed", "_selected_action": both}, follow=True

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -85,7 +86,7 @@ def test_redaction_paths_are_masked_in_the_admin(settings, dispatched):
     instance = _ran()
     web = Client()
     user = make_superuser()
-    assert web.login(username=user.username, password=PASSWORD)
+    assert web.login(request=HttpRequest(), username=user.username, password=PASSWORD)
     page = web.get(reverse("admin:triggers_triggerinstance_change", args=[instance.pk]))
     assert page.status_code == 200
     assert "s3cr3t" not in page.content.decode() and "[redacted]" in page.content.decode()

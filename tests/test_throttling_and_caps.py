@@ -8,6 +8,7 @@ import json
 import logging
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -162,7 +163,7 @@ def test_json_at_the_depth_limit_is_accepted_and_its_pages_render(api, workflow,
     instance_id = response.json()["id"]
     assert api.get(f"/api/v1/triggers/{instance_id}/steps/").status_code == 200
     web = Client()
-    assert web.login(username=make_superuser().username, password=PASSWORD)
+    assert web.login(request=HttpRequest(), username=make_superuser().username, password=PASSWORD)
     page = web.get(reverse("admin:triggers_triggerinstance_change", args=[instance_id]))
     assert page.status_code == 200
 

@@ -44,9 +44,10 @@ def webhook_definition(url: str, **config) -> dict:
 
 @pytest.fixture
 def endpoint(settings):
-    settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     settings.NOTIFYFLOW_WEBHOOK_SECRET = SECRET
     with FakeEndpoint() as fake:
+        # The fake listens on a random port: allowed by name (a bare host allows 80/443).
+        settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = [fake.url.removeprefix("http://")]
         yield fake
 
 
@@ -133,7 +134,7 @@ def test_host_outside_the_allow_list_is_refused_at_send(endpoint, settings, disp
     settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["hooks.example.com"]  # changed since save
     assert run(instance) == "failed:permanent"
     instance.refresh_from_db()
-    assert "not in NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS" in instance.last_error
+    assert "not allowed by NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS" in instance.last_error
     assert endpoint.received == []
 
 
@@ -145,3 +146,60 @@ def test_api_refuses_a_disallowed_host(api, settings):
     assert response.json()["code"] == "host_not_allowed"
     body["definition"] = webhook_definition("https://hooks.example.com/x")
     assert api.post("/api/v1/workflows/", body, format="json").status_code == 201
+
+
+def test_a_bare_host_allows_only_the_web_ports(settings):
+    settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["localhost", "*.example.com"]
+    for url in ("http://localhost:5432/", "http://localhost:6379/", "https://a.example.com:22/"):
+        with pytest.raises(DefinitionError) as info:
+            workflow_save(key="w", name="w", definition=webhook_definition(url))
+        assert info.value.code == "host_not_allowed", url
+        assert "port" in info.value.message
+    for url in ("http://localhost/x", "https://localhost:443/x", "https://a.example.com/x"):
+        workflow_save(key="w", name="w", definition=webhook_definition(url))
+
+
+def test_a_host_with_a_port_allows_that_port_only(settings):
+    settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["hooks.internal:8080", "*.example.com:8443"]
+    for url in ("http://hooks.internal:8080/x", "https://a.example.com:8443/x"):
+        workflow_save(key="w", name="w", definition=webhook_definition(url))
+    for url in ("http://hooks.internal/x", "http://hooks.internal:5432/x"):
+        with pytest.raises(DefinitionError) as info:
+            workflow_save(key="w", name="w", definition=webhook_definition(url))
+        assert info.value.code == "host_not_allowed", url
+
+
+def test_the_port_is_checked_again_at_send(endpoint, settings, dispatched):
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition=webhook_definition(endpoint.url))
+    )
+    settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]  # the host, not its port
+    assert run(instance) == "failed:permanent"
+    instance.refresh_from_db()
+    assert "port" in instance.last_error
+    assert endpoint.received == []
+
+
+@pytest.mark.parametrize("bad", ["a\r\nX-Injected: 1", "a\nb", "a\tb"])
+def test_a_control_character_rendered_into_the_url_is_permanent(endpoint, dispatched, bad):
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition=webhook_definition(endpoint.url + "/{{ payload.p }}")),
+        payload={"name": "Ada", "p": bad},
+    )
+    assert run(instance) == "failed:permanent"
+    instance.refresh_from_db()
+    assert instance.status == TriggerStatus.FAILED
+    assert "control character" in instance.last_error
+    assert endpoint.received == []
+
+
+def test_crlf_rendered_into_a_header_is_permanent(endpoint, dispatched):
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition=webhook_definition(endpoint.url)),
+        payload={"name": "a\r\nX-Injected: 1"},
+    )
+    assert run(instance) == "failed:permanent"
+    instance.refresh_from_db()
+    assert instance.status == TriggerStatus.FAILED
+    assert "request invalid" in instance.last_error
+    assert endpoint.received == []

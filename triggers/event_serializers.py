@@ -67,7 +67,12 @@ class BindingOutcomeSerializer(serializers.Serializer):
     instance_id = serializers.UUIDField(allow_null=True)
     idempotency_key = serializers.CharField(allow_null=True)
     reason = serializers.CharField(allow_null=True)
-    code = serializers.CharField(allow_null=True)
+    code = serializers.CharField(
+        allow_null=True,
+        help_text="Why a binding was skipped (`missing_context`, `inactive_workflow`, ...); "
+        "`idempotency_conflict`: the key's instance is one this API key may not read (no "
+        "`instance_id` is given)",
+    )
 
 
 class EventOutputSerializer(serializers.Serializer):
@@ -75,7 +80,9 @@ class EventOutputSerializer(serializers.Serializer):
     outcomes = BindingOutcomeSerializer(many=True)
     delivered = serializers.IntegerField(help_text="Running instances the event reached")
     instances = serializers.ListField(
-        child=serializers.UUIDField(), help_text="Up to 100 of their ids"
+        child=serializers.UUIDField(),
+        help_text="Up to 100 of their ids; a `trigger` key sees only the ids of instances "
+        "it created",
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -32,7 +34,15 @@ from .events import (
     workflow_trigger_save,
 )
 from .inbox import deliver_to_instance
-from .permissions import actor, require_visible_instance, require_workflow, visible_workflows
+from .models import ApiKey, TriggerInstance
+from .permissions import (
+    actor,
+    is_restricted,
+    require_visible_instance,
+    require_workflow,
+    visible_instances,
+    visible_workflows,
+)
 
 
 class EventReceiveView(ApiView):
@@ -53,17 +63,36 @@ class EventReceiveView(ApiView):
             subjects=body["subjects"],
             workflows=key.workflows or None,
             actor=actor(key),
-            created_by_key=key.name,
+            api_key=key,
         )
         return Response(
             {
                 "event": EventRecordSerializer(result.record).data,
                 "outcomes": [o.as_json() for o in result.outcomes],
                 "delivered": len(result.delivered),
-                "instances": [str(i) for i in result.delivered[:100]],
+                "instances": [str(i) for i in _readable(key, result.delivered, 100)],
             },
             status=status.HTTP_202_ACCEPTED,
         )
+
+
+def _readable(key: ApiKey, instance_ids: list[uuid.UUID], most: int) -> list[uuid.UUID]:
+    """The first ``most`` of the instances an event reached that ``key`` may read, in
+    order: a trigger key learns no id of another key's instances from an event."""
+    if not is_restricted(key):
+        return instance_ids[:most]
+    found: list[uuid.UUID] = []
+    for start in range(0, len(instance_ids), 500):  # SQLite's parameter limit
+        chunk = instance_ids[start : start + 500]
+        readable = set(
+            visible_instances(TriggerInstance.objects.filter(pk__in=chunk), key)
+            .order_by()
+            .values_list("id", flat=True)
+        )
+        found += [i for i in chunk if i in readable]
+        if len(found) >= most:
+            break
+    return found[:most]
 
 
 class InstanceEventView(ApiView):

@@ -31,6 +31,7 @@ from .idempotency import (
     resolve_settings,
 )
 from .inbox import deliver
+from .models import ApiKey
 from .services import trigger_create
 
 logger = logging.getLogger("notifyflow.events")
@@ -157,7 +158,7 @@ def _binding_run(
     context: dict[str, Any],
     at: datetime,
     actor: str,
-    created_by_key: str,
+    api_key: ApiKey | None,
 ) -> BindingOutcome:
     workflow_key = binding.workflow.key
 
@@ -183,7 +184,7 @@ def _binding_run(
                 idempotency_key=generated.key,
                 payload=context,
                 actor=actor,
-                created_by_key=created_by_key,
+                api_key=api_key,
             )
     except ApplicationError as exc:
         logger.warning(
@@ -231,7 +232,7 @@ def event_receive(
     at: datetime | None = None,
     workflows: Sequence[str] | None = None,
     actor: str = "api",
-    created_by_key: str = "",
+    api_key: ApiKey | None = None,
 ) -> EventResult:
     """Fan an event out to every active workflow trigger bound to ``name``, and deliver
     it to every running instance interested in one of ``subjects``.
@@ -242,7 +243,12 @@ def event_receive(
     in EventRecord. Delivery (``triggers.inbox.deliver``) comes after the bindings, so
     an instance a binding just created hears the event too when it is interested.
     ``workflows``, when given, limits the bindings to those workflow keys (a key limited
-    to workflows); ``actor`` and ``created_by_key`` are recorded on created instances.
+    to workflows); ``actor`` and ``api_key`` are recorded on created instances.
+
+    A binding whose key has an instance ``api_key`` may not read is ``skipped`` with
+    code ``idempotency_conflict`` and no instance id (as ``trigger_create`` refuses
+    it); ``delivered`` lists every instance the event reached, the caller shows only
+    those its key may read.
     """
     metrics.EVENTS_RECEIVED.inc()
     at = at or timezone.now()
@@ -262,7 +268,7 @@ def event_receive(
             context=context,
             at=at,
             actor=actor,
-            created_by_key=created_by_key,
+            api_key=api_key,
         )
         for b in bindings
     ]

@@ -238,6 +238,14 @@ class ApiKey(models.Model):
     def allows_workflow(self, workflow_key: str) -> bool:
         return not self.workflows or workflow_key in self.workflows
 
+    def may_read(self, *, workflow_key: str, created_by_key: str) -> bool:
+        """Whether this key may read an instance of ``workflow_key`` created by the key
+        named ``created_by_key``: for one row, the rule ``permissions.visible_instances``
+        applies to querysets (a ``trigger`` key reads only what it created)."""
+        if self.scope == ApiKeyScope.TRIGGER and created_by_key != self.name:
+            return False
+        return self.allows_workflow(workflow_key)
+
     @staticmethod
     def hash_key(raw_key: str) -> str:
         return hashlib.sha256(raw_key.encode()).hexdigest()

@@ -57,7 +57,7 @@ class HasScope(permissions.BasePermission):
 
 def visible_instances(queryset: QuerySet, key: ApiKey, *, prefix: str = "") -> QuerySet:
     """``queryset`` (of instances, or of rows reached through ``prefix``, e.g.
-    ``trigger__``) narrowed to what ``key`` may read."""
+    ``trigger__``) narrowed to what ``key`` may read (``ApiKey.may_read`` for one row)."""
     if key.scope == Scope.TRIGGER:
         queryset = queryset.filter(**{f"{prefix}created_by_key": key.name})
     if key.workflows:

@@ -33,6 +33,12 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
 
     Batches of ``batch`` instances, each in its own short transaction, oldest first, so
     a purge under load never holds many locks or a long transaction. Returns counts.
+
+    Each batch first locks its instances (``FOR UPDATE SKIP LOCKED``, re-checking that
+    they are still finished): an operator's retry that moved one meanwhile, or holds it
+    now, keeps it out of the batch (a later purge takes it if it finishes again), and a
+    retry that comes after the lock waits and then finds the instance gone (404) -
+    never a history row inserted for an instance being deleted (IntegrityError).
     """
     cutoff = timezone.now() - older_than
     instances = events = 0
@@ -41,6 +47,7 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
             _allow_purge()
             ids = list(
                 TriggerInstance.objects.filter(status__in=TERMINAL_STATUSES, finished_at__lt=cutoff)
+                .select_for_update(skip_locked=True)
                 .order_by("finished_at")
                 .values_list("id", flat=True)[:batch]
             )

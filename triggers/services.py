@@ -13,7 +13,7 @@ import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -75,15 +75,21 @@ def trigger_create(
     idempotency_key: str,
     payload: dict[str, Any],
     actor: str = "api",
-    created_by_key: str = "",
+    api_key: ApiKey | None = None,
 ) -> TriggerCreateResult:
     """Create a trigger instance, or return the existing one for the same key.
 
     Idempotent under concurrency: the (workflow, idempotency_key) unique constraint
     decides the race; a loser reads the winner's row. The first task message is sent
-    only after the row is committed. Raises ApplicationError for an unknown, inactive
-    or empty workflow.
+    only after the row is committed. ``api_key`` is the key that posts (recorded on the
+    new instance; None for the admin and internal callers, which may read everything).
+
+    A replay answers with the existing instance whatever the payload posted now (the
+    first call's payload is the one that runs). Raises ApplicationError for an unknown,
+    inactive or empty workflow; ConflictError ``idempotency_conflict`` - with nothing of
+    the instance in it - when the key's instance is one ``api_key`` may not read.
     """
+    created_by_key = api_key.name if api_key is not None else ""
     # A repeat returns what the first call returned, whatever the workflow's state
     # now (deactivated since, new version): the statement that would insert reads the
     # existing row instead.
@@ -96,8 +102,7 @@ def trigger_create(
         existing = instance_by_key(workflow=wf, idempotency_key=idempotency_key)
         if existing is None:
             raise
-        metrics.TRIGGERS.labels("replayed").inc()
-        return TriggerCreateResult(existing, False)
+        return _replay(existing, api_key)
     now = timezone.now()
     # One statement (atomic by itself, no transaction round trips) inserts the instance
     # or, if the key is taken, reads the one that holds it (ON CONFLICT: no error).
@@ -111,8 +116,7 @@ def trigger_create(
             raise ConflictError(
                 code="busy", field=None, message="another request changed this key; try again"
             )
-        metrics.TRIGGERS.labels("replayed").inc()
-        return TriggerCreateResult(existing, False)
+        return _replay(existing, api_key)
     dispatch_on_commit(row.id)
     instance = state.as_model(row, now)
     instance._state.adding, instance._state.db = False, connection.alias
@@ -124,6 +128,27 @@ def trigger_create(
         extra={"nf": {"trigger_id": str(row.id), "workflow": wf.key, "actor": actor}},
     )
     return TriggerCreateResult(instance, True)
+
+
+def _replay(existing: TriggerInstance, api_key: ApiKey | None) -> TriggerCreateResult:
+    """The answer to a repeat of ``existing``'s key: the instance, if ``api_key`` may
+    read it; else ``idempotency_conflict``, which says nothing of it (payload, vars,
+    status, id) - a key must not read through a replay what it cannot GET."""
+    if api_key is not None and not api_key.may_read(
+        workflow_key=existing.workflow.key, created_by_key=existing.created_by_key
+    ):
+        raise _idempotency_conflict()
+    metrics.TRIGGERS.labels("replayed").inc()
+    return TriggerCreateResult(existing, False)
+
+
+def _idempotency_conflict() -> ConflictError:
+    return ConflictError(
+        code="idempotency_conflict",
+        field="idempotency_key",
+        message="idempotency_key: already used by an instance this API key may not read; "
+        "use another key",
+    )
 
 
 @dataclass(frozen=True)
@@ -149,7 +174,7 @@ def trigger_create_bulk(
     *,
     items: Sequence[TriggerItem | ApplicationError],
     actor: str = "api",
-    created_by_key: str = "",
+    api_key: ApiKey | None = None,
 ) -> list[BulkOutcome]:
     """``trigger_create`` for many items at once, one outcome per item, in order.
 
@@ -157,13 +182,15 @@ def trigger_create_bulk(
     the other: a replay of an existing (workflow, key) - or of an earlier item of the
     same request - is a ``duplicate`` answered before the workflow's state is checked;
     an unknown, inactive or empty workflow or an interest that does not render makes
-    that item ``invalid`` and nothing else. An ``ApplicationError`` in ``items`` is an
-    item the edge already refused; it is passed through as ``invalid``.
+    that item ``invalid`` and nothing else; so does a replay of an instance ``api_key``
+    may not read (``idempotency_conflict``, no id). An ``ApplicationError`` in ``items``
+    is an item the edge already refused; it is passed through as ``invalid``.
 
     The new instances, their audit rows and interests are one INSERT ... ON CONFLICT
     statement (PostgreSQL); a concurrent writer that took a key first makes that item a
     duplicate of its row. All first steps are published after commit in one pipeline.
     """
+    created_by_key = api_key.name if api_key is not None else ""
     if len(items) > MAX_BULK_ITEMS:
         raise ApplicationError(
             code="too_many_items",
@@ -199,7 +226,7 @@ def trigger_create_bulk(
     for index, wf, item in pending:
         pair = (wf.pk, item.idempotency_key)
         if pair in existing:
-            outcomes[index] = BulkOutcome("duplicate", instance_id=existing[pair])
+            outcomes[index] = _replay_outcome(existing[pair], wf.key, api_key)
             continue
         if pair in chosen:
             duplicates_of_new.append((index, pair))
@@ -215,14 +242,19 @@ def trigger_create_bulk(
     lost = {(row.workflow_id, row.idempotency_key) for _, row in new if row.id not in inserted}
     # Keys a concurrent request took first: its row is committed (ON CONFLICT waited).
     winners = _existing_ids(lost) if lost else {}
+    workflow_keys = {wf.pk: wf.key for _, wf, _ in pending}
     for index, row in new:
         if row.id in inserted:
             outcomes[index] = BulkOutcome("created", instance_id=row.id)
         else:
-            outcomes[index] = _winner_or_busy(winners.get((row.workflow_id, row.idempotency_key)))
+            winner = winners.get((row.workflow_id, row.idempotency_key))
+            outcomes[index] = _replay_outcome(winner, workflow_keys[row.workflow_id], api_key)
     for index, pair in duplicates_of_new:
         row = chosen[pair]
-        outcomes[index] = _winner_or_busy(row.id if row.id in inserted else winners.get(pair))
+        mine = _Existing(row.id, created_by_key) if row.id in inserted else None
+        outcomes[index] = _replay_outcome(
+            mine or winners.get(pair), workflow_keys[row.workflow_id], api_key
+        )
     if inserted:
         dispatch_many_on_commit(row.id for _, row in new if row.id in inserted)
     done = [outcome for outcome in outcomes if outcome is not None]
@@ -239,9 +271,17 @@ def trigger_create_bulk(
     return done
 
 
-def _winner_or_busy(instance_id: uuid.UUID | None) -> BulkOutcome:
-    if instance_id is not None:
-        return BulkOutcome("duplicate", instance_id=instance_id)
+def _replay_outcome(
+    existing: _Existing | None, workflow_key: str, api_key: ApiKey | None
+) -> BulkOutcome:
+    """A bulk item whose key has an instance: ``duplicate`` with its id, or - as the
+    single POST - ``idempotency_conflict`` if ``api_key`` may not read it."""
+    if existing is not None:
+        if api_key is not None and not api_key.may_read(
+            workflow_key=workflow_key, created_by_key=existing.created_by_key
+        ):
+            return BulkOutcome("invalid", error=_idempotency_conflict())
+        return BulkOutcome("duplicate", instance_id=existing.id)
     # Only if the row that blocked the INSERT vanished again (deleted in between).
     return BulkOutcome(
         "invalid",
@@ -294,13 +334,18 @@ def _startable_version(wf: Workflow) -> WorkflowVersion:
     return version
 
 
-def _existing_ids(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], uuid.UUID]:
-    """(workflow id, key) -> instance id of those that exist: one indexed query per
-    workflow (``idempotency_key IN (...)``, chunked)."""
+class _Existing(NamedTuple):
+    id: uuid.UUID
+    created_by_key: str
+
+
+def _existing_ids(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], _Existing]:
+    """(workflow id, key) -> the instance (id, creating key) of those that exist: one
+    indexed query per workflow (``idempotency_key IN (...)``, chunked)."""
     by_workflow: dict[int, list[str]] = {}
     for workflow_id, key in pairs:
         by_workflow.setdefault(workflow_id, []).append(key)
-    found: dict[tuple[int, str], uuid.UUID] = {}
+    found: dict[tuple[int, str], _Existing] = {}
     for workflow_id, keys in by_workflow.items():
         for start in range(0, len(keys), _KEYS_PER_QUERY):
             rows = (
@@ -309,9 +354,9 @@ def _existing_ids(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], uuid.UUI
                     workflow_id=workflow_id,
                     idempotency_key__in=keys[start : start + _KEYS_PER_QUERY],
                 )
-                .values_list("idempotency_key", "id")
+                .values_list("idempotency_key", "id", "created_by_key")
             )
-            found.update({(workflow_id, key): instance_id for key, instance_id in rows})
+            found.update({(workflow_id, key): _Existing(id, by) for key, id, by in rows})
     return found
 
 
@@ -440,7 +485,7 @@ def instance_retry_or_conflict(*, instance_id: uuid.UUID | str, actor: str) -> T
     """
     instance = _instance_or_404(instance_id)
     if not instance_retry(instance_id=instance.pk, actor=actor):
-        instance.refresh_from_db()
+        instance = _instance_or_404(instance.pk)  # purged meanwhile: 404
         raise ConflictError(
             code="not_failed",
             field=None,
@@ -461,7 +506,7 @@ def instance_run_now_or_conflict(
     """
     instance = _instance_or_404(instance_id)
     if not instance_run_now(instance_id=instance.pk, actor=actor, reason=reason):
-        instance.refresh_from_db()
+        instance = _instance_or_404(instance.pk)  # purged meanwhile: 404
         why = "already due" if instance.status == TriggerStatus.ENQUEUED else instance.status
         raise ConflictError(
             code="not_waiting",

@@ -67,6 +67,11 @@ class TriggerListCreateView(ApiView):
     @extend_schema(
         request=TriggerCreateInputSerializer,
         responses={201: TriggerOutputSerializer, 200: TriggerOutputSerializer},
+        description="201: a new instance. 200 with `Idempotent-Replayed: true`: a repeat of "
+        "(workflow, idempotency_key) - the instance as the first call made it; the repeat's "
+        "payload is ignored. 409 `idempotency_conflict`: the key's instance is one this API "
+        "key may not read (a `trigger` key reads only what it created); nothing of it is in "
+        "the answer.",
     )
     def post(self, request: Request) -> Response:
         body = validated_body(request, TriggerCreateInputSerializer)
@@ -76,7 +81,7 @@ class TriggerListCreateView(ApiView):
             idempotency_key=body["idempotency_key"],
             payload=body["payload"],
             actor=actor(request.user),
-            created_by_key=request.user.name,
+            api_key=request.user,
         )
         data = TriggerOutputSerializer(result.instance).data
         if result.created:
@@ -113,6 +118,10 @@ class TriggerBulkCreateView(ApiView):
         request=TriggerBulkInputSerializer,
         responses={200: TriggerBulkOutputSerializer},
         operation_id="v1_triggers_bulk_create",
+        description="Each item as its own POST /api/v1/triggers/: `created`, `duplicate` "
+        "(with the existing id), or `invalid` with that POST's error - "
+        "`idempotency_conflict` (no id) for a repeat of an instance this API key may not "
+        "read.",
     )
     def post(self, request: Request) -> Response:
         body = validated_body(
@@ -125,7 +134,7 @@ class TriggerBulkCreateView(ApiView):
             else _workflow_refused(item.workflow)
             for item in body["items"]
         ]
-        outcomes = trigger_create_bulk(items=items, actor=actor(key), created_by_key=key.name)
+        outcomes = trigger_create_bulk(items=items, actor=actor(key), api_key=key)
         return Response(TriggerBulkOutputSerializer(outcomes).data)
 
 

@@ -4,7 +4,8 @@ The body is the node's ``body`` object with its string values rendered; the requ
 signed ``X-NotifyFlow-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw
 body>">`` with NOTIFYFLOW_WEBHOOK_SECRET and carries ``X-NotifyFlow-Delivery:
 <instance>:<node>`` for the receiver to deduplicate (a retry after an unknown outcome
-sends the same delivery id). The host must be in NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS, at
+sends the same delivery id). The host and port must be allowed by
+NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS (``host`` allows 80 and 443, ``host:port`` that port), at
 save and again here; redirects are never followed. 5xx, 408, 429, timeouts and
 connection errors are transient, any other non-2xx permanent. Guarded like every send:
 once recorded sent, never called again.
@@ -23,7 +24,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
-from workflows.definition import webhook_host_allowed
+from workflows.definition import webhook_host_allowed, webhook_url_port
 
 from ..deliveries import guarded_send
 from ..providers.base import ProviderError
@@ -50,14 +51,23 @@ def signature_header(secret: str, timestamp: int, body: bytes) -> str:
 
 
 def check_url(url: str) -> str:
-    """The rendered URL's host, if http(s) and allowed; else a permanent error."""
+    """The rendered URL's host, if http(s) and its host and port are allowed; else a
+    permanent error (as is a control character rendered into it: retrying cannot fix the
+    URL, and ``urlsplit`` would silently drop CR, LF and tab)."""
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in url):
+        raise ProviderError(f"url: {url!r} contains a control character", permanent=True)
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.scheme not in ("http", "https") or not host:
         raise ProviderError(f"url: {url!r} is not an http(s) URL", permanent=True)
-    if not webhook_host_allowed(host):
+    try:
+        port = webhook_url_port(parts.scheme, parts.port)
+    except ValueError as exc:
+        raise ProviderError(f"url: {url!r} has an invalid port", permanent=True) from exc
+    if not webhook_host_allowed(host, port=port):
         raise ProviderError(
-            f"url: host {host!r} is not in NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS", permanent=True
+            f"url: host {host!r} port {port} is not allowed by NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS",
+            permanent=True,
         )
     return host
 
@@ -100,6 +110,10 @@ def execute(step: StepContext) -> NodeResult:
             )
         except httpx.TimeoutException as exc:
             raise ProviderError(f"webhook timeout: {exc}", permanent=False) from exc
+        except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            # What we would send is invalid (e.g. CR/LF rendered into a header): the
+            # same request fails the same way every time.
+            raise ProviderError(f"webhook request invalid: {exc}", permanent=True) from exc
         except httpx.TransportError as exc:
             raise ProviderError(f"webhook connection error: {exc}", permanent=False) from exc
         body = response.text[:BODY_LIMIT]
