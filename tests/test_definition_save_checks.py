@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 
@@ -139,7 +140,7 @@ def admin_add(client: Client, definition: dict):
 @pytest.mark.django_db
 def test_admin_editor_shows_both_errors_on_the_definition_field():
     client = Client()
-    client.login(username=make_superuser().username, password=PASSWORD)
+    client.login(request=HttpRequest(), username=make_superuser().username, password=PASSWORD)
     d = email_sms_definition()
     d["nodes"][0]["config"]["subject"] = "{{ payload.name | shout }}"
     d["nodes"].append({"id": "orphan", "type": "delay", "config": {"duration": "1m"}})
@@ -247,3 +248,8 @@ def test_api_refuses_a_misspelt_variable_with_400(api):
     )
     assert "'workflow'" in error["message"]
     assert not Workflow.objects.exists()
+
+
+def test_a_cancel_rule_whose_match_is_null_is_refused_as_the_schema_says():
+    definition = {**email_sms_definition(), "cancel_on": [{"event": "gone", "match": None}]}
+    assert [p[1] for p in problems(definition)] == ["cancel_on[0].match"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 
@@ -139,7 +140,7 @@ def test_run_now_on_a_wait_with_a_matching_event_already_delivered_takes_the_eve
 def test_the_admin_run_now_button_ends_a_wait(dispatched, client):
     instance = _parked_wait()
     operator = make_operator()
-    assert client.login(username=operator.username, password=PASSWORD)
+    assert client.login(request=HttpRequest(), username=operator.username, password=PASSWORD)
     url = reverse("admin:triggers_triggerinstance_run_now", args=[instance.pk])
     client.post(url)
     change = TriggerStatusChange.objects.filter(instance=instance).latest("id")
@@ -182,7 +183,7 @@ def test_a_wait_is_one_step_in_the_stats_the_step_logs_and_the_console(
     assert [(s["node_id"], s["parked"]) for s in steps] == [("listen", True), ("listen", False)]
 
     operator = make_operator()
-    assert client.login(username=operator.username, password=PASSWORD)
+    assert client.login(request=HttpRequest(), username=operator.username, password=PASSWORD)
     page = client.get(
         reverse("admin:triggers_triggerinstance_change", args=[instance.pk])
     ).content.decode()

@@ -477,9 +477,8 @@ def _check_cancel_on(rules: Any) -> list[DefinitionProblem]:
             problems.append(
                 DefinitionProblem(f"{path}.event", "must be an event name", code="required")
             )
-        match = rule.get("match")
-        if match is not None:
-            problems.extend(_check_condition_field(match, f"{path}.match", None))
+        if "match" in rule:  # optional, but when given an expression (null is not one)
+            problems.extend(_check_condition_field(rule["match"], f"{path}.match", None))
     return problems
 
 
