@@ -6,6 +6,7 @@ from django.test import Client
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.broker
 def test_healthz_answers_without_auth():
     response = Client().get("/healthz")
     assert response.status_code == 200
