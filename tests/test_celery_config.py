@@ -105,7 +105,7 @@ def test_many_messages_are_published_together_after_commit():
         try:
             with logs.bound(request_id="rid-1"), transaction.atomic():
                 send_tasks_on_commit(name, [(f"id-{n}",) for n in range(1200)])
-                assert queue.queue_declare(passive=True).message_count == 0
+                assert queue.queue_declare().message_count == 0
             messages = []
             while (message := queue.get(no_ack=True, accept=["json"])) is not None:
                 if message.headers["task"] == name:
