@@ -1,7 +1,7 @@
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: run test test-sqlite lint bench bench-quick bench-scaling clean
+.PHONY: run test test-sqlite test-amqp lint bench bench-quick bench-scaling clean
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -32,6 +32,14 @@ test: $(VENV_STAMP) lint
 test-sqlite: $(VENV_STAMP)
 	env -u DATABASE_URL -u CELERY_BROKER_URL NOTIFYFLOW_REQUIRE_SERVICES=0 \
 		$(PY) -m pytest $(ENGINE_TESTS) $(PYTEST_ARGS)
+
+# The broker-facing tests (marker `broker`: every worker and chaos test, and the few that
+# publish for real) again on RabbitMQ; what is Redis-only skips, saying why. AMQP_URL
+# names the vhost (.ci/run gives CI one of its own); the admin's browser test is not
+# about the broker and runs once, in `make test`.
+AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672//
+test-amqp: $(VENV_STAMP)
+	CELERY_BROKER_URL=$(AMQP_URL) $(PY) -m pytest -m "broker and not browser" $(PYTEST_ARGS)
 
 # Benchmarks (bench/README.md): own PostgreSQL database and Redis db, loopback only.
 BENCH_STAMP := .venv/.bench-installed

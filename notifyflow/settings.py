@@ -2,7 +2,7 @@
 
 The embedded default (no env vars) is a SQLite file and kombu's filesystem broker under
 ``var/``, so ``make run`` works on a machine with no servers. Production and CI set
-``DATABASE_URL`` (PostgreSQL) and ``CELERY_BROKER_URL`` (Redis).
+``DATABASE_URL`` (PostgreSQL) and ``CELERY_BROKER_URL`` (Redis or RabbitMQ).
 """
 
 from __future__ import annotations
@@ -58,6 +58,16 @@ def env_float(name: str, default: float) -> float:
 
 def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def broker_kind(url: str) -> str:
+    """ "redis", "amqp" (RabbitMQ) or the URL's scheme (filesystem, memory, ...)."""
+    scheme = url.partition("://")[0].lower()
+    if scheme in ("redis", "rediss"):
+        return "redis"
+    if scheme in ("amqp", "amqps", "pyamqp"):
+        return "amqp"
+    return scheme
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -439,6 +449,8 @@ NOTIFYFLOW_SWEEP_BATCH = env_int("NOTIFYFLOW_SWEEP_BATCH", 500)
 # A due instance with no claim after this long is assumed to have lost its message.
 NOTIFYFLOW_REDISPATCH_AFTER_S = env_float("NOTIFYFLOW_REDISPATCH_AFTER_S", 30)
 # Delays longer than this never go to the broker as a countdown; the sweeper wakes them.
+# A worker holds a countdown's message unacked until it is due: on RabbitMQ this must stay
+# well under the server's consumer_timeout (30 min by default), which closes the channel.
 NOTIFYFLOW_BROKER_HORIZON_S = env_int("NOTIFYFLOW_BROKER_HORIZON_S", 600)
 # Redis re-delivers an unacked message after this; it must exceed every countdown we
 # hand the broker and every task's runtime (kombu#337, celery#2599).
@@ -453,11 +465,11 @@ NOTIFYFLOW_KOMBU_TIMER_FIX = env_bool("NOTIFYFLOW_KOMBU_TIMER_FIX", True)
 NOTIFYFLOW_WORKER_ASYNC_COMMIT = env_bool("NOTIFYFLOW_WORKER_ASYNC_COMMIT", True)
 
 # --- Cache (throttling) ------------------------------------------------------------------
-# Shared by every web process: NOTIFYFLOW_CACHE_URL, else the Redis broker's server,
-# else (the embedded default) per-process memory.
+# Shared by every web process: NOTIFYFLOW_CACHE_URL (a Redis URL), else the Redis broker's
+# server, else (RabbitMQ, the embedded default) per-process memory.
 _CACHE_URL = os.environ.get("NOTIFYFLOW_CACHE_URL", "") or (
     os.environ.get("CELERY_BROKER_URL", "")
-    if os.environ.get("CELERY_BROKER_URL", "").startswith(("redis://", "rediss://"))
+    if broker_kind(os.environ.get("CELERY_BROKER_URL", "")) == "redis"
     else ""
 )
 CACHES = {
@@ -479,6 +491,9 @@ NOTIFYFLOW_DB_PREPARE = env_bool("NOTIFYFLOW_DB_PREPARE", True)
 
 # --- Celery ---------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+# redis (production default), amqp (RabbitMQ, supported), or an embedded one (filesystem,
+# memory): README "Brokers" says what each gives.
+NOTIFYFLOW_BROKER_KIND = broker_kind(CELERY_BROKER_URL)
 CELERY_BROKER_FILESYSTEM_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for _sub in ("queue", "processed", "control"):
@@ -490,6 +505,12 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(CELERY_BROKER_FILESYSTEM_DIR / "control"),
         "store_processed": False,
     }
+elif NOTIFYFLOW_BROKER_KIND == "amqp":
+    # RabbitMQ's own acknowledgement of every publish: a publish the broker did not take
+    # (restart, resource alarm) raises, so the caller's "left for the sweeper" path
+    # applies instead of a message lost in a socket buffer. Unacked messages come back
+    # when their consumer's connection closes: no visibility timeout here.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": NOTIFYFLOW_VISIBILITY_TIMEOUT_S,

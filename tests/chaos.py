@@ -1,9 +1,13 @@
-"""A private PostgreSQL cluster and redis-server for the chaos tests, on free loopback
-ports in a temporary directory: the tests restart and kill them, which they must never
-do to the shared servers other runs (and CI's other tests) are using."""
+"""A private PostgreSQL cluster and broker for the chaos tests, on free loopback ports in
+a temporary directory: the tests restart and kill them, which they must never do to the
+shared servers other runs (and CI's other tests) are using. The broker is of the kind
+the tests run on (``CELERY_BROKER_URL``): a redis-server, or a RabbitMQ node of its own
+(its own node name, ports, database and logs)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 import signal
@@ -18,6 +22,9 @@ from typing import Any
 import psycopg
 
 DB_NAME = "notifyflow"
+# RabbitMQ's start script, run directly (the /usr/sbin wrapper switches to the rabbitmq
+# user and to the system node's settings).
+RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 
 
 def free_port() -> int:
@@ -36,12 +43,16 @@ def postgres_bin() -> Path | None:
     return versions[-1] if versions else None
 
 
-def missing_tools() -> str | None:
+def missing_tools(broker_kind: str = "redis") -> str | None:
     """Why the private servers cannot be started here, or None."""
     if postgres_bin() is None:
         return "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin"
-    if shutil.which("redis-server") is None:
+    if broker_kind == "redis" and shutil.which("redis-server") is None:
         return "no redis-server on PATH"
+    if broker_kind == "amqp" and not RABBITMQ_SERVER.exists():
+        return f"no {RABBITMQ_SERVER}"
+    if broker_kind not in ("redis", "amqp"):
+        return f"no private broker for {broker_kind!r}"
     if os.geteuid() == 0 and shutil.which("runuser") is None:
         return "running as root (initdb refuses root) and no runuser to drop to postgres"
     return None
@@ -51,9 +62,11 @@ def missing_tools() -> str | None:
 class PrivateServices:
     root: Path
     pg_bin: Path
+    broker_kind: str = "redis"
     pg_port: int = field(default_factory=free_port)
-    redis_port: int = field(default_factory=free_port)
-    redis: subprocess.Popen | None = None
+    broker_port: int = field(default_factory=free_port)
+    broker_dist_port: int = field(default_factory=free_port)  # RabbitMQ's Erlang distribution
+    broker: subprocess.Popen | None = None
 
     # --- PostgreSQL --------------------------------------------------------------------
     @property
@@ -128,20 +141,27 @@ class PrivateServices:
         except psycopg.OperationalError:
             return None
 
-    # --- Redis -------------------------------------------------------------------------
+    # --- the broker ----------------------------------------------------------------------
     @property
     def broker_url(self) -> str:
-        return f"redis://127.0.0.1:{self.redis_port}/0"
+        if self.broker_kind == "amqp":
+            return f"amqp://guest:guest@127.0.0.1:{self.broker_port}//"
+        return f"redis://127.0.0.1:{self.broker_port}/0"
 
-    def redis_start(self) -> None:
-        # Persistent like docker-compose's redis (appendonly): a restart keeps the queue;
-        # what it loses (the last second, unacked deliveries) the sweeper re-sends.
-        (self.root / "redis").mkdir(exist_ok=True)
-        self.redis = subprocess.Popen(
-            [
+    def broker_start(self) -> None:
+        """Start the broker and wait until it answers. Persistent, as in production: a
+        restart keeps the queue (Redis: appendonly, like docker-compose's; RabbitMQ:
+        Celery's durable queue of persistent messages); what it loses the sweeper
+        re-sends."""
+        log = self.root / "broker.log"
+        if self.broker_kind == "amqp":
+            args, env = self._rabbitmq_command()
+        else:
+            (self.root / "redis").mkdir(exist_ok=True)
+            args = [
                 "redis-server",
                 "--port",
-                str(self.redis_port),
+                str(self.broker_port),
                 "--bind",
                 "127.0.0.1",
                 "--save",
@@ -151,42 +171,103 @@ class PrivateServices:
                 "--dir",
                 str(self.root / "redis"),
                 "--logfile",
-                str(self.root / "redis.log"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+                str(log),
+            ]
+            env = dict(os.environ)
+        with open(log, "a") as out:
+            self.broker = subprocess.Popen(
+                args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        # A RabbitMQ node boots in ~5 s on an idle machine; generous for a busy one.
+        deadline = time.monotonic() + 120
+        while not self.broker_ping():
+            if self.broker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"private broker did not start:\n{log.read_text()[-5000:]}")
+            time.sleep(0.1)
+
+    def _rabbitmq_command(self) -> tuple[list[str], dict[str, str]]:
+        base = self.root / "rabbitmq"
+        base.mkdir(exist_ok=True)
+        (base / "rabbitmq.conf").write_text(
+            f"listeners.tcp.local = 127.0.0.1:{self.broker_port}\n"
+            "loopback_users = none\n"
+            # Chaos batches are tiny: never block publishers on a busy shared disk.
+            "disk_free_limit.absolute = 1MB\n"
         )
-        deadline = time.monotonic() + 30
-        while not self.redis_ping():
-            if self.redis.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    "private redis-server did not start:\n" + (self.root / "redis.log").read_text()
-                )
-            time.sleep(0.05)
+        (base / "enabled_plugins").write_text("[].\n")
+        (base / "rabbitmq-env.conf").write_text("")  # not the system node's settings
+        env = {
+            **os.environ,
+            "RABBITMQ_NODENAME": f"nf-chaos-{self.broker_port}@localhost",
+            "RABBITMQ_DIST_PORT": str(self.broker_dist_port),
+            "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
+            "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+            "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(base / "log"),
+            "RABBITMQ_LOGS": "-",
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+        }
+        return [str(RABBITMQ_SERVER)], env
 
-    def redis_stop(self) -> None:
-        if self.redis is not None and self.redis.poll() is None:
-            self.redis.send_signal(signal.SIGTERM)
-            self.redis.wait(timeout=30)
-        self.redis = None
+    def broker_stop(self) -> None:
+        if self.broker is not None and self.broker.poll() is None:
+            # The whole group: RabbitMQ's start script runs the Erlang VM as its child.
+            os.killpg(self.broker.pid, signal.SIGTERM)
+            try:
+                self.broker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.broker.pid, signal.SIGKILL)
+                self.broker.wait()
+            if self.broker_kind == "amqp":
+                # The VM may outlive the script by a moment: wait for the port to close.
+                deadline = time.monotonic() + 30
+                while self.broker_ping() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+        self.broker = None
 
-    def redis_ping(self) -> bool:
+    def broker_ping(self) -> bool:
+        if self.broker_kind == "amqp":
+            from kombu import Connection
+
+            try:
+                with Connection(self.broker_url, connect_timeout=2) as conn:
+                    conn.ensure_connection(max_retries=1)
+                return True
+            except Exception:  # noqa: BLE001 - any failure means not up (yet)
+                return False
         import redis
 
         try:
-            return bool(redis.Redis(port=self.redis_port, socket_timeout=1).ping())
+            return bool(redis.Redis(port=self.broker_port, socket_timeout=1).ping())
         except redis.RedisError:
             return False
 
-    def redis_client(self) -> Any:
-        import redis
+    def queued_task_args(self, task: str, queue: str = "celery") -> list[list]:
+        """The args of every ``task`` message waiting in ``queue``, left where they are."""
+        bodies = []
+        if self.broker_kind == "amqp":
+            from kombu import Connection
 
-        return redis.Redis.from_url(self.broker_url, socket_timeout=2)
+            # Taken unacked, then given back when the connection closes.
+            with Connection(self.broker_url, connect_timeout=5) as conn:
+                channel = conn.channel()
+                while (message := channel.basic_get(queue, no_ack=False)) is not None:
+                    if message.headers.get("task") == task:
+                        bodies.append(json.loads(message.body))
+        else:
+            import redis
+
+            client = redis.Redis.from_url(self.broker_url, socket_timeout=2)
+            for raw in client.lrange(queue, 0, -1):
+                envelope = json.loads(raw)
+                if envelope["headers"]["task"] == task:
+                    bodies.append(json.loads(base64.b64decode(envelope["body"])))
+        return [args for args, _kwargs, _embed in bodies]
 
     # --- lifecycle ---------------------------------------------------------------------
     @classmethod
-    def start(cls) -> PrivateServices:
+    def start(cls, broker_kind: str = "redis") -> PrivateServices:
         root = Path(tempfile.mkdtemp(prefix="notifyflow-chaos-"))
         (root / "sockets").mkdir()
         if os.geteuid() == 0:
@@ -194,17 +275,17 @@ class PrivateServices:
             shutil.chown(root / "sockets", "postgres", "postgres")
         bin_dir = postgres_bin()
         assert bin_dir is not None
-        services = cls(root=root, pg_bin=bin_dir)
+        services = cls(root=root, pg_bin=bin_dir, broker_kind=broker_kind)
         try:
             services.pg_init()
-            services.redis_start()
+            services.broker_start()
         except BaseException:
             services.stop()
             raise
         return services
 
     def stop(self) -> None:
-        self.redis_stop()
+        self.broker_stop()
         if (self.root / "pgdata" / "postmaster.pid").exists():
             self._as_postgres(
                 str(self.pg_bin / "pg_ctl"),

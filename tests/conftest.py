@@ -12,24 +12,40 @@ from .factories import WorkflowFactory
 
 REQUIRE_SERVICES = os.environ.get("NOTIFYFLOW_REQUIRE_SERVICES") == "1"
 USING_POSTGRES = settings.IS_POSTGRES
-USING_REDIS = settings.CELERY_BROKER_URL.startswith("redis://")
+BROKER_KIND = settings.NOTIFYFLOW_BROKER_KIND
+USING_REDIS = BROKER_KIND == "redis"
+# A broker server a real worker can share with the tests: Redis or RabbitMQ.
+USING_BROKER_SERVER = BROKER_KIND in ("redis", "amqp")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    if REQUIRE_SERVICES and not (USING_POSTGRES and USING_REDIS):
+    if REQUIRE_SERVICES and not (USING_POSTGRES and USING_BROKER_SERVER):
         raise pytest.UsageError(
             "NOTIFYFLOW_REQUIRE_SERVICES=1 but DATABASE_URL is not PostgreSQL or "
-            "CELERY_BROKER_URL is not Redis: CI never falls back to SQLite"
+            "CELERY_BROKER_URL is neither Redis nor RabbitMQ (amqp://): CI never falls back "
+            "to SQLite or the filesystem broker"
         )
     skip_pg = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://...")
     skip_worker = pytest.mark.skip(
-        reason="needs PostgreSQL and a Redis broker: set DATABASE_URL and CELERY_BROKER_URL"
+        reason="needs PostgreSQL and a Redis or RabbitMQ broker: set DATABASE_URL and "
+        "CELERY_BROKER_URL"
     )
     for item in items:
+        # Everything that publishes to or consumes from the broker: `make test-amqp` runs
+        # these again on RabbitMQ.
+        if "worker" in item.keywords or "chaos" in item.keywords:
+            item.add_marker(pytest.mark.broker)
         if "postgres" in item.keywords and not USING_POSTGRES:
             item.add_marker(skip_pg)
-        if "worker" in item.keywords and not (USING_POSTGRES and USING_REDIS):
+        if "worker" in item.keywords and not (USING_POSTGRES and USING_BROKER_SERVER):
             item.add_marker(skip_worker)
+        redis_only = item.get_closest_marker("redis_only")
+        if redis_only is not None and not USING_REDIS:
+            what = redis_only.args[0] if redis_only.args else "a Redis-only feature"
+            item.add_marker(
+                pytest.mark.skip(reason=f"Redis broker only ({what}); the broker is {BROKER_KIND}")
+            )
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,6 @@ creation audit row (SPEC §3, §8)."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -157,12 +156,18 @@ def test_cancelled_during_a_delay_the_worker_never_sends_the_sms(tmp_path):
             lambda: TriggerInstance.objects.filter(
                 pk=instance.pk, status=S.ENQUEUED, current_node_id="text"
             ).exists(),
-            timeout=30,
+            timeout=180,
             what="the delay to be scheduled",
         )
         instance_cancel(instance_id=instance.pk, actor="ops", reason="shipped")
-        time.sleep(5)  # past the delay: the broker message arrives and must do nothing
-        log = (tmp_path / "worker-w1.log").read_text()
+        # Past the delay the broker message arrives and must do nothing.
+        log_path = tmp_path / "worker-w1.log"
+        wait_until(
+            lambda: "skipped:cancelled" in log_path.read_text(),
+            timeout=180,
+            what="the delayed message to arrive and be skipped",
+        )
+        log = log_path.read_text()
     assert TriggerInstance.objects.get(pk=instance.pk).status == S.CANCELLED
     assert sent_sms(tmp_path) == {}
     assert "skipped:cancelled" in log

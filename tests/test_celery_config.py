@@ -26,7 +26,7 @@ def test_time_limits_lease_and_visibility_are_ordered():
     assert settings.NOTIFYFLOW_LEASE_S < settings.NOTIFYFLOW_VISIBILITY_TIMEOUT_S
     # Countdowns near the visibility timeout get redelivered (kombu#337, celery#2599).
     assert settings.NOTIFYFLOW_BROKER_HORIZON_S * 2 < settings.NOTIFYFLOW_VISIBILITY_TIMEOUT_S
-    if settings.CELERY_BROKER_URL.startswith("redis://"):
+    if settings.NOTIFYFLOW_BROKER_KIND == "redis":
         assert (
             conf.broker_transport_options["visibility_timeout"]
             == settings.NOTIFYFLOW_VISIBILITY_TIMEOUT_S
@@ -63,10 +63,13 @@ def test_publish_and_broker_reconnect_settings_are_in_effect():
     assert conf.task_publish_retry_policy["max_retries"] >= 3
     assert conf.broker_connection_retry is True and conf.broker_connection_retry_on_startup
     assert conf.broker_connection_max_retries >= 100
-    if settings.CELERY_BROKER_URL.startswith("redis://"):
-        options = conf.broker_transport_options
+    options = conf.broker_transport_options
+    if settings.NOTIFYFLOW_BROKER_KIND == "redis":
         assert options["socket_keepalive"] is True
         assert 0 < options["socket_connect_timeout"] < options["socket_timeout"]
+    if settings.NOTIFYFLOW_BROKER_KIND == "amqp":
+        # A publish RabbitMQ did not take raises (left for the sweeper), never vanishes.
+        assert options["confirm_publish"] is True
 
 
 def test_worker_children_are_bounded_in_memory_and_every_documented_pool_is_prefork():
@@ -86,27 +89,30 @@ def test_worker_children_are_bounded_in_memory_and_every_documented_pool_is_pref
 def test_many_messages_are_published_together_after_commit():
     """``send_tasks_on_commit``: nothing before the commit, every message after it (one
     batched publish), each carrying its own arguments and the request id."""
-    import json
-
-    import redis
     from django.db import transaction
+    from kombu import Exchange, Queue
 
     from notifyflow import logs
     from notifyflow.celery import send_tasks_on_commit
 
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    queue = app.conf.task_default_queue  # routes are cached per process: the default queue
     name = f"test.batched.{uuid.uuid4().hex}"
-    client.delete(queue)
-    try:
-        with logs.bound(request_id="rid-1"), transaction.atomic():
-            send_tasks_on_commit(name, [(f"id-{n}",) for n in range(1200)])
-            assert client.llen(queue) == 0
-        messages = [json.loads(raw) for raw in client.lrange(queue, 0, -1)]
-        messages = [m for m in messages if m["headers"]["task"] == name]
-    finally:
-        client.delete(queue)
-    assert sorted(m["headers"]["argsrepr"] for m in messages) == sorted(
+    default = app.conf.task_default_queue  # routes are cached per process: the default queue
+    with app.connection_for_write() as conn:
+        # The broker's own view of the queue (a Redis list or a RabbitMQ queue).
+        queue = Queue(default, Exchange(default), routing_key=default)(conn.default_channel)
+        queue.declare()
+        queue.purge()
+        try:
+            with logs.bound(request_id="rid-1"), transaction.atomic():
+                send_tasks_on_commit(name, [(f"id-{n}",) for n in range(1200)])
+                assert queue.queue_declare().message_count == 0
+            messages = []
+            while (message := queue.get(no_ack=True, accept=["json"])) is not None:
+                if message.headers["task"] == name:
+                    messages.append(message)
+        finally:
+            queue.purge()
+    assert sorted(m.headers["argsrepr"] for m in messages) == sorted(
         repr((f"id-{n}",)) for n in range(1200)
     )
-    assert {m["headers"]["request_id"] for m in messages} == {"rid-1"}
+    assert {m.headers["request_id"] for m in messages} == {"rid-1"}

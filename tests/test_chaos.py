@@ -1,7 +1,8 @@
 """Chaos: real workers, beat and API ride out database and broker faults mid-batch.
 
-Everything runs against a private PostgreSQL cluster and redis-server (tests/chaos.py)
-that these tests restart and kill; the shared servers are never touched. Each test
+Everything runs against a private PostgreSQL cluster and broker (tests/chaos.py: a
+redis-server, or a RabbitMQ node when the tests run on amqp://) that these tests restart
+and kill; the shared servers are never touched. Each test
 drives a batch of email -> 0.5 s delay -> SMS instances through ``celery worker``
 subprocesses (prefork -c 2 and solo, side by side), a separate ``celery beat`` and the
 API under gunicorn, injects its fault mid-batch, and requires that every instance
@@ -14,7 +15,6 @@ after the fault and the duplicate count (README "Guarantees").
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -30,11 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from .chaos import PrivateServices, free_port, missing_tools
 from .factories import PAYLOAD
 from .worker import (
     ROOT,
+    SHUTDOWN_TIMEOUT_S,
     celery_beat,
     celery_worker,
     kill9,
@@ -78,10 +80,11 @@ SLOW_SMS = {"SMS_BACKEND": "tests.fakes.SlowFileSmsBackend", "NOTIFYFLOW_TEST_SM
 
 @pytest.fixture(scope="module")
 def services() -> Iterator[PrivateServices]:
-    reason = missing_tools()
+    kind = settings.NOTIFYFLOW_BROKER_KIND
+    reason = missing_tools(kind)
     if reason:
-        pytest.skip(f"chaos tests start a private PostgreSQL and Redis: {reason}")
-    svc = PrivateServices.start()
+        pytest.skip(f"chaos tests start a private PostgreSQL and broker ({kind}): {reason}")
+    svc = PrivateServices.start(kind)
     try:
         _manage(svc, "migrate", "--noinput")
         yield svc
@@ -160,12 +163,14 @@ def api(services: PrivateServices, tmp_path_factory) -> Iterator[Api]:
         start_new_session=True,
     )
     try:
-        wait_until(lambda: _listening(port) or proc.poll() is not None, timeout=60, what="gunicorn")
+        wait_until(
+            lambda: _listening(port) or proc.poll() is not None, timeout=180, what="gunicorn"
+        )
         assert proc.poll() is None, (tmp / "gunicorn.log").read_text()
         yield Api(port, key)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.wait(timeout=SHUTDOWN_TIMEOUT_S)
         log.close()
 
 
@@ -246,12 +251,12 @@ class Batch:
         """Until some instances are done and some steps are in flight."""
         wait_until(
             lambda: (s := self.statuses())["completed"] >= N // 5 and s["processing"] >= 1,
-            timeout=90,
+            timeout=300,
             interval=0.02,
             what="a fifth of the batch done and a step in flight",
         )
 
-    def drain(self, timeout: float = 150, *, since: float | None = None) -> float:
+    def drain(self, timeout: float = 400, *, since: float | None = None) -> float:
         """Wait for every instance to complete; seconds since ``since`` (or now)."""
         started = time.monotonic() if since is None else since
         wait_until(
@@ -357,7 +362,7 @@ def test_backends_terminated_three_times_mid_batch_every_instance_completes(
         drain_s = run_fault(batch, terminate_thrice)
         # The API's persistent connection was terminated too: it reconnects by itself.
         batch.post(2)
-        batch.drain(timeout=60)
+        batch.drain(timeout=300)
     assert all(killed), f"some pg_terminate_backend round found no backend: {killed}"
     figures = batch.check(in_flight_at_faults=3 * WORKER_PROCESSES)
     report(
@@ -383,39 +388,39 @@ def test_postgresql_restart_mid_batch_every_instance_completes(services, api, tm
         drain_s = run_fault(batch, restart)
         # The API's connection did not survive the restart: it reconnects by itself.
         batch.post(2)
-        batch.drain(timeout=60)
+        batch.drain(timeout=300)
     figures = batch.check(in_flight_at_faults=WORKER_PROCESSES)
     report(capsys, "PostgreSQL restart", batch, drain_s, figures, restart_took=f"{took[0]:.1f}s")
 
 
-def test_redis_restart_mid_batch_every_instance_completes_and_api_posts_survive(
+def test_broker_restart_mid_batch_every_instance_completes_and_api_posts_survive(
     services, api, tmp_path, capsys
 ):
-    batch = Batch(services, api, tmp_path, "redis-restart")
+    batch = Batch(services, api, tmp_path, "broker-restart")
     down: list[float] = []
 
     def restart() -> None:
         started = time.monotonic()
-        services.redis_stop()
+        services.broker_stop()
         # Posted while the broker is down: the API answers 201 after its publish retries
         # and leaves the instances to the sweeper.
         batch.post(2)
-        services.redis_start()
+        services.broker_start()
         down.append(time.monotonic() - started)
 
     with fleet(batch):
         drain_s = run_fault(batch, restart)
-    # Steps running when Redis went away finish and record (the database is up): none
-    # is cut off, so none waits for its lease and none sends twice.
+    # Steps running when the broker went away finish and record (the database is up):
+    # none is cut off, so none waits for its lease and none sends twice.
     figures = batch.check(in_flight_at_faults=0)
     assert figures["leases_recovered"] == 0
     report(
         capsys,
-        "Redis restart",
+        f"broker restart ({services.broker_kind})",
         batch,
         drain_s,
         figures,
-        redis_down=f"{down[0]:.1f}s",
+        broker_down=f"{down[0]:.1f}s",
         posted_while_down=2,
     )
 
@@ -473,7 +478,10 @@ def test_sigterm_mid_batch_finishes_in_flight_steps_and_sends_nothing_twice(
         worker = procs["prefork"]
         stop_started = time.monotonic()
         worker.send_signal(signal.SIGTERM)  # the main process only, as docker stop does
-        worker.wait(timeout=30)
+        # Seconds on an idle machine; far longer on a loaded one (every process of the
+        # fleet competes for the CPU), so the limit is generous and the wall clock is
+        # not what is asserted: the hard time limit is (below).
+        worker.wait(timeout=SHUTDOWN_TIMEOUT_S)
         stopped = time.monotonic()
         stop_s = stopped - stop_started
         at_stop = batch.statuses()
@@ -481,7 +489,11 @@ def test_sigterm_mid_batch_finishes_in_flight_steps_and_sends_nothing_twice(
         queued = queued_steps(services)
         with celery_worker(tmp_path, name="after-sigterm", pool="prefork", concurrency=2, **env):
             drain_s = batch.drain(since=stopped)
-    assert stop_s < 8 + 5, f"warm shutdown took {stop_s:.1f}s (hard time limit 8 s)"
+    # Warm, and within the hard time limit: it exited by itself, and the pool cut no step
+    # off (it would log the hard time limit it enforced).
+    assert worker.returncode == 0, worker.returncode
+    log = (tmp_path / "worker-prefork.log").read_text()
+    assert "TimeLimitExceeded" not in log and "Hard time limit" not in log
     # Nothing was left claimed: every step in flight at the SIGTERM recorded its outcome.
     assert at_stop["processing"] == 0, at_stop
     # ...and every instance still to run has its message back in the queue.
@@ -501,11 +513,5 @@ def test_sigterm_mid_batch_finishes_in_flight_steps_and_sends_nothing_twice(
 
 
 def queued_steps(services: PrivateServices) -> set[str]:
-    """Instance ids of the execute_node messages waiting in the Redis queue."""
-    ids = set()
-    for raw in services.redis_client().lrange("celery", 0, -1):
-        message = json.loads(raw)
-        if message["headers"]["task"] == "notifyflow.execute_node":
-            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-            ids.add(args[0])
-    return ids
+    """Instance ids of the execute_node messages waiting in the broker's queue."""
+    return {args[0] for args in services.queued_task_args("notifyflow.execute_node")}

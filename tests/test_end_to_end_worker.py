@@ -31,7 +31,7 @@ def test_email_delay_sms_completes_with_three_step_logs(tmp_path):
         instance = trigger_create(
             workflow=wf.key, idempotency_key="happy", payload=PAYLOAD
         ).instance
-        wait_until(lambda: _finished(instance.pk), timeout=30, what="instance to finish")
+        wait_until(lambda: _finished(instance.pk), timeout=180, what="instance to finish")
     assert "kombu timer fix applied" in (tmp_path / "worker-w1.log").read_text()
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.COMPLETED
@@ -84,7 +84,7 @@ def test_conditional_edge_picks_the_branch_for_each_payload(tmp_path):
         free = trigger_create(
             workflow=wf.key, idempotency_key="f", payload={**PAYLOAD, "plan": "free"}
         ).instance
-        wait_until(lambda: _finished(pro.pk, free.pk), timeout=30, what="both to finish")
+        wait_until(lambda: _finished(pro.pk, free.pk), timeout=180, what="both to finish")
     assert list(StepExecutionLog.objects.filter(trigger=pro).values_list("node_id", flat=True)) == [
         "start",
         "pro",

@@ -18,6 +18,7 @@ CONCURRENCY = 30
 
 
 @pytest.mark.postgres
+@pytest.mark.broker  # each created instance's message is published for real
 def test_concurrent_identical_events_create_one_instance_per_binding(live_server, transactional_db):
     by_user = WorkflowTriggerFactory(
         event_name="LEARNER_BATCH_ENROLLMENT",

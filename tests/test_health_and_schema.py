@@ -6,20 +6,24 @@ from django.test import Client
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.broker
 def test_healthz_answers_without_auth():
     response = Client().get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
 
 
-def test_healthz_is_503_when_the_broker_is_down(monkeypatch):
+@pytest.mark.parametrize(
+    "dead_broker", ["redis://127.0.0.1:1/0", "amqp://guest:guest@127.0.0.1:1//"]
+)
+def test_healthz_is_503_when_the_broker_is_down(monkeypatch, dead_broker):
     from kombu import Connection
 
     from notifyflow.celery import app
 
-    # A real connection attempt to a port where nothing listens.
+    # A real connection attempt to a port where nothing listens, on either broker.
     monkeypatch.setattr(
-        app, "connection_for_write", lambda: Connection("redis://127.0.0.1:1/0", connect_timeout=1)
+        app, "connection_for_write", lambda: Connection(dead_broker, connect_timeout=1)
     )
     response = Client().get("/healthz")
     assert response.status_code == 503

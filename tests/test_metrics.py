@@ -201,7 +201,7 @@ def test_a_real_workers_steps_show_in_the_scrape(tmp_path, settings):
         instance = trigger_create(workflow=workflow, idempotency_key="w", payload=PAYLOAD).instance
         wait_until(
             lambda: TriggerInstance.objects.filter(pk=instance.pk, status=S.COMPLETED).exists(),
-            timeout=30,
+            timeout=180,
             what="instance to complete",
         )
         after = scrape()

@@ -52,7 +52,7 @@ def test_an_event_posted_right_after_the_trigger_reaches_it_twenty_times_in_a_ro
             assert event.json()["delivered"] == 1, event.json()
             ids.append(created.json()["id"])
         started = time.monotonic()
-        wait_until(lambda: _all_finished(ids), timeout=60, what="20 instances to finish")
+        wait_until(lambda: _all_finished(ids), timeout=180, what="20 instances to finish")
         drained = time.monotonic() - started
     instances = TriggerInstance.objects.filter(pk__in=ids)
     assert {i.status for i in instances} == {S.COMPLETED}
@@ -64,27 +64,29 @@ def test_an_event_posted_right_after_the_trigger_reaches_it_twenty_times_in_a_ro
 
 def test_events_racing_the_deadline_give_exactly_one_outcome_each(tmp_path):
     flush_broker()
-    wf = WorkflowFactory(definition=wait_definition(timeout="1s"))
+    wf = WorkflowFactory(definition=wait_definition(timeout="10s"))
     with celery_worker(tmp_path):
         instances = [
             trigger_create(workflow=wf, idempotency_key=f"d{n}", payload=PAYLOAD).instance
             for n in range(12)
         ]
-        wait_until(
-            lambda: TriggerInstance.objects.filter(waiting_for_event="reply").count() == 12,
-            timeout=30,
-            what="all to park",
+        ids = [i.pk for i in instances]
+        # Each at its wait (or already past it: whatever the load, never a 180 s hang).
+        not_there_yet = TriggerInstance.objects.filter(
+            pk__in=ids, current_node_id="listen", waiting_for_event__isnull=True
         )
-        deadline = min(
-            i.wait_deadline for i in TriggerInstance.objects.filter(waiting_for_event="reply")
-        )
+        wait_until(lambda: not not_there_yet.exists(), timeout=180, what="all to park")
+        # 12 events spread across the earliest deadline, 50 ms apart (the 10 s timeout
+        # leaves a loaded machine time to park them all first).
+        parked = TriggerInstance.objects.filter(pk__in=ids, waiting_for_event="reply")
+        deadline = min((i.wait_deadline for i in parked), default=timezone.now())
         time.sleep(max(0.0, (deadline - timezone.now()).total_seconds() - 0.3))
-        for n, instance in enumerate(instances):  # 12 events spread across the deadline
+        for n, instance in enumerate(instances):
             inbox.deliver(
                 name="reply", event_id=f"e{n}", context={}, subjects=[f"instance:{instance.pk}"]
             )
             time.sleep(0.05)
-        wait_until(lambda: _all_finished([i.pk for i in instances]), timeout=60, what="finish")
+        wait_until(lambda: _all_finished(ids), timeout=180, what="finish")
     received = 0
     for instance in TriggerInstance.objects.filter(pk__in=[i.pk for i in instances]):
         got = instance.vars["wait_listen"]["received"]
@@ -116,15 +118,19 @@ def test_cancel_racing_a_running_step_records_the_send_and_never_runs_the_next(t
         instance = trigger_create(workflow=wf, idempotency_key="slow", payload=PAYLOAD).instance
         wait_until(
             lambda: TriggerInstance.objects.filter(pk=instance.pk, status=S.PROCESSING).exists(),
-            timeout=30,
+            timeout=180,
             what="the step to start",
         )
         instance_cancel(instance_id=instance.pk, actor="ops", reason="customer left")
         wait_until(
-            lambda: Delivery.objects.filter(instance=instance, status="sent").exists(),
-            timeout=30,
-            what="the running step to record its send",
+            lambda: (
+                Delivery.objects.filter(instance=instance, status="sent").exists()
+                and instance.step_logs.exists()
+            ),
+            timeout=180,
+            what="the running step to record its send and its outcome",
         )
+        # A next step wrongly enqueued by the running one would be received by now.
         time.sleep(1.5)
     instance.refresh_from_db()
     assert instance.status == S.CANCELLED

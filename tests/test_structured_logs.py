@@ -124,7 +124,7 @@ def test_every_step_line_in_the_worker_carries_the_request_id_of_the_post(api, t
             lambda: TriggerInstance.objects.filter(
                 pk=instance_id, status=TriggerStatus.COMPLETED
             ).exists(),
-            timeout=30,
+            timeout=180,
             what="instance to complete",
         )
     lines = []

@@ -17,9 +17,8 @@ from notifyflow.celery import app, send_task_on_commit, send_tasks_on_commit
 from .worker import flush_broker
 
 pytestmark = [
-    pytest.mark.skipif(
-        not settings.CELERY_BROKER_URL.startswith("redis://"), reason="needs the Redis broker"
-    ),
+    pytest.mark.broker,
+    pytest.mark.redis_only("the fast publish path and notifyflow/kombu_redis.py"),
     # Outside a transaction (autocommit): on_commit sends at once.
     pytest.mark.django_db(transaction=True),
 ]

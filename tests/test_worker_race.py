@@ -32,7 +32,7 @@ def test_two_workers_execute_every_node_exactly_once(tmp_path):
             ids.append(instance.pk)
         wait_until(
             lambda: TriggerInstance.objects.filter(status=TriggerStatus.COMPLETED).count() == N,
-            timeout=120,
+            timeout=300,
             what=f"{N} instances to complete",
         )
         log_a = (tmp_path / "worker-a.log").read_text()

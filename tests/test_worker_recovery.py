@@ -1,4 +1,4 @@
-"""Crash and broker-loss recovery with real workers: kill -9 mid-run, Redis FLUSHALL."""
+"""Crash and broker-loss recovery with real workers: kill -9 mid-run, the broker flushed."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_kill_9_mid_run_every_instance_completes_without_double_sends(tmp_path, 
                 StepExecutionLog.objects.count() >= N // 2
                 and TriggerInstance.objects.filter(status=TriggerStatus.PROCESSING).exists()
             ),
-            timeout=60,
+            timeout=180,
             interval=0.02,
             what="progress and a step in flight",
         )
@@ -44,7 +44,7 @@ def test_kill_9_mid_run_every_instance_completes_without_double_sends(tmp_path, 
     done_at_kill = completed()
     started = time.monotonic()
     with celery_worker(tmp_path, name="survivor", beat=True, **slow):
-        wait_until(lambda: completed() == N, timeout=150, what="all instances to complete")
+        wait_until(lambda: completed() == N, timeout=300, what="all instances to complete")
     recovery_s = time.monotonic() - started
 
     recovered = StepExecutionLog.objects.filter(error_kind="lease_expired").count()
@@ -69,23 +69,22 @@ def test_kill_9_mid_run_every_instance_completes_without_double_sends(tmp_path, 
         )
 
 
-def test_redis_flushall_mid_run_every_instance_completes(tmp_path, capsys):
-    import redis
-    from django.conf import settings
-
+def test_broker_flushed_mid_run_every_instance_completes(tmp_path, capsys):
+    """The broker loses every queued message (Redis: FLUSHDB of its db; RabbitMQ: its
+    queues purged): the sweeper re-sends what the database says is due."""
     flush_broker()
     wf = WorkflowFactory(definition=email_sms_definition(delay="3s"))
     with celery_worker(tmp_path, name="flushed", pool="prefork", concurrency=2, beat=True):
         for n in range(N):
             trigger_create(workflow=wf.key, idempotency_key=f"flush-{n}", payload=PAYLOAD)
         wait_until(
-            lambda: StepExecutionLog.objects.count() >= N, timeout=60, what="the first steps"
+            lambda: StepExecutionLog.objects.count() >= N, timeout=180, what="the first steps"
         )
-        # The broker's own db: all a flush can lose, without touching neighbours' dbs.
-        redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+        # The broker's own db or vhost: all a flush can lose, without touching neighbours'.
+        flush_broker()
         done_at_flush = completed()
         started = time.monotonic()
-        wait_until(lambda: completed() == N, timeout=120, what="all instances to complete")
+        wait_until(lambda: completed() == N, timeout=300, what="all instances to complete")
         recovery_s = time.monotonic() - started
     emails, sms = sent_email(tmp_path), sent_sms(tmp_path)
     assert len(emails) == N and len(sms) == N
@@ -93,7 +92,7 @@ def test_redis_flushall_mid_run_every_instance_completes(tmp_path, capsys):
     assert StepExecutionLog.objects.filter(success=True).count() == 3 * N
     with capsys.disabled():
         print(
-            f"\n[FLUSHALL] instances={N} completed_at_flush={done_at_flush} "
+            f"\n[broker flushed] instances={N} completed_at_flush={done_at_flush} "
             f"all_completed_after={recovery_s:.1f}s emails={sum(emails.values())} "
             f"sms={sum(sms.values())}"
         )

@@ -1,4 +1,5 @@
-"""Real ``celery worker`` subprocesses for end-to-end tests (PostgreSQL + Redis).
+"""Real ``celery worker`` subprocesses for end-to-end tests (PostgreSQL + Redis or
+RabbitMQ).
 
 The worker reads the pytest-django test database, so use it with ``transactional_db``
 (rows must be committed to be seen).
@@ -23,13 +24,28 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 CELERY = str(Path(sys.executable).parent / "celery")
+# Limits for waits on worker processes: far above what an idle machine needs (a few
+# seconds), because a test that fails on a busy 2-core machine is a broken test. Every
+# wait polls for its condition and returns as soon as it holds.
+STARTUP_TIMEOUT_S = 180
+SHUTDOWN_TIMEOUT_S = 120
 
 
 def flush_broker() -> None:
-    """Empty the test broker's Redis db (CI gives the tests a db of their own)."""
-    import redis
+    """Empty the test broker: its Redis db, or (RabbitMQ) every queue of the app in its
+    vhost (CI gives the tests a db and a vhost of their own). Messages a stopped worker
+    held unacked are back in their queue by then (RabbitMQ requeues them when the
+    worker's connection closes), so they go too."""
+    if settings.NOTIFYFLOW_BROKER_KIND == "redis":
+        import redis
 
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+        redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+        return
+    from notifyflow.celery import app
+
+    # Celery's own purge (`celery purge`): declares the app's queues, then purges each.
+    with app.connection_for_write() as conn:
+        app.control.purge(connection=conn)
 
 
 def worker_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
@@ -68,7 +84,14 @@ def celery_worker(
     beat: bool = False,
     **env: str,
 ) -> Iterator[subprocess.Popen]:
-    """Start ``celery -A notifyflow worker`` and wait until it is ready; stop it after."""
+    """Start ``celery -A notifyflow worker`` and wait until it is ready; stop it after.
+
+    ``solo`` (one process, quick to start) becomes prefork with the same concurrency on
+    RabbitMQ: there Celery's solo pool takes one more message only every 2 s while it
+    holds countdown messages (a dozen parked instances took 25 s instead of 0.2 s),
+    and prefork is the pool every documented worker command uses anyway."""
+    if pool == "solo" and settings.NOTIFYFLOW_BROKER_KIND == "amqp":
+        pool = "prefork"
     args = [
         CELERY,
         "-A",
@@ -135,7 +158,8 @@ def _celery_process(
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        # Generous: a loaded 2-core machine takes its time to import Django and Celery.
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while ready not in log_path.read_text():
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{log_name} did not start:\n{log_path.read_text()}")
@@ -145,7 +169,7 @@ def _celery_process(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
-                proc.wait(timeout=15)
+                proc.wait(timeout=SHUTDOWN_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
