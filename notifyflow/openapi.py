@@ -117,6 +117,21 @@ def _error_codes(path: str, method: str, operation: dict[str, Any]) -> list[str]
     return codes
 
 
+def _one_blank_string(prop: dict[str, Any]) -> dict[str, Any]:
+    """drf-spectacular writes a blank-allowed string with a maxLength as ``oneOf``
+    [the string, a string of length 0]; "" matches both, which ``oneOf`` forbids, so a
+    valid blank reason would be schema-invalid. A string that may be blank is one schema."""
+    options = prop.get("oneOf")
+    if not (isinstance(options, list) and len(options) == 2):
+        return prop
+    full, empty = options
+    if empty == {"type": "string", "maxLength": 0} and full.get("type") == "string":
+        if not full.get("minLength"):
+            rest = {k: v for k, v in prop.items() if k != "oneOf"}
+            return {**full, **rest}
+    return prop
+
+
 def document_errors(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict:
     """drf-spectacular postprocessing hook: the Error component, and a response per
     error status each operation can answer, unless the view documented it already."""
@@ -148,6 +163,8 @@ class AutoSchema(spectacular_openapi.AutoSchema):
         instance = force_instance(serializer)
         if isinstance(instance, InputSerializer) and not isinstance(instance, QuerySerializer):
             schema["additionalProperties"] = False
+        for name, prop in (schema.get("properties") or {}).items():
+            schema["properties"][name] = _one_blank_string(prop)
         return schema
 
     def _map_serializer_field(

@@ -39,6 +39,11 @@ def test_schema_and_behaviour_agree_for_every_generated_request(
     live_server, settings, dispatched, tmp_path
 ):
     settings.NOTIFYFLOW_THROTTLE_RATE = ""
+    # Schema-invalid definitions (over the node cap, say) are generated big: past the
+    # body limit they get 413 before their validation is reached. Body limits are
+    # tested on their own (tests/test_json_body_limits.py); here bodies are validated.
+    settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 9 * 1024 * 1024
     workflow = WorkflowFactory(key="welcome")
     TriggerInstanceFactory(workflow=workflow)
     WorkflowTriggerFactory(workflow=workflow)
@@ -53,8 +58,12 @@ def test_schema_and_behaviour_agree_for_every_generated_request(
             "all",
             "--generation-allow-x00",
             "false",
+            # No "examples" phase: schemathesis sends the schema's example workflow to
+            # PUT /workflows/{key}/ under a generated key, which the body's key cannot
+            # match (400 key_mismatch, by contract), and hooks do not map examples. The
+            # examples are checked as requests instead (tests/test_openapi_definition.py).
             "--phases",
-            "examples,coverage,fuzzing",
+            "coverage,fuzzing",
             "--max-examples",
             str(MAX_EXAMPLES),
             "--header",
