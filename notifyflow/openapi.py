@@ -48,7 +48,7 @@ ERROR_DESCRIPTIONS = {
     "413": "Body larger than NOTIFYFLOW_MAX_PAYLOAD_BYTES",
     "411": "A body sent without Content-Length (chunked bodies are not accepted)",
     "415": "Content-Type is not application/json",
-    "429": "Too many requests for this API key (NOTIFYFLOW_THROTTLE_RATE); see Retry-After",
+    "429": "Too many requests for this API key (its rate, if it has one); see Retry-After",
 }
 # Operations whose service can refuse with ConflictError (409) or find no instance (404,
 # also without an id in the path: cancel by key), by path suffix.
