@@ -13,10 +13,20 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("NOTIFYFLOW_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+# `make run` writes var/.env (its generated secret key, allowed hosts, console backends,
+# database and broker URLs, the demo API key), so every process of this checkout -
+# manage.py in a plain shell, celery, gunicorn - starts with the same settings. It only
+# fills in variables the environment does not set. A production host has no such file;
+# NOTIFYFLOW_ENV_FILE names another one, or none when empty.
+ENV_FILE = os.environ.get("NOTIFYFLOW_ENV_FILE", str(VAR_DIR / ".env")).strip()
+if ENV_FILE:
+    load_dotenv(ENV_FILE, override=False)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -66,7 +76,7 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "") or (INSECURE_DEVELOPMENT_KE
 if not DEBUG and SECRET_KEY in ("", INSECURE_DEVELOPMENT_KEY):
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY must be set to a long random value when DJANGO_DEBUG is off "
-        "(`make run` keeps a generated one in var/)"
+        "(`make run` keeps a generated one in var/.env)"
     )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1" if DEBUG else "")
 if not DEBUG and not ALLOWED_HOSTS:

@@ -7,6 +7,8 @@ import os
 import shutil
 import tempfile
 
+# Not the checkout's var/.env that `make run` writes (its database, its console backends).
+os.environ.setdefault("NOTIFYFLOW_ENV_FILE", "")
 os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-" + "0123456789abcdef" * 3)
 os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,testserver")
 os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.locmem.EmailBackend")

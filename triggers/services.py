@@ -584,6 +584,20 @@ def api_key_create(
     return key, raw
 
 
+def api_key_reuse_or_create(*, raw: str | None, name: str) -> tuple[ApiKey, str, bool]:
+    """The active key whose raw value is ``raw``, else a new admin key named ``name``;
+    returns the row, the raw key and whether it was created. For a key kept outside the
+    database (``make run``'s env file): reused while it works, replaced once revoked."""
+    if raw:
+        existing = ApiKey.objects.filter(
+            key_hash=ApiKey.hash_key(raw), revoked_at__isnull=True
+        ).first()
+        if existing is not None:
+            return existing, raw, False
+    key, raw = api_key_create(name=name)
+    return key, raw, True
+
+
 def api_key_set_rate(*, api_key: ApiKey, rate: str) -> ApiKey:
     """Throttle ``api_key`` at ``rate`` ("50/s"; empty: NOTIFYFLOW_THROTTLE_RATE, off by
     default). Processes that cached the key apply it within the cache's 10 s.
