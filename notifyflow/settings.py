@@ -15,6 +15,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
+from notifyflow.rates import RATE_EXAMPLES, is_rate
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("NOTIFYFLOW_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -267,6 +269,11 @@ SPECTACULAR_SETTINGS = {
 # "3000/min"). Empty, the default: only keys given a rate are throttled; one service
 # posting hundreds of triggers a second is the ordinary case (notifyflow/throttling.py).
 NOTIFYFLOW_THROTTLE_RATE = os.environ.get("NOTIFYFLOW_THROTTLE_RATE", "").strip()
+if NOTIFYFLOW_THROTTLE_RATE and not is_rate(NOTIFYFLOW_THROTTLE_RATE):
+    raise ImproperlyConfigured(
+        f"NOTIFYFLOW_THROTTLE_RATE={NOTIFYFLOW_THROTTLE_RATE!r}: expected requests per "
+        f"period, {RATE_EXAMPLES}, or empty (off)"
+    )
 # An event fans out to at most this many bindings (and no more may be saved).
 NOTIFYFLOW_MAX_BINDINGS_PER_EVENT = env_int("NOTIFYFLOW_MAX_BINDINGS_PER_EVENT", 20)
 

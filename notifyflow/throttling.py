@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from typing import Any
 
@@ -24,25 +23,23 @@ from redis.exceptions import RedisError
 from rest_framework.throttling import SimpleRateThrottle
 
 from .errors import ApplicationError
+from .rates import RATE_EXAMPLES, is_rate
 
 logger = logging.getLogger(__name__)
 # Seconds between two warnings that the throttle's cache is unreachable.
 _WARN_EVERY_S = 30.0
 _last_warning = 0.0
 
-# DRF's rate syntax: requests per second, minute, hour or day ("50/s", "3000/min").
-RATE_RE = re.compile(r"^[1-9][0-9]{0,8}/(s|sec|second|m|min|minute|h|hour|d|day)$")
-
 
 def validate_rate(rate: str, *, field: str = "rate") -> str:
     """``rate`` stripped, or ``ApplicationError`` (code ``invalid``) naming ``field``;
     empty means no rate of its own."""
     rate = (rate or "").strip()
-    if rate and not RATE_RE.match(rate):
+    if rate and not is_rate(rate):
         raise ApplicationError(
             field=field,
             code="invalid",
-            message=f"{field}: expected requests per period, e.g. 50/s, 3000/min, 100000/day",
+            message=f"{field}: expected requests per period, {RATE_EXAMPLES}",
         )
     return rate
 

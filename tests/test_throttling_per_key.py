@@ -100,3 +100,24 @@ def test_the_admin_sets_a_rate_at_creation_and_changes_it_later():
     key.refresh_from_db()
     assert key.rate == "100/min" and key.name == "p"
     assert "100/min" in client.get(reverse("admin:triggers_apikey_changelist")).content.decode()
+
+
+def test_a_malformed_default_rate_refuses_to_start():
+    """A typo must not throttle nothing (or answer 500 on the first request)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def start(rate: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", "import django; django.setup()"],
+            cwd=Path(__file__).resolve().parent.parent,
+            env={**os.environ, "NOTIFYFLOW_THROTTLE_RATE": rate},
+            capture_output=True,
+            text=True,
+        )
+
+    refused = start("1200 per minute")
+    assert refused.returncode != 0 and "NOTIFYFLOW_THROTTLE_RATE" in refused.stderr
+    assert start("50/s").returncode == 0
