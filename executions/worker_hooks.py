@@ -19,6 +19,7 @@ def install() -> None:
     worker_init.connect(_worker_health, weak=False, dispatch_uid="nf_worker_health")
     worker_init.connect(_fix_kombu_timers, weak=False, dispatch_uid="nf_kombu_timers")
     worker_init.connect(_channel_slots, weak=False, dispatch_uid="nf_channel_slots")
+    worker_init.connect(_metric_files, weak=False, dispatch_uid="nf_metric_files")
     beat_init.connect(_ensure_schedule, weak=False, dispatch_uid="nf_sweeper_schedule")
     task_prerun.connect(_bind_task_context, weak=False, dispatch_uid="nf_log_context_bind")
     task_postrun.connect(_unbind_task_context, weak=False, dispatch_uid="nf_log_context_unbind")
@@ -87,6 +88,16 @@ def _fix_kombu_timers(**kwargs: Any) -> None:
 
         if apply_kombu_timer_fix():
             logger.warning("kombu timer fix applied (NOTIFYFLOW_KOMBU_TIMER_FIX)")
+
+
+def _metric_files(**kwargs: Any) -> None:
+    """Before the pool forks: drop the metric files of this host's finished processes
+    (a previous run's), never a running process's (notifyflow/metrics.py)."""
+    from notifyflow import metrics
+
+    removed = metrics.remove_dead_process_files()
+    if removed:
+        logger.info("removed %d metric files of finished processes", removed)
 
 
 def _ensure_schedule(**kwargs: Any) -> None:

@@ -5,16 +5,17 @@ Where the figures come from, and why this way:
 
 - **Counters and histograms** (triggers, events, steps, step duration, provider latency,
   retries, cancellations, sweeper recoveries) are incremented where they happen, in
-  whichever process that is: a gunicorn worker, a Celery prefork child, beat. Set
-  ``PROMETHEUS_MULTIPROC_DIR`` to a directory shared by every process of a host - web
-  and workers alike, emptied when the host's processes start - and prometheus_client
-  keeps each process's values in its own memory-mapped file there; ``/metrics`` sums
-  them all, so one scrape includes the workers' figures and nothing is lost when a
-  process dies or is recycled. Without it (``make run``, one process), each process
-  counts in memory and ``/metrics`` shows the serving process's own counters. Workers on
-  other hosts: run a web process (or any process serving ``/metrics``) on that host
-  with the same directory, or give each host's processes their own directory and
-  scrape each host.
+  whichever process that is: a gunicorn worker, a Celery prefork child, beat. Each
+  process keeps its values in its own memory-mapped file in ``PROMETHEUS_MULTIPROC_DIR``
+  (by default ``var/prometheus``, which every process of one installation agrees on);
+  ``/metrics`` sums them all, so one scrape includes the workers' figures and nothing is
+  lost when a process dies or is recycled. Files are named ``<kind>_<host>-<pid>.db``,
+  so processes of several hosts (containers) may share one directory without mixing
+  their values; a worker's start removes the files of this host's processes that no
+  longer run (``remove_dead_process_files``), so the directory does not grow with every
+  restart. Workers on other hosts: give each host's processes a directory of their own
+  and run a web process there for Prometheus to scrape, or share one directory (a
+  volume) with the web host.
 - **Queue figures** (unfinished instances by status, the due backlog, the age of the
   oldest due instance) are read from the database at scrape time, through the partial
   indexes that hold only unfinished rows: they are right whatever runs where, cost
@@ -32,8 +33,10 @@ from __future__ import annotations
 
 import hmac
 import os
+import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -45,15 +48,28 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
     generate_latest,
+    values,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
-# prometheus_client decides at import, from the same variable, whether this process
-# writes its values to files; then this process's values are read back from the files.
-WRITES_TO_FILES = bool(
-    os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
-)
+# A file name's part after its kind ("counter_"): no "_" (prometheus_client splits on it).
+HOST = socket.gethostname().replace("_", "-").replace("/", "-") or "localhost"
+
+
+def process_identifier() -> str:
+    """Unique among the processes writing to one directory, even across hosts or
+    containers whose pids overlap; changes in a forked child (prometheus_client then
+    opens the child's own files)."""
+    return f"{HOST}-{os.getpid()}"
+
+
+# With a directory (the settings always give one), this process writes its values to
+# files there and reads them back from the files, whatever prometheus_client chose when
+# it was imported.
+WRITES_TO_FILES = bool(settings.PROMETHEUS_MULTIPROC_DIR)
+if WRITES_TO_FILES:
+    values.ValueClass = values.MultiProcessValue(process_identifier)
 
 # No ``*_created`` series: multiprocess mode has none, so both modes expose the same.
 disable_created_metrics()
@@ -187,6 +203,34 @@ class _Merged:
         for name, family in families.items():
             family.samples = list(samples[name].values())
             yield family
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: running
+        return True
+    return True
+
+
+def remove_dead_process_files(directory: str | None = None) -> int:
+    """Delete the metric files of this host's processes that no longer run; return how
+    many. Called when a worker starts: counters of finished processes then restart from
+    zero (Prometheus handles a counter reset), and the directory holds one set of files
+    per live process instead of one per process ever started. Files of other hosts
+    (sharing a volume) and of running processes are never touched."""
+    removed = 0
+    for path in Path(directory or settings.PROMETHEUS_MULTIPROC_DIR).glob("*.db"):
+        _, _, ident = path.stem.partition("_")
+        host, _, pid = ident.rpartition("-")
+        # No host part: a file written by the default identifier (the pid alone).
+        if host not in ("", HOST) or not pid.isdigit() or _is_running(int(pid)):
+            continue
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
 
 
 def _allowed(request: HttpRequest) -> HttpResponse | None:

@@ -57,7 +57,7 @@ ERROR_DESCRIPTIONS = {
     "413": "Body larger than NOTIFYFLOW_MAX_PAYLOAD_BYTES",
     "411": "A body sent without Content-Length (chunked bodies are not accepted)",
     "415": "Content-Type is not application/json",
-    "429": "Too many requests for this API key (NOTIFYFLOW_THROTTLE_RATE); see Retry-After",
+    "429": "Too many requests for this API key (its rate, if it has one); see Retry-After",
     "503": "The database is unavailable (`database_unavailable`); retry after Retry-After",
     "414": "Request line (path and query string) longer than the server accepts "
     "(gunicorn: 4,094 bytes); the body is the server's, not the error shape",

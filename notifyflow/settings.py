@@ -14,10 +14,22 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
+
+from notifyflow.rates import RATE_EXAMPLES, is_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("NOTIFYFLOW_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+# `make run` writes var/.env (its generated secret key, allowed hosts, console backends,
+# database and broker URLs, the demo API key), so every process of this checkout -
+# manage.py in a plain shell, celery, gunicorn - starts with the same settings. It only
+# fills in variables the environment does not set. A production host has no such file;
+# NOTIFYFLOW_ENV_FILE names another one, or none when empty.
+ENV_FILE = os.environ.get("NOTIFYFLOW_ENV_FILE", str(VAR_DIR / ".env")).strip()
+if ENV_FILE:
+    load_dotenv(ENV_FILE, override=False)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -77,7 +89,7 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "") or (INSECURE_DEVELOPMENT_KE
 if not DEBUG and SECRET_KEY in ("", INSECURE_DEVELOPMENT_KEY):
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY must be set to a long random value when DJANGO_DEBUG is off "
-        "(`make run` keeps a generated one in var/)"
+        "(`make run` keeps a generated one in var/.env)"
     )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1" if DEBUG else "")
 if not DEBUG and not ALLOWED_HOSTS:
@@ -109,6 +121,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "notifyflow.apps.NotifyFlowConfig",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -123,8 +136,9 @@ MIDDLEWARE = [
     "notifyflow.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files under gunicorn (DEBUG off): served from STATIC_ROOT, hashed names
-    # cached forever, gzip/brotli precompressed by collectstatic.
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # cached forever, gzip/brotli precompressed by collectstatic; from the apps' own
+    # directories when collectstatic never ran (notifyflow/staticfiles.py).
+    "notifyflow.staticfiles.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Before CommonMiddleware: an API path without its trailing slash is served, never
     # redirected (a 301 turns a POST into a GET).
@@ -228,9 +242,10 @@ STATIC_ROOT = Path(os.environ.get("NOTIFYFLOW_STATIC_ROOT", VAR_DIR / "static"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    # Needs `manage.py collectstatic` before the web process starts (scripts/run.sh, the
-    # Dockerfile); a missing file is then an error at render time, not a silent 404.
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    # Hashed and compressed by `manage.py collectstatic` (the Dockerfile runs it); a
+    # deploy that skipped it serves the unhashed files and `manage.py check` warns. Once
+    # collected, a file missing from the manifest is an error at render time.
+    "staticfiles": {"BACKEND": "notifyflow.staticfiles.ManifestOrFindersStorage"},
 }
 
 # plain (default, for people) or json (one object per line, for log pipelines); both
@@ -304,8 +319,15 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# Requests per API key (DRF rate: "1200/min", "50/s"); empty turns throttling off.
-NOTIFYFLOW_THROTTLE_RATE = os.environ.get("NOTIFYFLOW_THROTTLE_RATE", "1200/min").strip()
+# Requests per API key for keys without a rate of their own (DRF rate: "50/s",
+# "3000/min"). Empty, the default: only keys given a rate are throttled; one service
+# posting hundreds of triggers a second is the ordinary case (notifyflow/throttling.py).
+NOTIFYFLOW_THROTTLE_RATE = os.environ.get("NOTIFYFLOW_THROTTLE_RATE", "").strip()
+if NOTIFYFLOW_THROTTLE_RATE and not is_rate(NOTIFYFLOW_THROTTLE_RATE):
+    raise ImproperlyConfigured(
+        f"NOTIFYFLOW_THROTTLE_RATE={NOTIFYFLOW_THROTTLE_RATE!r}: expected requests per "
+        f"period, {RATE_EXAMPLES}, or empty (off)"
+    )
 # An event fans out to at most this many bindings (and no more may be saved).
 NOTIFYFLOW_MAX_BINDINGS_PER_EVENT = env_int("NOTIFYFLOW_MAX_BINDINGS_PER_EVENT", 20)
 
@@ -318,8 +340,16 @@ NOTIFYFLOW_MAX_BULK_BODY_BYTES = env_int("NOTIFYFLOW_MAX_BULK_BODY_BYTES", 16 * 
 
 # --- Observability ----------------------------------------------------------------------
 # prometheus_client's own variable: a directory shared by every process of a host (web,
-# workers, beat), emptied when they start; /metrics then sums every process's counters.
-PROMETHEUS_MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+# workers, beat); /metrics sums every process's counters found there, so the workers'
+# steps show with no setting at all. The default is under VAR_DIR, which every process
+# of one installation computes alike; exported, since prometheus_client reads the
+# variable itself. Each file is named by host and pid; a worker's start deletes those
+# of this host's processes that are gone (notifyflow/metrics.py).
+PROMETHEUS_MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip() or str(
+    VAR_DIR / "prometheus"
+)
+Path(PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
 # Unset: /metrics answers loopback clients only. Set: it requires this bearer token.
 NOTIFYFLOW_METRICS_TOKEN = os.environ.get("NOTIFYFLOW_METRICS_TOKEN", "")
 # /readyz answers 503 when the oldest due instance has waited longer than this (0: never).

@@ -1,10 +1,20 @@
 """Per-API-key request throttling (SPEC §10): a sliding window per key in Django's
 cache (Redis in production, local memory in the embedded default). Over the rate: 429
-with Retry-After, in the one error shape (notifyflow.api_errors)."""
+with Retry-After (at least 1 s), in the one error shape (notifyflow.api_errors).
+
+Off unless asked for. The keys belong to the operator's own services, and a default
+limit refuses exactly the traffic the product is for (a campaign posting hundreds of
+triggers a second); the payload caps, the bulk endpoint's size limit and the database
+are what bound a request's cost. A rate is set per key (``create_api_key --rate``, the
+key's page in the admin) for the keys that need one - a partner, a noisy service -, or
+for every key without one through ``NOTIFYFLOW_THROTTLE_RATE``. DRF's window keeps one
+timestamp per request in the window: prefer ``50/s`` to ``3000/min``.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -12,16 +22,43 @@ from django.conf import settings
 from redis.exceptions import RedisError
 from rest_framework.throttling import SimpleRateThrottle
 
+from .errors import ApplicationError
+from .rates import RATE_EXAMPLES, is_rate
+
 logger = logging.getLogger(__name__)
 # Seconds between two warnings that the throttle's cache is unreachable.
 _WARN_EVERY_S = 30.0
 _last_warning = 0.0
 
 
+def validate_rate(rate: str, *, field: str = "rate") -> str:
+    """``rate`` stripped, or ``ApplicationError`` (code ``invalid``) naming ``field``;
+    empty means no rate of its own."""
+    rate = (rate or "").strip()
+    if rate and not is_rate(rate):
+        raise ApplicationError(
+            field=field,
+            code="invalid",
+            message=f"{field}: expected requests per period, {RATE_EXAMPLES}",
+        )
+    return rate
+
+
 class PerKeyThrottle(SimpleRateThrottle):
+    """The authenticated key's own ``rate``, else ``NOTIFYFLOW_THROTTLE_RATE``; neither:
+    not throttled (and no cache round trip)."""
+
     scope = "api_key"
 
+    def get_rate(self) -> str | None:
+        # The rate depends on the key: chosen per request in allow_request.
+        return None
+
     def allow_request(self, request: Any, view: Any) -> bool:
+        self.rate = getattr(request.user, "rate", "") or settings.NOTIFYFLOW_THROTTLE_RATE or None
+        if self.rate is None:
+            return True
+        self.num_requests, self.duration = self.parse_rate(self.rate)
         # Fail open: with the cache (Redis) down the API keeps taking triggers, as it does
         # when a publish fails (the sweeper sends later); throttling resumes with Redis.
         try:
@@ -34,8 +71,18 @@ class PerKeyThrottle(SimpleRateThrottle):
                 logger.warning("throttle cache unreachable, requests not throttled: %s", exc)
             return True
 
-    def get_rate(self) -> str | None:
-        return settings.NOTIFYFLOW_THROTTLE_RATE or None
+    def wait(self) -> float:
+        """Whole seconds until a request would pass, at least 1: DRF answers None when
+        the window holds more requests than the rate (a key whose rate was lowered), and
+        a fraction of a second becomes ``Retry-After: 0`` - or no header at all."""
+        assert self.num_requests is not None and self.duration is not None
+        if len(self.history) >= self.num_requests:
+            # The request that must leave the window before one more fits.
+            leaving = self.history[self.num_requests - 1]
+            remaining = leaving + self.duration - self.now
+        else:
+            remaining = 0.0
+        return float(max(1, math.ceil(remaining)))
 
     def get_cache_key(self, request: Any, view: Any) -> str | None:
         # The key's hash, not its row id: ids are reused where databases roll back.

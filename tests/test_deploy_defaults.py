@@ -59,7 +59,11 @@ def test_check_deploy_is_clean_with_production_env():
     # drf-spectacular reports its schema warnings through the check framework (the
     # bearer scheme, operation ids): the OpenAPI schema is issue 15's; they join this
     # assertion once it lands. Every Django security check must be silent.
-    assert [line for line in issues if "drf_spectacular." not in line] == []
+    # notifyflow.W001 (static files not collected) is about the release step this test
+    # does not run (tests/test_static_files.py).
+    assert [
+        line for line in issues if "drf_spectacular." not in line and "notifyflow.W001" not in line
+    ] == []
 
 
 def test_full_password_validators():

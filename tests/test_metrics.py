@@ -212,3 +212,39 @@ def test_a_real_workers_steps_show_in_the_scrape(tmp_path, settings):
         assert value(after, sends[0], **sends[1]) - value(before, sends[0], **sends[1]) == 1
     assert value(after, "notifyflow_step_duration_seconds_count", node_type="email") >= 1
     assert list(shared.glob("*.db")), "the worker wrote no metric files"
+
+
+def test_a_worker_start_removes_only_this_hosts_finished_processes_files(tmp_path):
+    """Safe at any time: running processes' files (this host's or, on a shared volume,
+    another host's) are kept; the files of this host's finished processes go."""
+    import os
+    import subprocess
+
+    from notifyflow import metrics
+
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    running = os.getpid()
+    names = {
+        "gone": f"counter_{metrics.HOST}-{finished.pid}.db",
+        "gone_default_naming": f"histogram_{finished.pid}.db",
+        "running": f"counter_{metrics.HOST}-{running}.db",
+        "other_host": f"counter_elsewhere-{finished.pid}.db",
+    }
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"")
+    assert metrics.remove_dead_process_files(str(tmp_path)) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [names["running"], names["other_host"]]
+    )
+
+
+def test_metric_files_are_named_by_host_and_pid(settings):
+    import os
+    from pathlib import Path
+
+    from notifyflow import metrics
+
+    metrics.TRIGGERS.labels(outcome="created").inc(0)
+    own = Path(settings.PROMETHEUS_MULTIPROC_DIR) / f"counter_{metrics.HOST}-{os.getpid()}.db"
+    assert own.exists(), "this process writes its counters to a file named by host and pid"

@@ -24,6 +24,7 @@ from django.utils.safestring import SafeString
 from notifyflow import ids
 from notifyflow.errors import ApplicationError
 from notifyflow.redaction import redact
+from notifyflow.throttling import validate_rate
 from workflows.admin import WorkflowAdmin
 from workflows.admin_support import (
     InputListFilter,
@@ -48,6 +49,7 @@ from .models import ApiKey, ApiKeyScope, TriggerInstance, TriggerStatus, Trigger
 from .services import (
     api_key_create,
     api_key_revoke,
+    api_key_set_rate,
     instance_cancel,
     instance_edit_payload_and_retry,
     instance_retry,
@@ -619,24 +621,47 @@ class ApiKeyAddForm(forms.ModelForm):
 
     class Meta:
         model = ApiKey
-        fields = ("name", "scope")
+        fields = ("name", "scope", "rate")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Left out: admin, like `create_api_key` without --scope.
         self.fields["scope"].required = False
 
+    def clean_rate(self) -> str:
+        return _clean_rate(self.cleaned_data.get("rate", ""))
+
+
+class ApiKeyRateForm(forms.ModelForm):
+    """An existing key: only its rate changes (through api_key_set_rate)."""
+
+    class Meta:
+        model = ApiKey
+        fields = ("rate",)
+
+    def clean_rate(self) -> str:
+        return _clean_rate(self.cleaned_data.get("rate", ""))
+
+
+def _clean_rate(rate: str) -> str:
+    try:
+        return validate_rate(rate)
+    except ApplicationError as exc:
+        raise forms.ValidationError(exc.message, code=exc.code) from exc
+
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
     """Keys are created through api_key_create (the raw key is shown once, on the page
-    that answers the POST, and never stored) and revoked, never edited or deleted."""
+    that answers the POST, and never stored) and revoked, never deleted; of an existing
+    key only the rate changes (api_key_set_rate)."""
 
     list_display = (
         "name",
         "prefix_display",
         "scope",
         "workflows_display",
+        "rate_display",
         "active_display",
         "created",
         "last_used",
@@ -661,8 +686,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
         if obj is None:
-            return ("name", "scope", "workflow_keys")
-        return self.readonly_fields
+            return ("name", "scope", "workflow_keys", "rate")
+        return (*self.readonly_fields, "rate")
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple:
         return () if obj is None else self.readonly_fields
@@ -670,12 +695,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def get_form(
         self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any
     ) -> type[forms.ModelForm]:
-        if obj is None:
-            kwargs["form"] = ApiKeyAddForm
+        kwargs["form"] = ApiKeyAddForm if obj is None else ApiKeyRateForm
         return super().get_form(request, obj, change=change, **kwargs)
-
-    def has_change_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
-        return False
 
     def has_delete_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
         # Revoke instead: the row stays, with when it was last used.
@@ -692,6 +713,10 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def workflows_display(self, obj: ApiKey) -> str:
         return ", ".join(obj.workflows) if obj.workflows else "all"
 
+    @admin.display(description="rate")
+    def rate_display(self, obj: ApiKey) -> str:
+        return obj.rate or "-"
+
     @admin.display(description="active", boolean=True)
     def active_display(self, obj: ApiKey) -> bool:
         return obj.is_active
@@ -699,13 +724,17 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool
     ) -> None:
+        if change:
+            api_key_set_rate(api_key=obj, rate=form.cleaned_data["rate"])
+            return
         created, raw = api_key_create(
             name=form.cleaned_data["name"],
             scope=form.cleaned_data.get("scope") or ApiKeyScope.ADMIN,
             workflows=[w.key for w in form.cleaned_data.get("workflow_keys") or ()],
+            rate=form.cleaned_data.get("rate") or "",
         )
         obj.pk, obj.name, obj.prefix = created.pk, created.name, created.prefix
-        obj.scope, obj.workflows = created.scope, created.workflows
+        obj.scope, obj.workflows, obj.rate = created.scope, created.workflows, created.rate
         obj.key_hash, obj.created_at = created.key_hash, created.created_at
         obj._state.adding = False
         obj._state.db = created._state.db

@@ -210,6 +210,15 @@ class ApiKey(models.Model):
     workflows = models.JSONField(
         default=list, blank=True, help_text="Workflow keys this key may use; empty: all"
     )
+    # Requests this key may make (DRF rate, "50/s"); empty: NOTIFYFLOW_THROTTLE_RATE,
+    # which is empty (no throttling) by default (notifyflow/throttling.py).
+    rate = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="Requests allowed per period, e.g. 50/s or 3000/min (over it: 429 with "
+        "Retry-After); empty: not throttled unless NOTIFYFLOW_THROTTLE_RATE is set",
+    )
     prefix = models.CharField(max_length=12, help_text="First characters, to recognise a key")
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -24,13 +24,20 @@ class Command(BaseCommand):
             dest="workflows",
             help="limit the key to this workflow key (repeatable; default: all workflows)",
         )
+        parser.add_argument(
+            "--rate",
+            default="",
+            help="throttle the key: requests per period, e.g. 50/s or 3000/min (over it: "
+            "429 with Retry-After); default: not throttled (NOTIFYFLOW_THROTTLE_RATE)",
+        )
 
-    def handle(self, *args, name: str, scope: str, workflows: list[str], **options):
+    def handle(self, *args, name: str, scope: str, workflows: list[str], rate: str, **options):
         try:
-            key, raw = api_key_create(name=name, scope=scope, workflows=workflows)
+            key, raw = api_key_create(name=name, scope=scope, workflows=workflows, rate=rate)
         except ApplicationError as exc:
             raise CommandError(exc.message) from exc
         limited = f", workflows {', '.join(key.workflows)}" if key.workflows else ""
+        limited += f", rate {key.rate}" if key.rate else ""
         self.stderr.write(
             f"Created API key {key.name!r} ({key.prefix}…), scope {key.scope}{limited}. "
             "Store it now:"
