@@ -8,6 +8,7 @@ import time
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -87,7 +88,9 @@ def test_create_api_key_takes_a_rate_and_refuses_a_malformed_one(capsys):
 
 def test_the_admin_sets_a_rate_at_creation_and_changes_it_later():
     client = Client()
-    assert client.login(username=make_superuser().username, password=PASSWORD)
+    assert client.login(
+        request=HttpRequest(), username=make_superuser().username, password=PASSWORD
+    )
     created = client.post(reverse("admin:triggers_apikey_add"), {"name": "p", "rate": "5/s"})
     assert created.status_code == 200
     key = ApiKey.objects.get(name="p")
