@@ -219,6 +219,7 @@ class InstanceWithStepsAdmin(TriggerInstanceAdmin):
                 instance_retry,
                 verb="Retried",
                 skip_reason="not failed, skipped",
+                log_message="Retried (bulk action)",
             )
         if skipped:
             self.message_user(
@@ -235,6 +236,26 @@ class InstanceWithStepsAdmin(TriggerInstanceAdmin):
     )
     def retry_failed_including_permanent(self, request: HttpRequest, queryset: QuerySet) -> None:
         super().retry_failed(request, queryset)
+
+    def failure_kind(self, obj: TriggerInstance) -> str:
+        # Annotated by get_queryset, which get_object uses too.
+        return getattr(obj, "last_error_kind", "") or ""
+
+    def delay_description(self, obj: TriggerInstance) -> SafeString | str:
+        """The delay node whose step put the instance to sleep, with its rule (the
+        latest delay step of the instance: steplog_trigger_started)."""
+        step = (
+            StepExecutionLog.objects.filter(trigger=obj, node_type="delay", success=True)
+            .order_by("-started_at", "-id")
+            .only("node_id", "output")
+            .first()
+        )
+        if step is None:
+            return super().delay_description(obj)
+        rule = step.output.get("rule") if isinstance(step.output, dict) else None
+        if rule:
+            return format_html("delay node <code>{}</code> ({})", step.node_id, rule)
+        return format_html("delay node <code>{}</code>", step.node_id)
 
     def node_states(self, obj: TriggerInstance) -> dict[str, tuple[str, str]]:
         states: dict[str, tuple[str, str]] = {}

@@ -425,9 +425,10 @@ def _require_failed(instance: TriggerInstance) -> None:
         )
 
 
-def instance_run_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
-    """Skip the delay or backoff of a waiting enqueued instance. False if not waiting."""
-    return state.make_due_now(instance_id=instance_id, actor=actor)
+def instance_run_now(*, instance_id: uuid.UUID | str, actor: str, reason: str = "") -> bool:
+    """Skip the delay or backoff of a waiting enqueued instance. False if not waiting.
+    The caller's ``reason`` goes into the audit row."""
+    return state.make_due_now(instance_id=instance_id, actor=actor, reason=reason)
 
 
 def instance_retry_or_conflict(*, instance_id: uuid.UUID | str, actor: str) -> TriggerInstance:
@@ -449,14 +450,16 @@ def instance_retry_or_conflict(*, instance_id: uuid.UUID | str, actor: str) -> T
     return instance
 
 
-def instance_run_now_or_conflict(*, instance_id: uuid.UUID | str, actor: str) -> TriggerInstance:
+def instance_run_now_or_conflict(
+    *, instance_id: uuid.UUID | str, actor: str, reason: str = ""
+) -> TriggerInstance:
     """``instance_run_now`` for callers that must say why nothing happened (the API).
 
     Returns the instance, now due. Raises NotFoundError, or ConflictError
     ``not_waiting`` naming the current status (finished, running, or already due).
     """
     instance = _instance_or_404(instance_id)
-    if not instance_run_now(instance_id=instance.pk, actor=actor):
+    if not instance_run_now(instance_id=instance.pk, actor=actor, reason=reason):
         instance.refresh_from_db()
         why = "already due" if instance.status == TriggerStatus.ENQUEUED else instance.status
         raise ConflictError(

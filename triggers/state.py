@@ -596,14 +596,16 @@ def retry_failed(
     return moved
 
 
-def make_due_now(*, instance_id: uuid.UUID | str, actor: str) -> bool:
-    """A waiting (delayed or backing-off) enqueued instance becomes due now."""
+def make_due_now(*, instance_id: uuid.UUID | str, actor: str, reason: str = "") -> bool:
+    """A waiting (delayed or backing-off) enqueued instance becomes due now; the
+    operator's ``reason``, if any, is appended to the audit row's."""
     now = timezone.now()
+    why = "run now (delay skipped) by operator"
     moved = transition(
         instance_id=instance_id,
         from_status=S.ENQUEUED,
         to_status=S.ENQUEUED,
-        reason="run now (delay skipped) by operator",
+        reason=f"{why}: {reason.strip()}" if reason.strip() else why,
         actor=actor,
         where={"available_at__gt": now},
         updates={"available_at": now, "dispatched_at": now},
