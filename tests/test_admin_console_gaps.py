@@ -231,6 +231,56 @@ def test_a_transient_failure_is_retried_in_one_click(client):
     assert instance.status == TriggerStatus.ENQUEUED
 
 
+def test_bulk_retry_including_permanent_failures_asks_first(operator, client):
+    permanent = failed_instance()
+    transient = failed_instance(error_kind="transient")
+    selection = {
+        "action": "retry_failed_including_permanent",
+        "_selected_action": [permanent.pk, transient.pk],
+    }
+    response = client.post(reverse(CHANGELIST), selection)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "1 of the selected instances failed with a permanent error" in body
+    assert "will most likely fail again" in body and "empty phone number" in body
+    assert 'name="confirmed"' in body and str(permanent.pk) in body and str(transient.pk) in body
+    for instance in (permanent, transient):
+        instance.refresh_from_db()
+        assert instance.status == TriggerStatus.FAILED  # nothing retried yet
+
+    response = client.post(reverse(CHANGELIST), {**selection, "confirmed": "1"}, follow=True)
+    assert "Retried 2 instance(s)." in texts(response)
+    for instance in (permanent, transient):
+        instance.refresh_from_db()
+        assert instance.status == TriggerStatus.ENQUEUED
+
+
+def test_edit_payload_and_api_key_revoke_write_recent_actions(operator, client):
+    from triggers.models import ApiKey
+    from triggers.services import api_key_create
+
+    from .admin_helpers import grant_edit_payload, make_superuser
+
+    instance = failed_instance()
+    editor = logged_in(grant_edit_payload(operator))
+    response = editor.post(
+        url("edit_payload", instance), {"payload": '{"name": "Ada", "phone": "+15005550006"}'}
+    )
+    assert response.status_code == 302
+    [entry] = admin_log(instance)
+    assert "Payload edited" in entry.get_change_message()
+
+    key, _ = api_key_create(name="ci")
+    root = make_superuser()
+    logged_in(root).post(
+        reverse("admin:triggers_apikey_changelist"),
+        {"action": "revoke", "_selected_action": [key.pk]},
+    )
+    assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
+    [entry] = LogEntry.objects.filter(object_id=str(key.pk))
+    assert (entry.user, entry.get_change_message()) == (root, "Revoked")
+
+
 # --- what a waiting instance waits for ------------------------------------------------
 
 
@@ -308,7 +358,10 @@ def test_changelist_shows_the_idempotency_key_and_finds_by_it(client):
 def test_bulk_actions_write_recent_actions(operator, client, action, make, message):
     done = make()
     skipped = TriggerInstanceFactory(status=TriggerStatus.COMPLETED, current_node_id=None)
-    client.post(reverse(CHANGELIST), {"action": action, "_selected_action": [done.pk, skipped.pk]})
+    client.post(
+        reverse(CHANGELIST),
+        {"action": action, "_selected_action": [done.pk, skipped.pk], "confirmed": "1"},
+    )
     [entry] = admin_log(done)
     assert entry.user == operator and message in entry.get_change_message()
     assert admin_log(skipped) == []

@@ -108,6 +108,7 @@ def test_retry_action_audits_the_operator_and_dispatches(
             {
                 "action": "retry_failed_including_permanent",
                 "_selected_action": [failed.pk, completed.pk],
+                "confirmed": "1",  # the question a permanent failure asks first
             },
             follow=True,
         )

@@ -246,6 +246,7 @@ class TriggerInstanceAdmin(
                     "version_display",
                     "idempotency_key",
                     "status_display",
+                    "waiting_display",
                     "current_node_id",
                     "attempts",
                     "due",
@@ -254,7 +255,6 @@ class TriggerInstanceAdmin(
                     "created",
                     "updated",
                     "finished",
-                    "waiting_display",
                 )
             },
         ),
@@ -380,11 +380,15 @@ class TriggerInstanceAdmin(
                 return "nothing: due now, but the workflow is paused (it runs on resume)"
             return "nothing: due now (a worker picks it up)"
         if obj.attempts and obj.last_error:
+            # Inline, not truncated(): its two-line clamp breaks the sentence apart.
+            error = obj.last_error.removeprefix(f"node {node}: ")
             return format_html(
-                "retry backoff: attempt {} of node <code>{}</code> failed ({}); next attempt {}",
+                'retry backoff: attempt {} of node <code>{}</code> failed (<span title="{}">{}'
+                "</span>); next attempt {}",
                 obj.attempts,
                 node or "-",
-                truncated(obj.last_error, 90),
+                obj.last_error,
+                error if len(error) <= 120 else error[:119] + "…",
                 until,
             )
         then = (
