@@ -1,8 +1,10 @@
 """Operator console for trigger instances, their status audit and API keys.
 
-Instances are read-only here; the only writes are "retry" and "run now", which call
-``triggers.services`` (the one way in) with the operator as the audited actor. What
-happens inside steps (step logs, deliveries) is added by ``executions.admin``.
+Instances are read-only here; the only writes are the operator actions (retry, retry
+on the latest version, edit payload and retry, run now, cancel), which call
+``triggers.services`` (the one way in, as the API does) with the operator as the audited
+actor, and leave a LogEntry for the admin's "Recent actions". What happens inside steps
+(step logs, deliveries) is added by ``executions.admin``.
 """
 
 from __future__ import annotations
@@ -84,14 +86,10 @@ class EditPayloadForm(forms.Form):
 
 
 class OperatorReasonForm(forms.Form):
-    """The reason an operator gives for "run now" or "cancel": written into the audit
-    row (and the admin's "Recent actions")."""
+    """The reason an operator gives for "run now" or "cancel" (the instance page's
+    inputs, change_form.html): written into the audit row and the admin's LogEntry."""
 
-    reason = forms.CharField(
-        max_length=500,
-        required=False,
-        widget=forms.TextInput(attrs={"size": 48, "placeholder": "reason (kept in the audit)"}),
-    )
+    reason = forms.CharField(max_length=500, required=False)
 
 
 def log_admin_change(request: HttpRequest, objects: Iterable[Model], message: str) -> None:
