@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Value, Window
 from django.db.models.functions import Coalesce, RowNumber
 from django.http import HttpRequest, HttpResponse
@@ -23,6 +24,7 @@ from django.utils.safestring import SafeString
 from notifyflow.errors import ApplicationError
 from notifyflow.redaction import redact
 from triggers.admin import (
+    ACTION_BATCH_LIMIT,
     InboxInline,
     StatusChangeInline,
     TriggerInstanceAdmin,
@@ -162,6 +164,10 @@ class InstanceErrorKindFilter(admin.SimpleListFilter):
         return queryset.filter(status=TriggerStatus.FAILED).filter(last_error_kind__in=kinds)
 
 
+# Permanent failures listed on the bulk retry's confirmation page (the count says the rest).
+PERMANENT_SHOWN = 20
+
+
 class InstanceWithStepsAdmin(TriggerInstanceAdmin):
     inlines = (StepLogInline, InboxInline, StatusChangeInline)
     list_display = (
@@ -226,6 +232,7 @@ class InstanceWithStepsAdmin(TriggerInstanceAdmin):
                 instance_retry,
                 verb="Retried",
                 skip_reason="not failed, skipped",
+                log_message="Retried (bulk action)",
             )
         if skipped:
             self.message_user(
@@ -240,8 +247,54 @@ class InstanceWithStepsAdmin(TriggerInstanceAdmin):
         description="Retry selected failed instances, including permanent failures",
         permissions=["operate"],
     )
-    def retry_failed_including_permanent(self, request: HttpRequest, queryset: QuerySet) -> None:
+    def retry_failed_including_permanent(
+        self, request: HttpRequest, queryset: QuerySet
+    ) -> HttpResponse | None:
+        """Asks first when the selection holds permanent failures (a plain retry fails
+        again): a page listing them, whose "yes" posts the action back with ``confirmed``."""
+        permanent = queryset.filter(status=TriggerStatus.FAILED, last_error_kind="permanent")
+        if not request.POST.get("confirmed") and permanent.exists():
+            shown = list(
+                permanent.order_by("-created_at").select_related("workflow", "workflow_version")[
+                    :PERMANENT_SHOWN
+                ]
+            )
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": "Retry permanent failures?",
+                "permanent": shown,
+                "permanent_count": permanent.count(),
+                "selected_ids": list(
+                    queryset.order_by().values_list("pk", flat=True)[: ACTION_BATCH_LIMIT + 1]
+                ),
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(
+                request, "admin/triggers/triggerinstance/retry_permanent_confirm.html", context
+            )
         super().retry_failed(request, queryset)
+        return None
+
+    def failure_kind(self, obj: TriggerInstance) -> str:
+        # Annotated by get_queryset, which get_object uses too.
+        return getattr(obj, "last_error_kind", "") or ""
+
+    def delay_description(self, obj: TriggerInstance) -> SafeString | str:
+        """The delay node whose step put the instance to sleep, with its rule (the
+        latest delay step of the instance: steplog_trigger_started)."""
+        step = (
+            StepExecutionLog.objects.filter(trigger=obj, node_type="delay", success=True)
+            .order_by("-started_at", "-id")
+            .only("node_id", "output")
+            .first()
+        )
+        if step is None:
+            return super().delay_description(obj)
+        rule = step.output.get("rule") if isinstance(step.output, dict) else None
+        if rule:
+            return format_html("delay node <code>{}</code> ({})", step.node_id, rule)
+        return format_html("delay node <code>{}</code>", step.node_id)
 
     def node_states(self, obj: TriggerInstance) -> dict[str, tuple[str, str]]:
         states: dict[str, tuple[str, str]] = {}

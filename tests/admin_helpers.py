@@ -35,8 +35,9 @@ def make_superuser(username: str = "root") -> User:
     return User.objects.create_superuser(username, password=PASSWORD)
 
 
-def failed_instance(**kwargs) -> TriggerInstance:
-    """An instance whose SMS node failed permanently, with the rows the engine writes."""
+def failed_instance(error_kind: str = "permanent", **kwargs) -> TriggerInstance:
+    """An instance whose SMS node failed (permanently unless ``error_kind`` says
+    otherwise), with the rows the engine writes."""
     now = timezone.now()
     instance = TriggerInstanceFactory(
         status=TriggerStatus.FAILED,
@@ -72,7 +73,7 @@ def failed_instance(**kwargs) -> TriggerInstance:
         output={},
         success=False,
         error="to: rendered to an empty phone number",
-        error_kind="permanent",
+        error_kind=error_kind,
     )
     TriggerStatusChange.objects.create(
         instance=instance,

@@ -253,8 +253,16 @@ def test_operator_retries_a_failed_instance_and_sees_it_complete(settings, tmp_p
         )
         full_page_screenshot(driver, "admin-instance-failed.png")
 
+        # A permanent failure: "Retry" first asks, and says why it would fail again.
+        driver.find_element(By.ID, "nf-retry").click()
+        wait.until(ec.presence_of_element_located((By.ID, "nf-confirm-retry")))
+        assert_styled(driver)
+        assert "will most likely fail again" in driver.find_element(By.ID, "content").text
+        full_page_screenshot(driver, "admin-retry-confirm.png")
+
         with celery_worker(tmp_path):
-            driver.find_element(By.ID, "nf-retry").click()
+            # The provider has accepted the number since: retry anyway.
+            driver.find_element(By.ID, "nf-confirm-retry").click()
             wait.until(
                 ec.text_to_be_present_in_element(
                     (By.CSS_SELECTOR, "ul.messagelist"), "Retry scheduled"

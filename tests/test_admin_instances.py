@@ -109,6 +109,7 @@ def test_retry_action_audits_the_operator_and_dispatches(
             {
                 "action": "retry_failed_including_permanent",
                 "_selected_action": [failed.pk, completed.pk],
+                "confirmed": "1",  # the question a permanent failure asks first
             },
             follow=True,
         )
@@ -144,7 +145,7 @@ def test_run_now_action_makes_a_delayed_instance_due(operator, operator_client):
 
 
 def test_retry_button_posts_and_redirects_with_a_message(operator, operator_client):
-    instance = failed_instance()
+    instance = failed_instance(error_kind="transient")
     page = operator_client.get(change_url(instance)).content.decode()
     retry_url = reverse("admin:triggers_triggerinstance_retry", args=[instance.pk])
     assert f'action="{retry_url}"' in page and 'id="nf-retry"' in page
@@ -159,7 +160,10 @@ def test_retry_button_posts_and_redirects_with_a_message(operator, operator_clie
     )
     # A second click finds nothing to retry and says so.
     response = operator_client.post(retry_url, follow=True)
-    assert "not failed, skipped" in " ".join(str(m) for m in response.context["messages"])
+    assert "Not retried: instance" in " ".join(str(m) for m in response.context["messages"])
+    assert "only a failed instance can be retried" in " ".join(
+        str(m) for m in response.context["messages"]
+    )
     assert TriggerStatusChange.objects.filter(instance=instance, to_status="enqueued").count() == 1
 
 

@@ -194,10 +194,11 @@ def test_bulk_retry_skips_permanent_failures_unless_asked():
     assert any(t.startswith("1 permanent failure(s) skipped") for t in texts)
     permanent.refresh_from_db()
     assert permanent.status == TriggerStatus.FAILED
-    response = client.post(
-        reverse(CHANGELIST),
-        {"action": "retry_failed_including_permanent", "_selected_action": [permanent.pk]},
-        follow=True,
-    )
+    asked = {"action": "retry_failed_including_permanent", "_selected_action": [permanent.pk]}
+    response = client.post(reverse(CHANGELIST), asked)
+    assert b"will most likely fail again" in response.content  # asks first
+    permanent.refresh_from_db()
+    assert permanent.status == TriggerStatus.FAILED
+    client.post(reverse(CHANGELIST), {**asked, "confirmed": "1"})
     permanent.refresh_from_db()
     assert permanent.status == TriggerStatus.ENQUEUED

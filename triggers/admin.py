@@ -1,19 +1,23 @@
 """Operator console for trigger instances, their status audit and API keys.
 
-Instances are read-only here; the only writes are "retry" and "run now", which call
-``triggers.services`` (the one way in) with the operator as the audited actor. What
-happens inside steps (step logs, deliveries) is added by ``executions.admin``.
+Instances are read-only here; the only writes are the operator actions (retry, retry
+on the latest version, edit payload and retry, run now, cancel), which call
+``triggers.services`` (the one way in, as the API does) with the operator as the audited
+actor, and leave a LogEntry for the admin's "Recent actions". What happens inside steps
+(step logs, deliveries) is added by ``executions.admin``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -33,6 +37,7 @@ from workflows.admin_support import (
     ReadOnlyAdminMixin,
     can_operate,
     parse_uuid,
+    precise_time,
     pretty_json,
     status_badge,
     timestamp_column,
@@ -54,7 +59,9 @@ from .services import (
     instance_edit_payload_and_retry,
     instance_retry,
     instance_retry_on_latest_version,
+    instance_retry_or_conflict,
     instance_run_now,
+    instance_run_now_or_conflict,
     workflow_pause,
     workflow_resume,
 )
@@ -78,6 +85,31 @@ class EditPayloadForm(forms.Form):
         if not isinstance(payload, dict):
             raise forms.ValidationError("must be a JSON object")
         return payload
+
+
+class OperatorReasonForm(forms.Form):
+    """The reason an operator gives for "run now" or "cancel" (the instance page's
+    inputs, change_form.html): written into the audit row and the admin's LogEntry."""
+
+    reason = forms.CharField(max_length=500, required=False)
+
+
+def log_admin_change(request: HttpRequest, objects: Iterable[Model], message: str) -> None:
+    """One "changed" LogEntry per object, so the admin's "Recent actions" and the
+    object history show what an operator did (the status audit has the details)."""
+    objects = list(objects)
+    if objects:
+        LogEntry.objects.log_actions(
+            user_id=request.user.pk,
+            queryset=objects,
+            action_flag=CHANGE,
+            change_message=message,
+            single_object=len(objects) == 1,
+        )
+
+
+def with_reason(text: str, reason: str) -> str:
+    return f"{text}: {reason}" if reason else text
 
 
 # An action over "all N matching" could name a million rows; each retry is a
@@ -174,6 +206,7 @@ class TriggerInstanceAdmin(
 ):
     list_display = (
         "short_id",
+        "idempotency_key_short",
         "status_display",
         "workflow",
         "node",
@@ -213,6 +246,7 @@ class TriggerInstanceAdmin(
                     "version_display",
                     "idempotency_key",
                     "status_display",
+                    "waiting_display",
                     "current_node_id",
                     "attempts",
                     "due",
@@ -221,7 +255,6 @@ class TriggerInstanceAdmin(
                     "created",
                     "updated",
                     "finished",
-                    "waiting_display",
                 )
             },
         ),
@@ -287,6 +320,10 @@ class TriggerInstanceAdmin(
     def short_id(self, obj: TriggerInstance) -> str:
         return ids.short_id(obj.pk)
 
+    @admin.display(description="idempotency key")
+    def idempotency_key_short(self, obj: TriggerInstance) -> SafeString | str:
+        return truncated(obj.idempotency_key, 28)
+
     @admin.display(description="status")
     def status_display(self, obj: TriggerInstance) -> SafeString:
         if is_waiting(obj):
@@ -322,11 +359,49 @@ class TriggerInstanceAdmin(
             return None
 
     @admin.display(description="waiting for")
-    def waiting_display(self, obj: TriggerInstance) -> str:
-        if obj.status != TriggerStatus.ENQUEUED or not obj.waiting_for_event:
+    def waiting_display(self, obj: TriggerInstance) -> SafeString | str:
+        """What an enqueued instance waits for - an event (wait node), a retry's backoff
+        or a delay - and until when; "-" for one that is running or finished."""
+        if obj.status != TriggerStatus.ENQUEUED:
             return "-"
-        deadline = obj.wait_deadline.isoformat() if obj.wait_deadline else "?"
-        return f"event {obj.waiting_for_event!r} until {deadline} (then times out)"
+        node = obj.current_node_id
+        if obj.waiting_for_event:
+            deadline = obj.wait_deadline or obj.available_at
+            return format_html(
+                "event <code>{}</code> at node <code>{}</code>, {} (then it times out and "
+                "continues)",
+                obj.waiting_for_event,
+                node or "-",
+                waiting_until(deadline) or f"deadline {precise_time(deadline)} passed",
+            )
+        until = waiting_until(obj.available_at)
+        if until is None:
+            if obj.workflow.is_paused:
+                return "nothing: due now, but the workflow is paused (it runs on resume)"
+            return "nothing: due now (a worker picks it up)"
+        if obj.attempts and obj.last_error:
+            # Inline, not truncated(): its two-line clamp breaks the sentence apart.
+            error = obj.last_error.removeprefix(f"node {node}: ")
+            return format_html(
+                'retry backoff: attempt {} of node <code>{}</code> failed (<span title="{}">{}'
+                "</span>); next attempt {}",
+                obj.attempts,
+                node or "-",
+                obj.last_error,
+                error if len(error) <= 120 else error[:119] + "…",
+                until,
+            )
+        then = (
+            format_html("then node <code>{}</code> runs", node)
+            if node
+            else "then the workflow completes"
+        )
+        return format_html("{}, {}; {}", self.delay_description(obj), until, then)
+
+    def delay_description(self, obj: TriggerInstance) -> SafeString | str:
+        """The delay an enqueued instance sits in ("delay node <id> (rule)"); the
+        executions layer, which has the step logs, overrides this."""
+        return "a delay"
 
     @admin.display(description="workflow version")
     def version_display(self, obj: TriggerInstance) -> str:
@@ -370,17 +445,21 @@ class TriggerInstanceAdmin(
         obj: TriggerInstance | None = None,
     ) -> HttpResponse:
         if obj is not None and can_operate(request):
-            context["nf_can_retry"] = obj.status == TriggerStatus.FAILED
+            failed = obj.status == TriggerStatus.FAILED
+            context["nf_can_retry"] = failed
+            # A permanent failure fails again on a plain retry: the button goes to a
+            # page that says so first.
+            context["nf_retry_needs_confirmation"] = (
+                failed and self.failure_kind(obj) == "permanent"
+            )
             latest = obj.workflow.current_version_id
-            if obj.status == TriggerStatus.FAILED and latest not in (None, obj.workflow_version_id):
+            if failed and latest not in (None, obj.workflow_version_id):
                 context["nf_latest_version"] = obj.workflow.current_version.version
-            context["nf_can_edit_payload"] = (
-                obj.status == TriggerStatus.FAILED
-                and request.user.has_perm(EDIT_PAYLOAD_PERMISSION)
+            context["nf_can_edit_payload"] = failed and request.user.has_perm(
+                EDIT_PAYLOAD_PERMISSION
             )
-            context["nf_can_run_now"] = (
-                obj.status == TriggerStatus.ENQUEUED and obj.available_at > timezone.now()
-            )
+            context["nf_can_run_now"] = is_waiting(obj)
+            context["nf_can_cancel"] = not obj.is_terminal
         context["nf_step_logs_url"] = (
             reverse("admin:executions_stepexecutionlog_changelist")
             + f"?trigger__id__exact={obj.pk}"
@@ -391,6 +470,11 @@ class TriggerInstanceAdmin(
             request, context, add=add, change=change, form_url=form_url, obj=obj
         )
 
+    def failure_kind(self, obj: TriggerInstance) -> str:
+        """ "permanent" or "transient" for the latest failed step of ``obj``, "" when
+        unknown (step logs are the executions layer's, which overrides this)."""
+        return ""
+
     # --- operator actions ---------------------------------------------------------------
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
@@ -398,34 +482,33 @@ class TriggerInstanceAdmin(
 
     def get_urls(self) -> list:
         prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        views = {
+            "retry": self.retry_view,
+            "retry/confirm": self.retry_confirm_view,
+            "retry-latest": self.retry_latest_view,
+            "edit-payload": self.edit_payload_view,
+            "run-now": self.run_now_view,
+            "cancel": self.cancel_view,
+        }
         # Before the stock URLs: "<path:object_id>/" would swallow ".../retry/".
         return [
             path(
-                "<path:object_id>/retry/",
-                self.admin_site.admin_view(self.retry_view),
-                name=f"{prefix}_retry",
-            ),
-            path(
-                "<path:object_id>/retry-latest/",
-                self.admin_site.admin_view(self.retry_latest_view),
-                name=f"{prefix}_retry_latest",
-            ),
-            path(
-                "<path:object_id>/edit-payload/",
-                self.admin_site.admin_view(self.edit_payload_view),
-                name=f"{prefix}_edit_payload",
-            ),
-            path(
-                "<path:object_id>/run-now/",
-                self.admin_site.admin_view(self.run_now_view),
-                name=f"{prefix}_run_now",
-            ),
+                f"<path:object_id>/{suffix}/",
+                self.admin_site.admin_view(view),
+                name=f"{prefix}_{suffix.replace('-', '_').replace('/', '_')}",
+            )
+            for suffix, view in views.items()
         ] + super().get_urls()
 
     @admin.action(description="Retry selected failed instances", permissions=["operate"])
     def retry_failed(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._apply(
-            request, queryset, instance_retry, verb="Retried", skip_reason="not failed, skipped"
+            request,
+            queryset,
+            instance_retry,
+            verb="Retried",
+            skip_reason="not failed, skipped",
+            log_message="Retried (bulk action)",
         )
 
     @admin.action(description="Run selected delayed instances now", permissions=["operate"])
@@ -436,6 +519,7 @@ class TriggerInstanceAdmin(
             instance_run_now,
             verb="Made due now",
             skip_reason="not waiting for a later time, skipped",
+            log_message="Run now (bulk action)",
         )
 
     @admin.action(description="Cancel selected unfinished instances", permissions=["operate"])
@@ -450,7 +534,12 @@ class TriggerInstanceAdmin(
             return True
 
         self._apply(
-            request, queryset, cancel_one, verb="Cancelled", skip_reason="already finished, skipped"
+            request,
+            queryset,
+            cancel_one,
+            verb="Cancelled",
+            skip_reason="already finished, skipped",
+            log_message="Cancelled (bulk action)",
         )
 
     def _apply(
@@ -461,6 +550,7 @@ class TriggerInstanceAdmin(
         *,
         verb: str,
         skip_reason: str,
+        log_message: str,
     ) -> None:
         ids = list(queryset.order_by().values_list("pk", flat=True)[: ACTION_BATCH_LIMIT + 1])
         if len(ids) > ACTION_BATCH_LIMIT:
@@ -472,39 +562,101 @@ class TriggerInstanceAdmin(
                 messages.WARNING,
             )
         actor = request.user.get_username()
-        done = sum(1 for pk in ids if operation(instance_id=pk, actor=actor))
+        done = [pk for pk in ids if operation(instance_id=pk, actor=actor)]
+        # object_repr needs the key; one query for the whole batch.
+        log_admin_change(
+            request,
+            TriggerInstance.objects.filter(pk__in=done).only("pk", "idempotency_key"),
+            log_message,
+        )
         if done:
-            self.message_user(request, f"{verb} {done} instance(s).", messages.SUCCESS)
-        if len(ids) - done:
+            self.message_user(request, f"{verb} {len(done)} instance(s).", messages.SUCCESS)
+        if len(ids) - len(done):
             self.message_user(
-                request, f"{len(ids) - done} instance(s) {skip_reason}.", messages.WARNING
+                request, f"{len(ids) - len(done)} instance(s) {skip_reason}.", messages.WARNING
             )
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        return self._button(
-            request,
-            object_id,
-            instance_retry,
-            done="Retry scheduled: the instance is enqueued to run now.",
-            skipped="Not retried: the instance is not failed, skipped.",
+        """A plain retry (same version, same payload). A permanent failure is retried
+        only from the confirmation page (``confirmed`` in the POST); without it the
+        operator is sent there."""
+
+        def retry(obj: TriggerInstance, actor: str) -> tuple[str, str] | HttpResponse:
+            if self.failure_kind(obj) == "permanent" and not request.POST.get("confirmed"):
+                return HttpResponseRedirect(self._instance_url(obj, "retry_confirm"))
+            instance_retry_or_conflict(instance_id=obj.pk, actor=actor)
+            return (
+                "Retry scheduled: the instance is enqueued to run now.",
+                f"Retried on workflow version v{obj.workflow_version.version} (same payload)",
+            )
+
+        return self._operate(request, object_id, retry, failed="Not retried")
+
+    def retry_confirm_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The page between "Retry" and a plain retry of a permanent failure: why it
+        will most likely fail again, and the retries that can succeed instead."""
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        latest = obj.workflow.current_version
+        newer = latest if latest is not None and latest.pk != obj.workflow_version_id else None
+        node_in_newer = newer is not None and any(
+            node.get("id") == obj.current_node_id for node in newer.definition.get("nodes", [])
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": obj,
+            "title": f"Retry {ids.short_id(obj.pk)}?",
+            "change_url": self._instance_url(obj, "change"),
+            "is_failed": obj.status == TriggerStatus.FAILED,
+            "failure_kind": self.failure_kind(obj),
+            "version": obj.workflow_version.version,
+            "newer_version": newer.version if newer is not None else None,
+            "node_in_newer": node_in_newer,
+            "can_edit_payload": request.user.has_perm(EDIT_PAYLOAD_PERMISSION),
+        }
+        return TemplateResponse(
+            request, "admin/triggers/triggerinstance/retry_confirm.html", context
         )
 
     def retry_latest_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        def retry_latest(*, instance_id: Any, actor: str) -> bool:
-            try:
-                version = instance_retry_on_latest_version(instance_id=instance_id, actor=actor)
-            except ApplicationError as exc:
-                self.message_user(request, f"Not retried: {exc.message}.", messages.WARNING)
-                return False
-            self.message_user(
-                request,
+        def retry_latest(obj: TriggerInstance, actor: str) -> tuple[str, str]:
+            old = obj.workflow_version.version
+            version = instance_retry_on_latest_version(instance_id=obj.pk, actor=actor)
+            return (
                 f"Retry scheduled on workflow version v{version}: the instance is enqueued "
                 "to run now.",
-                messages.SUCCESS,
+                f"Retried on workflow version v{version} (was v{old})",
             )
-            return True
 
-        return self._button(request, object_id, retry_latest, done="", skipped="")
+        return self._operate(request, object_id, retry_latest, failed="Not retried")
+
+    def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        def run_now(obj: TriggerInstance, actor: str, reason: str) -> tuple[str, str]:
+            instance_run_now_or_conflict(instance_id=obj.pk, actor=actor, reason=reason)
+            return (
+                "The instance is due now and was handed to a worker.",
+                with_reason("Run now", reason),
+            )
+
+        return self._operate_with_reason(request, object_id, run_now, failed="Not run")
+
+    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        def cancel(obj: TriggerInstance, actor: str, reason: str) -> tuple[str, str]:
+            instance_cancel(
+                instance_id=obj.pk,
+                actor=actor,
+                reason=with_reason("cancelled by operator", reason),
+            )
+            return (
+                "The instance is cancelled: nothing more of it runs.",
+                with_reason("Cancelled", reason),
+            )
+
+        return self._operate_with_reason(request, object_id, cancel, failed="Not cancelled")
 
     def edit_payload_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if not (
@@ -514,7 +666,7 @@ class TriggerInstanceAdmin(
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
-        change_url = reverse("admin:triggers_triggerinstance_change", args=[quote(obj.pk)])
+        change_url = self._instance_url(obj, "change")
         form = EditPayloadForm(
             request.POST if request.method == "POST" else None, initial={"payload": obj.payload}
         )
@@ -528,6 +680,7 @@ class TriggerInstanceAdmin(
             except ApplicationError as exc:
                 form.add_error("payload", exc.message)
             else:
+                log_admin_change(request, [obj], "Payload edited and retried")
                 self.message_user(
                     request,
                     "Payload replaced and retry scheduled (old and new payload audited).",
@@ -547,18 +700,20 @@ class TriggerInstanceAdmin(
             request, "admin/triggers/triggerinstance/edit_payload.html", context
         )
 
-    def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        return self._button(
-            request,
-            object_id,
-            instance_run_now,
-            done="The instance is due now and was handed to a worker.",
-            skipped="Not run: the instance is not waiting for a later time, skipped.",
-        )
+    def _instance_url(self, obj: TriggerInstance, view: str) -> str:
+        return reverse(f"admin:triggers_triggerinstance_{view}", args=[quote(obj.pk)])
 
-    def _button(
-        self, request: HttpRequest, object_id: str, operation: Any, *, done: str, skipped: str
+    def _operate(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        operation: Callable[[TriggerInstance, str], tuple[str, str] | HttpResponse],
+        *,
+        failed: str,
     ) -> HttpResponse:
+        """A button: POST only (CSRF checked by admin_view), operate permission, then
+        ``operation(instance, actor)`` -> (message for the operator, LogEntry text), or
+        a response to send instead. An ApplicationError is the error message."""
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         if not self.has_operate_permission(request):
@@ -566,14 +721,36 @@ class TriggerInstanceAdmin(
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
-        if operation(instance_id=obj.pk, actor=request.user.get_username()):
-            if done:
-                self.message_user(request, done, messages.SUCCESS)
-        elif skipped:
-            self.message_user(request, skipped, messages.WARNING)
-        return HttpResponseRedirect(
-            reverse("admin:triggers_triggerinstance_change", args=[quote(obj.pk)])
-        )
+        try:
+            outcome = operation(obj, request.user.get_username())
+        except ApplicationError as exc:
+            self.message_user(request, f"{failed}: {exc.message}.", messages.ERROR)
+        else:
+            if isinstance(outcome, HttpResponse):
+                return outcome
+            done, log_message = outcome
+            log_admin_change(request, [obj], log_message)
+            self.message_user(request, done, messages.SUCCESS)
+        return HttpResponseRedirect(self._instance_url(obj, "change"))
+
+    def _operate_with_reason(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        operation: Callable[[TriggerInstance, str, str], tuple[str, str]],
+        *,
+        failed: str,
+    ) -> HttpResponse:
+        """``_operate`` for a form with the operator's reason (OperatorReasonForm)."""
+        form = OperatorReasonForm(request.POST)
+
+        def with_form(obj: TriggerInstance, actor: str) -> tuple[str, str]:
+            if not form.is_valid():
+                errors = "; ".join(str(e) for e in form.errors.get("reason", []))
+                raise ApplicationError(code="invalid", field="reason", message=f"reason: {errors}")
+            return operation(obj, actor, form.cleaned_data["reason"])
+
+        return self._operate(request, object_id, with_form, failed=failed)
 
 
 @admin.register(TriggerStatusChange)
@@ -758,6 +935,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         keys = list(queryset.filter(revoked_at__isnull=True))
         for key in keys:
             api_key_revoke(api_key=key)
+        log_admin_change(request, keys, "Revoked")
         self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)
 
 
@@ -774,15 +952,19 @@ class WorkflowWithPauseAdmin(WorkflowAdmin):
 
     @admin.action(description="Pause selected workflows (no step starts)", permissions=["operate"])
     def pause(self, request: HttpRequest, queryset: QuerySet) -> None:
-        for workflow in queryset:
+        workflows = list(queryset)
+        for workflow in workflows:
             workflow_pause(workflow=workflow, actor=request.user.get_username())
-        self.message_user(request, f"Paused {queryset.count()} workflow(s).", messages.SUCCESS)
+        log_admin_change(request, workflows, "Paused")
+        self.message_user(request, f"Paused {len(workflows)} workflow(s).", messages.SUCCESS)
 
     @admin.action(description="Resume selected workflows", permissions=["operate"])
     def resume(self, request: HttpRequest, queryset: QuerySet) -> None:
-        for workflow in queryset:
+        workflows = list(queryset)
+        for workflow in workflows:
             workflow_resume(workflow=workflow, actor=request.user.get_username())
-        self.message_user(request, f"Resumed {queryset.count()} workflow(s).", messages.SUCCESS)
+        log_admin_change(request, workflows, "Resumed")
+        self.message_user(request, f"Resumed {len(workflows)} workflow(s).", messages.SUCCESS)
 
 
 admin.site.unregister(Workflow)
