@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Permission, User
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -39,7 +40,7 @@ def url(view: str, instance: TriggerInstance) -> str:
 
 def logged_in(user: User) -> Client:
     client = Client()
-    assert client.login(username=user.username, password=PASSWORD)
+    assert client.login(request=HttpRequest(), username=user.username, password=PASSWORD)
     return client
 
 
@@ -146,7 +147,7 @@ def test_a_too_long_reason_is_refused(client):
 def test_cancel_and_run_now_need_post_csrf_and_the_operate_permission(operator, view):
     instance = delayed_instance()
     csrf_client = Client(enforce_csrf_checks=True)
-    csrf_client.login(username=operator.username, password=PASSWORD)
+    csrf_client.login(request=HttpRequest(), username=operator.username, password=PASSWORD)
     assert csrf_client.get(url(view, instance)).status_code == 405
     assert csrf_client.post(url(view, instance), {"reason": "r"}).status_code == 403
 
