@@ -32,6 +32,17 @@ def email_sms_definition(delay: str | None = None) -> dict:
     return {"entry_node_id": "hello", "nodes": nodes, "edges": edges}
 
 
+def email_definition(body: str, *, to: str = "{{ payload.email }}") -> dict:
+    """One email node, ``mail``, with this body: a definition to try one template in."""
+    return {
+        "entry_node_id": "mail",
+        "nodes": [
+            {"id": "mail", "type": "email", "config": {"to": to, "subject": "s", "body": body}}
+        ],
+        "edges": [],
+    }
+
+
 def render_error_definition() -> dict:
     """email_sms_definition with a typo in the SMS body: rendering it is a permanent
     error (an undefined variable)."""

@@ -17,27 +17,13 @@ from triggers.models import TriggerStatus
 from triggers.services import api_key_create
 from workflows.templating import TemplateLimitError, render
 
-from .factories import TriggerInstanceFactory, WorkflowFactory
+from .factories import TriggerInstanceFactory, WorkflowFactory, email_definition
 
 pytestmark = pytest.mark.django_db
 
 # len(s)² characters from one payload string: 256 MB from 16 KB.
 QUADRATIC = '{{ payload.s | split: "" | join: payload.s }}'
 SIXTEEN_KB = "x" * 16 * 1024
-
-
-def _email(body: str) -> dict:
-    return {
-        "entry_node_id": "mail",
-        "nodes": [
-            {
-                "id": "mail",
-                "type": "email",
-                "config": {"to": "ada@example.com", "subject": "s", "body": body},
-            }
-        ],
-        "edges": [],
-    }
 
 
 def _rendered_within_limits(source: str, context: dict) -> float:
@@ -53,7 +39,8 @@ def _rendered_within_limits(source: str, context: dict) -> float:
 
 def test_quadratic_join_fails_the_instance_permanently_fast_naming_the_node(dispatched):
     instance = TriggerInstanceFactory(
-        workflow=WorkflowFactory(definition=_email(QUADRATIC)), payload={"s": SIXTEEN_KB}
+        workflow=WorkflowFactory(definition=email_definition(QUADRATIC, to="ada@example.com")),
+        payload={"s": SIXTEEN_KB},
     )
     started = time.monotonic()
     tracemalloc.start()
@@ -72,7 +59,7 @@ def test_quadratic_join_fails_the_instance_permanently_fast_naming_the_node(disp
 
 
 def test_quadratic_join_through_preview_with_a_read_key_is_a_400_fast():
-    workflow = WorkflowFactory(definition=_email(QUADRATIC))
+    workflow = WorkflowFactory(definition=email_definition(QUADRATIC, to="ada@example.com"))
     reader = APIClient()
     reader.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_create(name='r', scope='read')[1]}")
     started = time.monotonic()

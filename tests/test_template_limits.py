@@ -14,23 +14,9 @@ from triggers.models import TriggerStatus
 from workflows.definition import DefinitionError, validate_definition
 from workflows.durations import parse_duration
 
-from .factories import TriggerInstanceFactory, WorkflowFactory
+from .factories import TriggerInstanceFactory, WorkflowFactory, email_definition
 
 pytestmark = pytest.mark.django_db
-
-
-def _email(body: str) -> dict:
-    return {
-        "entry_node_id": "mail",
-        "nodes": [
-            {
-                "id": "mail",
-                "type": "email",
-                "config": {"to": "{{ payload.email }}", "subject": "s", "body": body},
-            }
-        ],
-        "edges": [],
-    }
 
 
 @pytest.mark.parametrize(
@@ -47,7 +33,7 @@ def test_template_over_a_limit_fails_the_instance_permanently_naming_the_node(
     body, settings, dispatched
 ):
     settings.NOTIFYFLOW_TEMPLATE_OUTPUT_LIMIT = 64 * 1024
-    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=_email(body)))
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=email_definition(body)))
     started = time.monotonic()
     assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
     assert time.monotonic() - started < 5
@@ -60,7 +46,7 @@ def test_template_over_a_limit_fails_the_instance_permanently_naming_the_node(
 
 def test_template_limits_come_from_settings(settings, dispatched):
     body = "{% for i in (1..50) %}x{% endfor %}"
-    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=_email(body)))
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=email_definition(body)))
     settings.NOTIFYFLOW_TEMPLATE_LOOP_LIMIT = 10
     assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
 
@@ -68,7 +54,7 @@ def test_template_limits_come_from_settings(settings, dispatched):
 def test_template_longer_than_the_cap_is_refused_at_save(settings):
     settings.NOTIFYFLOW_TEMPLATE_MAX_LENGTH = 100
     with pytest.raises(DefinitionError) as caught:
-        validate_definition(_email("x" * 101))
+        validate_definition(email_definition("x" * 101))
     assert caught.value.field == "definition.nodes[0].config.body"
     assert caught.value.code == "too_long"
 
@@ -84,7 +70,7 @@ def test_too_many_nodes_is_refused_at_save(settings):
 def test_oversized_definition_is_refused_at_save(settings):
     settings.NOTIFYFLOW_DEFINITION_MAX_BYTES = 1000
     with pytest.raises(DefinitionError) as caught:
-        validate_definition(_email("x" * 2000))
+        validate_definition(email_definition("x" * 2000))
     assert caught.value.code == "definition_too_large"
 
 
