@@ -371,16 +371,19 @@ def test_bulk_actions_write_recent_actions(operator, client, action, make, messa
     assert url("change", done) in index
 
 
-def test_pause_and_resume_write_recent_actions(operator, client):
+def test_workflow_actions_write_recent_actions():
+    from .admin_helpers import make_superuser
+
+    client = logged_in(make_superuser())
     workflow = WorkflowFactory()
     changelist = reverse("admin:workflows_workflow_changelist")
-    for action in ("pause", "resume"):
+    for action in ("pause", "resume", "deactivate", "activate"):
         client.post(changelist, {"action": action, "_selected_action": [workflow.pk]})
     messages = [
         entry.get_change_message()
         for entry in LogEntry.objects.filter(object_id=str(workflow.pk)).order_by("id")
     ]
-    assert messages == ["Paused", "Resumed"]
+    assert messages == ["Paused", "Resumed", "Deactivated", "Activated"]
 
 
 def test_view_site_links_to_the_api_docs(client):

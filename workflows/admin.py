@@ -199,6 +199,8 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
         changed = 0
         for workflow in queryset.exclude(is_active=is_active):
             workflow_set_active(workflow=workflow, is_active=is_active)
+            # For the admin's "Recent actions" and the workflow's history.
+            self.log_change(request, workflow, "Activated" if is_active else "Deactivated")
             changed += 1
         state = "active" if is_active else "inactive"
         self.message_user(request, f"{changed} workflow(s) set {state}.", messages.SUCCESS)
