@@ -16,14 +16,14 @@ run: $(VENV_STAMP)
 
 # The modules whose code differs per database (hand-built PostgreSQL statements next to
 # the ORM path): CI runs them on SQLite too (test-sqlite), so both paths are tested.
-ENGINE_TESTS := tests/test_state_machine.py tests/test_engine_retries.py \
-	tests/test_sweeper.py tests/test_email_provider.py tests/test_twilio_sms.py \
-	tests/test_step_logs_api.py tests/test_worker_commit_durability.py \
-	tests/test_claim_plan.py tests/test_worker_race.py tests/test_worker_recovery.py \
-	tests/test_end_to_end_worker.py tests/test_layers.py tests/test_cancel_and_pause.py \
-	tests/test_running_instances.py tests/test_running_instances_worker.py \
-	tests/test_delivery_failover.py tests/test_delivery_status.py tests/test_webhook_node.py \
-	tests/test_trigger_bulk.py tests/test_parked_nodes.py
+ENGINE_TESTS := tests/triggers/test_state.py tests/executions/test_engine.py \
+	tests/executions/test_sweeper.py tests/executions/test_providers_email.py tests/executions/test_providers_sms.py \
+	tests/api/test_step_logs.py tests/system/test_worker_commit_durability.py \
+	tests/executions/test_claim_plan.py tests/system/test_worker_race.py tests/system/test_worker_recovery.py \
+	tests/system/test_end_to_end.py tests/system/test_house_rules.py tests/triggers/test_cancel_and_pause.py \
+	tests/triggers/test_inbox.py tests/system/test_running_instances.py \
+	tests/executions/test_providers_failover.py tests/api/test_delivery_status.py tests/executions/test_nodes_webhook.py \
+	tests/api/test_triggers_bulk.py tests/executions/test_parked_nodes.py
 
 test: $(VENV_STAMP) lint
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -229,7 +229,7 @@ def _fast_publish(
     False, having sent nothing, when this is not the plain case it mirrors
     (``_fast_route``), for a countdown (an ETA), with publish signal receivers, or args
     that are not plain JSON: the caller then publishes the usual way.
-    tests/test_task_publish.py compares the result with ``send_task``'s, field by field.
+    tests/notifyflow/test_task_publish.py compares the result with ``send_task``'s, field by field.
     A Redis error is raised as kombu's OperationalError (the caller's "left for the
     sweeper" path)."""
     if (

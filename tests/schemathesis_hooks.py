@@ -1,4 +1,4 @@
-"""Schemathesis hooks for the contract check (tests/test_api_fuzz.py loads them through
+"""Schemathesis hooks for the contract check (tests/api/test_fuzz.py loads them through
 SCHEMATHESIS_HOOKS).
 
 1. How to make a value of the API's own string formats: ``cursor`` is opaque, only a

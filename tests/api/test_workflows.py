@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import email_sms_definition
+from workflows.models import Workflow, WorkflowVersion
+
+pytestmark = pytest.mark.django_db
+URL = "/api/v1/workflows/"
+
+
+def body(**overrides):
+    return {
+        "key": "welcome",
+        "name": "Welcome",
+        "is_active": True,
+        "definition": email_sms_definition(),
+        **overrides,
+    }
+
+
+def test_create_get_and_list(api):
+    created = api.post(URL, body(), format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["version"] == 1
+    assert api.get(f"{URL}welcome/").json()["definition"]["entry_node_id"] == "hello"
+    assert [w["key"] for w in api.get(URL).json()["results"]] == ["welcome"]
+
+
+def test_put_with_changed_definition_adds_a_version(api):
+    api.post(URL, body(), format="json")
+    same = api.put(f"{URL}welcome/", body(name="Renamed"), format="json")
+    assert same.status_code == 200 and same.json()["version"] == 1
+    assert Workflow.objects.get().name == "Renamed"
+    changed = api.put(
+        f"{URL}welcome/", body(definition=email_sms_definition(delay="1m")), format="json"
+    )
+    assert changed.json()["version"] == 2
+    assert list(WorkflowVersion.objects.values_list("version", flat=True).order_by("version")) == [
+        1,
+        2,
+    ]
+
+
+def test_invalid_definition_names_node_and_field_and_stores_nothing(api):
+    d = email_sms_definition()
+    d["nodes"][1]["config"]["body"] = "{{ oops"
+    response = api.post(URL, body(definition=d), format="json")
+    assert response.status_code == 400
+    error = response.json()
+    assert error["field"] == "definition.nodes[1].config.body"
+    assert "'text'" in error["message"] and error["code"] == "invalid_template"
+    assert not Workflow.objects.exists() and not WorkflowVersion.objects.exists()
+
+
+def test_invalid_put_keeps_the_old_version(api):
+    api.post(URL, body(), format="json")
+    d = email_sms_definition()
+    d["edges"].append({"from": "text", "to": "hello"})
+    assert api.put(f"{URL}welcome/", body(definition=d), format="json").status_code == 400
+    assert Workflow.objects.get().current_version.version == 1
+
+
+def test_duplicate_key_and_key_mismatch(api):
+    api.post(URL, body(), format="json")
+    dup = api.post(URL, body(), format="json")
+    assert dup.status_code == 409 and dup.json()["code"] == "duplicate_key"
+    mismatch = api.put(f"{URL}welcome/", body(key="other"), format="json")
+    assert mismatch.status_code == 400 and mismatch.json()["field"] == "key"
+
+
+def test_bad_key_and_missing_fields(api):
+    bad = api.post(URL, body(key="not a slug"), format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "key"
+    missing = api.post(URL, {"key": "x"}, format="json")
+    assert missing.status_code == 400
+    assert {e["field"] for e in missing.json()["errors"]} >= {"name", "definition"}
+
+
+def test_unknown_workflow_is_404(api):
+    assert api.get(f"{URL}nope/").status_code == 404

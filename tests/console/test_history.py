@@ -1,0 +1,161 @@
+"""Operator console: step logs, status changes and deliveries are read-only history."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.http import HttpRequest
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from executions.models import Delivery, DeliveryStatus, StepExecutionLog
+from tests.admin_helpers import PASSWORD, failed_instance, make_operator, make_superuser
+from tests.factories import WorkflowFactory
+from triggers.models import TriggerStatusChange
+
+pytestmark = pytest.mark.django_db
+
+MODELS = {
+    "stepexecutionlog": ("executions", StepExecutionLog),
+    "triggerstatuschange": ("triggers", TriggerStatusChange),
+    "delivery": ("executions", Delivery),
+}
+
+
+def client_for(user) -> Client:
+    client = Client()
+    assert client.login(request=HttpRequest(), username=user.username, password=PASSWORD)
+    return client
+
+
+@pytest.fixture
+def rows():
+    instance = failed_instance()
+    Delivery.objects.create(
+        instance=instance,
+        node_id="hello",
+        channel="email",
+        status=DeliveryStatus.SENT,
+        provider_message_id="<m1@example.com>",
+        output={"message_id": "<m1@example.com>"},
+        attempts=1,
+    )
+    Delivery.objects.create(
+        instance=instance,
+        node_id="text",
+        channel="sms",
+        status=DeliveryStatus.FAILED,
+        output={"error": "bad number"},
+        attempts=1,
+    )
+    return {
+        "stepexecutionlog": StepExecutionLog.objects.filter(trigger=instance).first(),
+        "triggerstatuschange": TriggerStatusChange.objects.filter(instance=instance).first(),
+        "delivery": Delivery.objects.filter(instance=instance).first(),
+    }
+
+
+@pytest.mark.parametrize("who", ["superuser", "operator"])
+@pytest.mark.parametrize("model_name", list(MODELS))
+def test_history_pages_render_read_only(model_name, who, rows):
+    user = make_superuser() if who == "superuser" else make_operator()
+    client = client_for(user)
+    app_label, _ = MODELS[model_name]
+    listing = client.get(reverse(f"admin:{app_label}_{model_name}_changelist"))
+    assert listing.status_code == 200
+    add_url = reverse(f"admin:{app_label}_{model_name}_add")
+    assert f'href="{add_url}"' not in listing.content.decode()
+    page = client.get(reverse(f"admin:{app_label}_{model_name}_change", args=[rows[model_name].pk]))
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()
+
+
+@pytest.mark.parametrize("model_name", list(MODELS))
+def test_history_cannot_be_added_changed_or_deleted_even_by_a_superuser(model_name, rows):
+    client = client_for(make_superuser())
+    app_label, model = MODELS[model_name]
+    row = rows[model_name]
+    before = model.objects.filter(pk=row.pk).values().get()
+    count = model.objects.count()
+    assert client.get(reverse(f"admin:{app_label}_{model_name}_add")).status_code == 403
+    change = reverse(f"admin:{app_label}_{model_name}_change", args=[row.pk])
+    assert (
+        client.post(
+            change, {"node_id": "edited", "reason": "edited", "error": "x", "status": "sent"}
+        ).status_code
+        == 403
+    )
+    delete = reverse(f"admin:{app_label}_{model_name}_delete", args=[row.pk])
+    assert client.post(delete, {"post": "yes"}).status_code == 403
+    bulk = client.post(
+        reverse(f"admin:{app_label}_{model_name}_changelist"),
+        {"action": "delete_selected", "_selected_action": [row.pk], "post": "yes"},
+    )
+    assert bulk.status_code in (200, 302)
+    assert model.objects.count() == count
+    assert model.objects.filter(pk=row.pk).values().get() == before
+
+
+def test_step_logs_filter_by_node_id_workflow_and_success(rows):
+    client = client_for(make_superuser())
+    url = reverse("admin:executions_stepexecutionlog_changelist")
+    other_workflow = WorkflowFactory()
+
+    def listed(**params) -> list:
+        response = client.get(url, params)
+        assert response.status_code == 200
+        return [(row.node_id, row.success) for row in response.context["cl"].result_list]
+
+    assert listed(node_id="text") == [("text", False)]
+    assert listed(success__exact="1") == [("hello", True)]
+    assert listed(workflow__id__exact=other_workflow.pk) == []
+    assert sorted(listed(workflow__id__exact=rows["stepexecutionlog"].workflow_id)) == [
+        ("hello", True),
+        ("text", False),
+    ]
+    page = client.get(url, {"node_id": "text", "success__exact": "0"}).content.decode()
+    # The node id box keeps the other filters as hidden inputs.
+    assert 'name="success__exact" value="0"' in page
+    assert 'name="node_id" value="text"' in page
+
+
+def test_deliveries_filter_by_node_and_status(rows):
+    client = client_for(make_superuser())
+    url = reverse("admin:executions_delivery_changelist")
+    response = client.get(url, {"node_id": "text"})
+    assert [d.node_id for d in response.context["cl"].result_list] == ["text"]
+    response = client.get(url, {"status__exact": "sent"})
+    assert [d.node_id for d in response.context["cl"].result_list] == ["hello"]
+
+
+def test_status_changes_search_by_instance_and_actor(rows):
+    client = client_for(make_superuser())
+    url = reverse("admin:triggers_triggerstatuschange_changelist")
+    instance_id = rows["triggerstatuschange"].instance_id
+    response = client.get(url, {"q": str(instance_id)})
+    assert [c.instance_id for c in response.context["cl"].result_list] == [instance_id]
+    response = client.get(url, {"q": "engine"})
+    assert len(response.context["cl"].result_list) == 1
+    response = client.get(url, {"q": "nobody"})
+    assert len(response.context["cl"].result_list) == 0
+
+
+def test_step_log_changelist_query_count_is_constant_and_defers_json(rows):
+    client = client_for(make_superuser())
+    url = reverse("admin:executions_stepexecutionlog_changelist")
+    client.get(url)
+    with CaptureQueriesContext(connection) as few:
+        client.get(url)
+    for _ in range(5):
+        failed_instance()
+    with CaptureQueriesContext(connection) as many:
+        response = client.get(url)
+    assert len(response.context["cl"].result_list) == 12
+    assert len(many) == len(few)
+    listing = [
+        q["sql"]
+        for q in many.captured_queries
+        if '"executions_stepexecutionlog"."node_id"' in q["sql"]
+    ]
+    assert listing and all('"input_context"' not in sql for sql in listing)

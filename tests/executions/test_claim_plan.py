@@ -1,0 +1,69 @@
+"""The claim is served by the primary key even when statistics call the queue empty."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from tests.factories import TriggerInstanceFactory, WorkflowFactory, bulk_instances
+from triggers.models import TriggerInstance, TriggerStatus
+from triggers.state import _update_sql as update_sql
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def test_claim_update_uses_the_primary_key_with_stale_statistics():
+    workflow = WorkflowFactory()
+    TriggerInstanceFactory.create_batch(50, workflow=workflow, status=TriggerStatus.COMPLETED)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE triggers_triggerinstance")  # stats: nothing enqueued
+    now = timezone.now()
+    bulk_instances(workflow, {TriggerStatus.ENQUEUED: 500})
+    target = TriggerInstance.objects.filter(status=TriggerStatus.ENQUEUED).last()
+    sql, params = update_sql(
+        {"pk": target.pk, "status": TriggerStatus.ENQUEUED, "available_at__lte": now},
+        {
+            "status": TriggerStatus.PROCESSING,
+            "lease_token": uuid.uuid4(),
+            "locked_until": now,
+            "updated_at": now,
+        },
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "triggers_triggerinstance_pkey" in plan, plan
+    assert "trigger_due_enqueued" not in plan, plan
+
+
+def test_the_prepared_claims_generic_plan_uses_the_primary_key(settings):
+    """The claim runs as a prepared statement (notifyflow/db.py), which PostgreSQL
+    plans once without the parameters' values: that generic plan, too, must probe the
+    primary key and not walk the due backlog."""
+    from executions import engine
+
+    settings.NOTIFYFLOW_DB_PREPARE = True
+    workflow = WorkflowFactory()
+    bulk_instances(workflow, {TriggerStatus.COMPLETED: 3000, TriggerStatus.ENQUEUED: 500})
+    due = TriggerInstanceFactory.create_batch(10, workflow=workflow)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE triggers_triggerinstance")
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+    for instance in due[:10]:
+        assert engine.claim(instance_id=instance.pk, worker="w") is not None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, array_length(parameter_types, 1) FROM pg_prepared_statements"
+            " WHERE statement LIKE 'WITH moved AS (UPDATE%%' AND statement LIKE '%%LEFT JOIN%%'"
+        )
+        [(name, nparams)] = cursor.fetchall()
+        # Any values will do: the plan is generic.
+        cursor.execute(f"EXPLAIN EXECUTE {name}({', '.join(['NULL'] * nparams)})")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("RESET plan_cache_mode")
+    assert "triggers_triggerinstance_pkey" in plan, plan
+    assert "trigger_due_enqueued" not in plan, plan
+    assert "Seq Scan on triggers_triggerinstance" not in plan, plan

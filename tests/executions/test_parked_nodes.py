@@ -1,0 +1,215 @@
+"""Nodes that park an instance at themselves: a wait for an event, and a delay at the
+end of a workflow. A trailing delay is waited for before the instance completes;
+run-now (API and admin, one service) ends either at once; a wait is one logical step in
+the console and the stats (its parking row is marked, not an attempt). Engine-level:
+runs on SQLite and PostgreSQL (Makefile ENGINE_TESTS)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+
+from executions import engine
+from executions.models import StepExecutionLog
+from tests.admin_helpers import PASSWORD, make_operator
+from tests.factories import PAYLOAD, WorkflowFactory, email_sms_definition, wait_definition
+from triggers import inbox
+from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from triggers.services import instance_run_now, trigger_create
+
+S = TriggerStatus
+pytestmark = pytest.mark.django_db
+
+
+def trailing_delay_definition(**delay: str) -> dict:
+    """An email, then a delay with nothing after it."""
+    definition = email_sms_definition()
+    definition["nodes"] = [
+        definition["nodes"][0],
+        {"id": "linger", "type": "delay", "config": delay or {"duration": "1h"}},
+    ]
+    definition["edges"] = [{"from": "hello", "to": "linger"}]
+    return definition
+
+
+def _create(wf, key="k"):
+    return trigger_create(workflow=wf, idempotency_key=key, payload=dict(PAYLOAD)).instance
+
+
+def _fresh(instance) -> TriggerInstance:
+    return TriggerInstance.objects.get(pk=instance.pk)
+
+
+def _time_passes(instance) -> None:
+    """The parked node's time has come (its message arrives at the deadline)."""
+    now = timezone.now()
+    TriggerInstance.objects.filter(pk=instance.pk).update(available_at=now, wait_deadline=now)
+
+
+def _last_reason(instance) -> str:
+    return TriggerStatusChange.objects.filter(instance=instance).latest("id").reason
+
+
+# --- a delay at the end of the workflow -----------------------------------------------
+
+
+def test_a_delay_at_the_end_is_waited_for_before_the_instance_completes(dispatched):
+    instance = _create(WorkflowFactory(definition=trailing_delay_definition()))
+    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == "waiting"
+    parked = _fresh(instance)
+    assert parked.status == S.ENQUEUED and parked.finished_at is None
+    assert parked.current_node_id == "linger"
+    assert parked.available_at > timezone.now() + timedelta(minutes=59)
+    assert parked.wait_deadline == parked.available_at
+    waiting = parked.waiting_on(timezone.now())
+    assert waiting is not None and (waiting.kind, waiting.ends_workflow) == ("delay", True)
+    # Not yet due: nothing claims it.
+    assert engine.step_execute(instance_id=instance.pk).startswith("skipped")
+    _time_passes(instance)
+    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    done = _fresh(instance)
+    assert done.status == S.COMPLETED and done.current_node_id is None
+    assert done.wait_deadline is None
+    rows = list(StepExecutionLog.objects.filter(trigger=instance, node_id="linger"))
+    assert [(r.parked, r.success) for r in rows] == [(True, True), (False, True)]
+
+
+def test_a_delay_at_the_end_that_is_already_over_completes_at_once(dispatched):
+    past = (timezone.now() - timedelta(days=1)).isoformat()
+    instance = _create(WorkflowFactory(definition=trailing_delay_definition(until=past)))
+    engine.step_execute(instance_id=instance.pk)
+    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert _fresh(instance).status == S.COMPLETED
+
+
+def test_run_now_ends_a_delay_at_the_end_and_the_instance_completes(dispatched):
+    instance = _create(WorkflowFactory(definition=trailing_delay_definition()))
+    engine.step_execute(instance_id=instance.pk)
+    engine.step_execute(instance_id=instance.pk)
+    assert instance_run_now(instance_id=instance.pk, actor="olive", reason="customer asked")
+    reason = _last_reason(instance)
+    assert "delay at node linger skipped" in reason and "customer asked" in reason
+    assert engine.step_execute(instance_id=instance.pk) == "completed"
+
+
+# --- run-now on a wait ----------------------------------------------------------------------
+
+
+def _parked_wait(wf=None) -> TriggerInstance:
+    instance = _create(wf or WorkflowFactory(definition=wait_definition(timeout="2h")))
+    assert engine.step_execute(instance_id=instance.pk) == "waiting"
+    return instance
+
+
+def test_run_now_over_the_api_ends_a_wait_along_its_timed_out_path(api, dispatched):
+    instance = _parked_wait()
+    dispatched.clear()
+    response = api.post(f"/api/v1/triggers/{instance.pk}/run-now/")
+    assert response.status_code == 200, response.json()
+    assert [sent[0] for sent in dispatched] == [str(instance.pk)]
+    reason = _last_reason(instance)
+    assert "wait for event 'reply' at node listen skipped" in reason
+    assert "delay" not in reason
+    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    moved = _fresh(instance)
+    assert moved.vars["wait_listen"] == {"received": False, "event": None}
+    assert moved.current_node_id == "nudge" and moved.waiting_for_event is None
+    # It waits no more: a second run-now has nothing to skip.
+    assert api.post(f"/api/v1/triggers/{instance.pk}/run-now/").status_code == 409
+
+
+def test_run_now_on_a_wait_with_a_matching_event_already_delivered_takes_the_event(
+    dispatched,
+):
+    instance = _parked_wait()
+    # Its wake runs after commit, which this test's transaction never reaches: as if
+    # the wake were lost, the instance is still parked with the event in its inbox.
+    inbox.deliver(name="reply", event_id="r1", context={}, subjects=[f"instance:{instance.pk}"])
+    assert _fresh(instance).available_at > timezone.now()
+    assert instance_run_now(instance_id=instance.pk, actor="olive")
+    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert _fresh(instance).vars["wait_listen"]["received"] is True
+
+
+def test_the_admin_run_now_button_ends_a_wait(dispatched, client):
+    instance = _parked_wait()
+    operator = make_operator()
+    assert client.login(request=HttpRequest(), username=operator.username, password=PASSWORD)
+    url = reverse("admin:triggers_triggerinstance_run_now", args=[instance.pk])
+    client.post(url)
+    change = TriggerStatusChange.objects.filter(instance=instance).latest("id")
+    assert change.actor == operator.username and "wait for event 'reply'" in change.reason
+    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert _fresh(instance).current_node_id == "nudge"
+
+
+def test_run_now_says_what_it_skipped(dispatched):
+    later = timezone.now() + timedelta(hours=1)
+    delayed = _create(WorkflowFactory(definition=email_sms_definition(delay="1h")), "d")
+    engine.step_execute(instance_id=delayed.pk)  # hello -> the delay -> due at text later
+    engine.step_execute(instance_id=delayed.pk)
+    assert instance_run_now(instance_id=delayed.pk, actor="olive")
+    assert "delay before node text skipped" in _last_reason(delayed)
+    backing_off = _create(WorkflowFactory(), "r")
+    TriggerInstance.objects.filter(pk=backing_off.pk).update(attempts=2, available_at=later)
+    assert instance_run_now(instance_id=backing_off.pk, actor="olive")
+    assert "retry backoff of node hello skipped" in _last_reason(backing_off)
+    assert not instance_run_now(instance_id=backing_off.pk, actor="olive")  # due already
+
+
+# --- one logical step ----------------------------------------------------------------------
+
+
+def test_a_wait_is_one_step_in_the_stats_the_step_logs_and_the_console(
+    api, dispatched, client, django_capture_on_commit_callbacks
+):
+    wf = WorkflowFactory(definition=wait_definition(timeout="2h"))
+    instance = _parked_wait(wf)
+    with django_capture_on_commit_callbacks(execute=True):  # the wake runs after commit
+        inbox.deliver(name="reply", event_id="r", context={}, subjects=[f"instance:{instance.pk}"])
+    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+
+    stats = api.get(f"/api/v1/workflows/{wf.key}/stats/").json()
+    listen = next(n for n in stats["nodes"] if n["node_id"] == "listen")
+    assert listen == {"node_id": "listen", "executions": 1, "successes": 1, "failures": 0}
+
+    steps = api.get(f"/api/v1/triggers/{instance.pk}/timeline/").json()["steps"]
+    assert [(s["node_id"], s["parked"]) for s in steps] == [("listen", True), ("listen", False)]
+
+    operator = make_operator()
+    assert client.login(request=HttpRequest(), username=operator.username, password=PASSWORD)
+    page = client.get(
+        reverse("admin:triggers_triggerinstance_change", args=[instance.pk])
+    ).content.decode()
+    assert "parked (not an attempt)" in page
+    assert "retry budget" not in page
+    logs = client.get(reverse("admin:executions_stepexecutionlog_changelist")).content.decode()
+    assert "parked (not an attempt)" in logs and "retry budget" not in logs
+
+
+def test_waiting_on_says_what_an_enqueued_instance_waits_for(dispatched):
+    now = timezone.now()
+    later = now + timedelta(hours=1)
+    wf = WorkflowFactory()
+
+    def waiting(**fields):
+        instance = TriggerInstance(workflow=wf, available_at=later, **fields)
+        found = instance.waiting_on(now)
+        return found and (found.kind, found.until, found.event, found.ends_workflow)
+
+    assert waiting(waiting_for_event="reply", wait_deadline=later) == (
+        "event",
+        later,
+        "reply",
+        False,
+    )
+    assert waiting(wait_deadline=later) == ("delay", later, None, True)
+    assert waiting(attempts=2) == ("retry", later, None, False)
+    assert waiting() == ("delay", later, None, False)
+    assert TriggerInstance(workflow=wf, available_at=now).waiting_on(now) is None
+    assert waiting(status=S.PROCESSING) is None

@@ -1,0 +1,143 @@
+"""The sweeper: lost messages, expired leases, delays beyond the broker horizon."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from executions import engine
+from executions.models import StepExecutionLog
+from tests.factories import TriggerInstanceFactory, WorkflowFactory
+from triggers import services
+from triggers.models import TriggerInstance, TriggerStatus
+
+pytestmark = pytest.mark.django_db
+
+
+def test_due_instance_with_a_lost_message_is_redispatched(dispatched, settings):
+    settings.NOTIFYFLOW_REDISPATCH_AFTER_S = 30
+    now = timezone.now()
+    lost = TriggerInstanceFactory(
+        available_at=now - timedelta(minutes=5), dispatched_at=now - timedelta(minutes=5)
+    )
+    fresh = TriggerInstanceFactory(
+        available_at=now - timedelta(seconds=1), dispatched_at=now - timedelta(seconds=1)
+    )
+    TriggerInstanceFactory(available_at=now + timedelta(hours=1), dispatched_at=None)
+    TriggerInstanceFactory(status=TriggerStatus.COMPLETED, available_at=now - timedelta(days=1))
+    assert engine.sweep(now=now) == {"recovered": 0, "dispatched": 1, "outbox": 0}
+    assert dispatched == [(str(lost.pk), None)]
+    # Dispatched once: the next sweep leaves it alone until it looks lost again.
+    assert engine.sweep(now=now + timedelta(seconds=5))["dispatched"] == 0
+    # 31 s on, both messages look lost (nobody claimed either instance).
+    assert engine.sweep(now=now + timedelta(seconds=31))["dispatched"] == 2
+    assert {i for i, _ in dispatched[1:]} == {str(lost.pk), str(fresh.pk)}
+
+
+def test_long_delay_is_held_in_the_database_and_woken_by_the_sweeper(dispatched, settings):
+    settings.NOTIFYFLOW_BROKER_HORIZON_S = 600
+    definition = {
+        "entry_node_id": "wait",
+        "nodes": [
+            {"id": "wait", "type": "delay", "config": {"duration": "2h"}},
+            {"id": "text", "type": "sms", "config": {"to": "+1", "body": "x"}},
+        ],
+        "edges": [{"from": "wait", "to": "text"}],
+    }
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=definition))
+    engine.step_execute(instance_id=instance.pk)
+    instance.refresh_from_db()
+    assert instance.dispatched_at is None
+    assert dispatched == []  # nothing handed to the broker for a 2 h wait
+    assert engine.sweep()["dispatched"] == 0
+    assert engine.sweep(now=instance.available_at + timedelta(seconds=1))["dispatched"] == 1
+    assert dispatched == [(str(instance.pk), None)]
+
+
+def test_expired_lease_is_recovered_as_a_failed_attempt(dispatched):
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory())
+    claimed = engine.claim(instance_id=instance.pk, worker="doomed@host")
+    assert claimed is not None and claimed.instance.status == TriggerStatus.PROCESSING
+    assert engine.sweep()["recovered"] == 0  # lease still valid
+    later = claimed.instance.locked_until + timedelta(seconds=1)
+    assert engine.sweep(now=later)["recovered"] == 1
+    instance.refresh_from_db()
+    assert (instance.status, instance.attempts, instance.lease_token) == (
+        TriggerStatus.ENQUEUED,
+        1,
+        None,
+    )
+    assert "lease expired" in instance.last_error and "doomed@host" in instance.last_error
+    assert dispatched[-1] == (str(instance.pk), None)
+    log = StepExecutionLog.objects.get(trigger=instance)
+    assert (log.success, log.error_kind, log.node_id) == (False, "lease_expired", "hello")
+
+
+def test_lease_recovered_four_times_fails_the_instance(dispatched):
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory())
+    for _ in range(4):
+        TriggerInstance.objects.filter(pk=instance.pk).update(available_at=timezone.now())
+        claimed = engine.claim(instance_id=instance.pk, worker="w")
+        engine.sweep(now=claimed.instance.locked_until + timedelta(seconds=1))
+    instance.refresh_from_db()
+    assert (instance.status, instance.attempts) == (TriggerStatus.FAILED, 4)
+
+
+def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monkeypatch):
+    """A worker that stalls past its lease: the sweeper recovers the instance, a new
+    worker completes it, then the zombie's late write is fenced out."""
+    from executions.nodes import EXECUTORS
+
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory())
+    real_email = EXECUTORS["email"]
+
+    def stalled(step):
+        # While the zombie "sends", its lease expires and someone else takes over.
+        TriggerInstance.objects.filter(pk=instance.pk).update(
+            locked_until=timezone.now() - timedelta(seconds=1)
+        )
+        engine.sweep()
+        return real_email(step)
+
+    monkeypatch.setitem(EXECUTORS, "email", stalled)
+    assert engine.step_execute(instance_id=instance.pk, worker="zombie") == "advanced"
+    instance.refresh_from_db()
+    # The zombie's "advance" was discarded: the sweeper's requeue stands.
+    assert (instance.status, instance.current_node_id, instance.attempts) == (
+        TriggerStatus.ENQUEUED,
+        "hello",
+        1,
+    )
+    zombie_log = StepExecutionLog.objects.get(trigger=instance, worker="zombie")
+    assert zombie_log.error_kind == "lease_lost"
+    # The next attempt does not send the email again: the delivery was recorded.
+    from django.core import mail
+
+    monkeypatch.setitem(EXECUTORS, "email", real_email)
+    assert engine.step_execute(instance_id=instance.pk, worker="w2") == "advanced"
+    assert len(mail.outbox) == 1
+
+
+def test_operator_retry_is_the_way_out_of_failed(dispatched):
+    instance = TriggerInstanceFactory(status=TriggerStatus.FAILED, attempts=4, last_error="boom")
+    assert services.instance_retry(instance_id=instance.pk, actor="alice")
+    instance.refresh_from_db()
+    assert (instance.status, instance.attempts, instance.last_error) == (
+        TriggerStatus.ENQUEUED,
+        0,
+        "",
+    )
+    change = instance.status_changes.last()
+    assert (change.from_status, change.to_status, change.actor) == ("failed", "enqueued", "alice")
+    assert not services.instance_retry(instance_id=instance.pk, actor="alice")
+
+
+def test_run_now_makes_a_waiting_instance_due(dispatched):
+    instance = TriggerInstanceFactory(available_at=timezone.now() + timedelta(hours=3))
+    assert services.instance_run_now(instance_id=instance.pk, actor="bob")
+    instance.refresh_from_db()
+    assert instance.available_at <= timezone.now()
+    assert dispatched == [(str(instance.pk), None)]
+    assert instance.status_changes.last().actor == "bob"

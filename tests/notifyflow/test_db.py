@@ -1,0 +1,107 @@
+"""A worker's reused database connection that the server closed is dropped and
+replaced, and a step whose outcome met the dead connection records it once."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import OperationalError, connection
+
+from executions import engine, worker_health
+from executions.models import Delivery, DeliveryStatus, StepExecutionLog
+from executions.providers import sms
+from tests.factories import TriggerInstanceFactory, WorkflowFactory
+from tests.fakes import terminate_backend
+from triggers.models import TriggerStatus, TriggerStatusChange
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _select_one() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        return cursor.fetchone()[0]
+
+
+def test_a_connection_the_server_closed_is_replaced_after_the_failing_task():
+    _select_one()
+    terminate_backend(connection)
+    with pytest.raises(OperationalError):
+        _select_one()  # the task that meets it fails (and is retried)
+    worker_health.close_dead_connections()
+    assert _select_one() == 1  # the next task has a fresh connection
+
+
+def test_a_healthy_connection_is_kept_and_not_pinged():
+    _select_one()
+    before = connection.connection
+    worker_health.close_dead_connections()
+    assert connection.connection is before
+    # No CONN_HEALTH_CHECKS ping re-armed for the next task's first query.
+    assert connection.health_check_done
+
+
+def test_receivers_run_around_every_task():
+    from celery.signals import task_postrun, task_prerun
+
+    worker_health.install()
+    worker_health.install()  # idempotent (dispatch_uid)
+    for signal in (task_prerun, task_postrun):
+        receivers = [
+            r for r in signal.receivers if r[0][0] == f"notifyflow.worker_health.{signal.name[5:]}"
+        ]
+        assert len(receivers) == 1, signal
+
+
+def test_step_whose_connection_dies_mid_send_records_its_outcome_once(settings, monkeypatch):
+    monkeypatch.setattr("triggers.dispatch.send_task_on_commit", lambda *a, **k: None)
+    settings.SMS_BACKEND = "tests.fakes.BackendKillingSmsBackend"
+    wf = WorkflowFactory(
+        definition={
+            "entry_node_id": "text",
+            "edges": [],
+            "nodes": [
+                {"id": "text", "type": "sms", "config": {"to": "+15005550006", "body": "hi"}}
+            ],
+        }
+    )
+    instance = TriggerInstanceFactory(workflow=wf)
+
+    assert engine.step_execute(instance_id=instance.pk) == "completed"
+
+    assert len(sms.outbox) == 1
+    instance.refresh_from_db()
+    assert instance.status == TriggerStatus.COMPLETED
+    logs = StepExecutionLog.objects.filter(trigger=instance)
+    assert [(log.node_id, log.success) for log in logs] == [("text", True)]
+    delivery = Delivery.objects.get(instance=instance)
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.SENT, 1)
+
+
+def test_outcome_replayed_after_its_commit_landed_writes_nothing_twice(settings, monkeypatch):
+    """The connection dies after the outcome's COMMIT reached the server (the reply is
+    what got lost): the replay is fenced out and writes no second log or audit row."""
+    monkeypatch.setattr("triggers.dispatch.send_task_on_commit", lambda *a, **k: None)
+    real = engine._record_reconnecting
+    replays: list[bool] = []
+
+    def commit_then_lose_the_connection(record, instance_id, **kwargs):
+        def record_once_then_die(replay: bool) -> bool:
+            replays.append(replay)
+            recorded = record(replay)
+            if not replay:
+                terminate_backend(connection)
+                _select_one()  # raises: the worker cannot know the COMMIT landed
+            return recorded
+
+        return real(record_once_then_die, instance_id, **kwargs)
+
+    monkeypatch.setattr(engine, "_record_reconnecting", commit_then_lose_the_connection)
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory())
+
+    engine.step_execute(instance_id=instance.pk)
+
+    assert replays == [False, True]
+    assert StepExecutionLog.objects.filter(trigger=instance).count() == 1
+    moves = TriggerStatusChange.objects.filter(instance=instance, from_status="processing")
+    assert moves.count() == 1
+    assert Delivery.objects.get(instance=instance).attempts == 1

@@ -1,0 +1,69 @@
+"""Immutable history in the database (issue 12 item 6): on PostgreSQL, step logs, status
+changes and event records reject UPDATE and DELETE except through the purge; workflows
+PROTECT their history instead of cascading."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import DatabaseError, transaction
+from django.db.models import ProtectedError
+
+from executions import engine
+from executions.models import StepExecutionLog
+from tests.factories import TriggerInstanceFactory, WorkflowFactory
+from triggers.event_models import EventRecord
+from triggers.models import TriggerStatusChange
+from workflows.models import Workflow, WorkflowVersion
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def history(dispatched):
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory())
+    engine.step_execute(instance_id=instance.pk)
+    EventRecord.objects.create(name="E", context_sha256="0" * 64)
+    return instance
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("model", "change"),
+    [
+        (StepExecutionLog, {"error": "rewritten"}),
+        (TriggerStatusChange, {"reason": "rewritten"}),
+        (EventRecord, {"name": "rewritten"}),
+    ],
+)
+def test_history_rows_cannot_be_updated_or_deleted_in_the_database(history, model, change):
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        model.objects.all().update(**change)
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        model.objects.all()._raw_delete(model.objects.db)
+    assert model.objects.exists()
+
+
+@pytest.mark.postgres
+def test_only_the_purge_path_may_delete_history(history):
+    from triggers.retention import _allow_purge
+
+    with transaction.atomic():
+        _allow_purge()
+        StepExecutionLog.objects.filter(trigger=history)._raw_delete(StepExecutionLog.objects.db)
+        with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+            TriggerStatusChange.objects.update(reason="still no updates")
+    assert not StepExecutionLog.objects.filter(trigger=history).exists()
+
+
+def test_deleting_a_workflow_does_not_cascade_to_its_history(history):
+    workflow = Workflow.objects.get(pk=history.workflow_id)
+    with pytest.raises(ProtectedError):
+        workflow.delete()
+    assert StepExecutionLog.objects.filter(workflow=workflow).exists()
+    assert WorkflowVersion.objects.filter(workflow=workflow).exists()
+
+
+def test_workflow_versions_and_step_logs_protect_the_workflow():
+    for model in (StepExecutionLog, WorkflowVersion):
+        field = model._meta.get_field("workflow")
+        assert field.remote_field.on_delete.__name__ == "PROTECT"

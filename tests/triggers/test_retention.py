@@ -1,0 +1,125 @@
+"""purge_finished against an operator's retry of an instance in its batch (issue 24 item
+8): the purge skips an instance that is no longer finished - or is being retried right
+now - instead of aborting with IntegrityError, and a retry of an instance the purge is
+deleting answers 404, not 500. Real PostgreSQL row locks, made deterministic by waiting
+until one side is seen blocked on the other's lock."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, connections, transaction
+from django.utils import timezone
+
+from tests.admin_helpers import failed_instance
+from triggers import state
+from triggers.models import TriggerInstance, TriggerStatus
+from triggers.retention import _allow_purge, finished_purge
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _old_failed_instance() -> TriggerInstance:
+    instance = failed_instance()
+    TriggerInstance.objects.filter(pk=instance.pk).update(
+        finished_at=timezone.now() - timedelta(days=40)
+    )
+    return instance
+
+
+def _someone_waits_on_a_lock() -> bool:
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE NOT l.granted AND a.datname = current_database()"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+class Holder(threading.Thread):
+    """Runs ``work`` in a transaction on its own connection and keeps it open (its row
+    locks held) until ``release`` is set, then commits."""
+
+    def __init__(self, work: Callable[[], Any]) -> None:
+        super().__init__(daemon=True)
+        self.work, self.ready, self.release = work, threading.Event(), threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with transaction.atomic():
+                self.work()
+                self.ready.set()
+                self.release.wait(30)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            self.error = exc
+            self.ready.set()
+        finally:
+            connections.close_all()
+
+
+def _run_against(holder: Holder, call: Callable[[], Any]) -> Any:
+    """Start ``holder``, then ``call`` in another thread; commit ``holder`` once ``call``
+    is seen waiting on its lock (or has finished without waiting). Returns what ``call``
+    returned; raises what it raised."""
+    holder.start()
+    assert holder.ready.wait(30) and holder.error is None, holder.error
+    outcome: dict[str, Any] = {}
+
+    def run_call() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            outcome["error"] = exc
+        finally:
+            connections.close_all()
+
+    caller = threading.Thread(target=run_call, daemon=True)
+    caller.start()
+    deadline = time.monotonic() + 30
+    while caller.is_alive() and not _someone_waits_on_a_lock() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    holder.release.set()
+    holder.join(30)
+    caller.join(30)
+    assert holder.error is None, holder.error
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def test_purge_skips_an_instance_a_retry_is_moving_out_of_failed():
+    instance = _old_failed_instance()
+    retrying = Holder(lambda: state.retry_failed(instance_id=instance.pk, actor="op"))
+
+    counts = _run_against(retrying, lambda: finished_purge(older_than=timedelta(days=30)))
+
+    assert counts["instances"] == 0
+    instance.refresh_from_db()
+    assert instance.status == TriggerStatus.ENQUEUED
+    retried = instance.status_changes.filter(from_status=TriggerStatus.FAILED)
+    assert retried.get().to_status == TriggerStatus.ENQUEUED  # its history kept
+    connection.close()
+
+
+def test_a_retry_of_an_instance_being_purged_answers_404(api):
+    instance = _old_failed_instance()
+
+    def purge_it() -> None:
+        _allow_purge()
+        TriggerInstance.objects.filter(pk=instance.pk).delete()
+
+    purging = Holder(purge_it)
+    response = _run_against(
+        purging, lambda: api.post(f"/api/v1/triggers/{instance.pk}/retry/", {}, format="json")
+    )
+
+    assert response.status_code == 404, response.content
+    assert response.json()["code"] == "not_found"
+    assert not TriggerInstance.objects.filter(pk=instance.pk).exists()
+    connection.close()
