@@ -1,6 +1,6 @@
 """What the settings and the Celery app make of each broker URL: Redis gets its fast
 transport, visibility timeout and the throttle's shared cache; RabbitMQ gets confirmed
-publishes and falls back from everything that is Redis-only (README "Brokers")."""
+publishes and falls back from everything that is Redis-only (docs/operations.md "Brokers")."""
 
 from __future__ import annotations
 

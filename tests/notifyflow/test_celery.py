@@ -77,7 +77,7 @@ def test_worker_children_are_bounded_in_memory_and_every_documented_pool_is_pref
 
     assert app.conf.worker_max_memory_per_child == settings.NOTIFYFLOW_WORKER_MAX_MEMORY_KB
     root = Path(__file__).resolve().parents[2]
-    for path in ("scripts/run.sh", "docker-compose.yml", "README.md"):
+    for path in ("scripts/run.sh", "docker-compose.yml", "README.md", "docs/operations.md"):
         text = (root / path).read_text()
         # Celery's solo and threads pools apply no time limit at all.
         assert "-P solo" not in text and "--pool=solo" not in text, path

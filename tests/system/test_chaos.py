@@ -8,7 +8,8 @@ subprocesses (prefork -c 2 and solo, side by side), a separate ``celery beat`` a
 API under gunicorn, injects its fault mid-batch, and requires that every instance
 completes, that nothing was recorded twice, and that a message was sent twice only
 where a send was in flight at the fault. Each prints the batch size, the drain time
-after the fault and the duplicate count (README "Guarantees").
+after the fault and the duplicate count (docs/operations.md "Guarantees"; a dated run's
+figures: docs/measurements.md).
 
 ``pytest -m chaos`` selects them; they run in ``make test``.
 """

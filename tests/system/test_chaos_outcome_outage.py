@@ -18,7 +18,7 @@ from tests.system.test_chaos import Batch, api, fleet, report, services  # noqa:
 pytestmark = pytest.mark.chaos
 
 OUTAGE_S = 12
-# The defaults (README): the lease is what a lost outcome used to wait out.
+# The defaults (docs/settings.md): the lease is what a lost outcome used to wait out.
 PRODUCTION_LIMITS = {
     "NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S": "30",
     "NOTIFYFLOW_STEP_TIME_LIMIT_S": "45",

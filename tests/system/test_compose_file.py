@@ -141,17 +141,17 @@ def test_web_worker_and_beat_share_the_metrics_directory():
 
 
 @pytest.mark.django_db
-def test_the_readmes_prometheus_target_is_answered_by_the_compose_web(settings):
-    """The scrape job the README documents, against the settings compose gives web:
+def test_the_documented_prometheus_target_is_answered_by_the_compose_web(settings):
+    """The scrape job docs/operations.md documents, against the settings compose gives web:
     its host is allowed, and its token opens /metrics to a non-loopback client."""
     import re
 
     import yaml
     from django.test import Client
 
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"```yaml\n(scrape_configs:.*?)```", readme, re.S)
-    assert block, "README: no scrape_configs example"
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    block = re.search(r"```yaml\n(scrape_configs:.*?)```", doc, re.S)
+    assert block, "docs/operations.md: no scrape_configs example"
     job = yaml.safe_load(block.group(1))["scrape_configs"][0]
     (target,) = job["static_configs"][0]["targets"]
     host, port = target.split(":")
