@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
+
+from notifyflow import db
 
 from .event_models import EventRecord
 from .models import TERMINAL_STATUSES, TriggerInstance
@@ -21,9 +23,7 @@ logger = logging.getLogger("notifyflow.retention")
 
 
 def _allow_purge() -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL notifyflow.purge = on")
+    db.set_local("notifyflow.purge", "on")
 
 
 def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]:
@@ -59,14 +59,14 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
     while True:
         with transaction.atomic():
             _allow_purge()
-            ids = list(
+            record_ids = list(
                 EventRecord.objects.filter(received_at__lt=cutoff)
                 .order_by("received_at")
                 .values_list("id", flat=True)[:batch]
             )
-            if not ids:
+            if not record_ids:
                 break
-            EventRecord.objects.filter(pk__in=ids).delete()
-            events += len(ids)
+            EventRecord.objects.filter(pk__in=record_ids).delete()
+            events += len(record_ids)
     logger.info("purged %d finished instances and %d event records", instances, events)
     return {"instances": instances, "event_records": events}

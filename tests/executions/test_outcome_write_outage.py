@@ -8,6 +8,7 @@ import pytest
 from django.db import OperationalError
 
 from executions import engine
+from executions.recording import postgres as recording_postgres
 from executions.models import Delivery, DeliveryStatus, StepExecutionLog
 from executions.providers import sms
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
@@ -23,7 +24,7 @@ ONE_SMS = {
 
 
 class FakeClock:
-    """``engine.time``: sleeping moves the clock on at once."""
+    """``time`` of the PostgreSQL recorder: sleeping moves the clock on at once."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -40,9 +41,9 @@ def outage(monkeypatch):
     """``outage(seconds)``: every outcome write fails as a lost connection would until
     the (fake) clock has moved on that far from the first failure."""
     clock = FakeClock()
-    monkeypatch.setattr(engine, "time", clock)
+    monkeypatch.setattr(recording_postgres, "time", clock)
     monkeypatch.setattr("triggers.dispatch.send_task_on_commit", lambda *a, **k: None)
-    real = engine._record_reconnecting
+    real = recording_postgres.record_reconnecting
     writes: list[float] = []
 
     def start(seconds: float) -> list[float]:
@@ -57,7 +58,7 @@ def outage(monkeypatch):
 
             return real(record_after_the_outage, instance_id, **kwargs)
 
-        monkeypatch.setattr(engine, "_record_reconnecting", reconnecting)
+        monkeypatch.setattr(recording_postgres, "record_reconnecting", reconnecting)
         return writes
 
     return start

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import engine
+from executions import engine, sweeper
 from executions.models import StepExecutionLog
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from triggers import services
@@ -27,12 +27,12 @@ def test_due_instance_with_a_lost_message_is_redispatched(dispatched, settings):
     )
     TriggerInstanceFactory(available_at=now + timedelta(hours=1), dispatched_at=None)
     TriggerInstanceFactory(status=TriggerStatus.COMPLETED, available_at=now - timedelta(days=1))
-    assert engine.sweep(now=now) == {"recovered": 0, "dispatched": 1, "outbox": 0}
+    assert sweeper.sweep(now=now) == {"recovered": 0, "dispatched": 1, "outbox": 0}
     assert dispatched == [(str(lost.pk), None)]
     # Dispatched once: the next sweep leaves it alone until it looks lost again.
-    assert engine.sweep(now=now + timedelta(seconds=5))["dispatched"] == 0
+    assert sweeper.sweep(now=now + timedelta(seconds=5))["dispatched"] == 0
     # 31 s on, both messages look lost (nobody claimed either instance).
-    assert engine.sweep(now=now + timedelta(seconds=31))["dispatched"] == 2
+    assert sweeper.sweep(now=now + timedelta(seconds=31))["dispatched"] == 2
     assert {i for i, _ in dispatched[1:]} == {str(lost.pk), str(fresh.pk)}
 
 
@@ -51,8 +51,8 @@ def test_long_delay_is_held_in_the_database_and_woken_by_the_sweeper(dispatched,
     instance.refresh_from_db()
     assert instance.dispatched_at is None
     assert dispatched == []  # nothing handed to the broker for a 2 h wait
-    assert engine.sweep()["dispatched"] == 0
-    assert engine.sweep(now=instance.available_at + timedelta(seconds=1))["dispatched"] == 1
+    assert sweeper.sweep()["dispatched"] == 0
+    assert sweeper.sweep(now=instance.available_at + timedelta(seconds=1))["dispatched"] == 1
     assert dispatched == [(str(instance.pk), None)]
 
 
@@ -60,9 +60,9 @@ def test_expired_lease_is_recovered_as_a_failed_attempt(dispatched):
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
     claimed = engine.claim(instance_id=instance.pk, worker="doomed@host")
     assert claimed is not None and claimed.instance.status == TriggerStatus.PROCESSING
-    assert engine.sweep()["recovered"] == 0  # lease still valid
+    assert sweeper.sweep()["recovered"] == 0  # lease still valid
     later = claimed.instance.locked_until + timedelta(seconds=1)
-    assert engine.sweep(now=later)["recovered"] == 1
+    assert sweeper.sweep(now=later)["recovered"] == 1
     instance.refresh_from_db()
     assert (instance.status, instance.attempts, instance.lease_token) == (
         TriggerStatus.ENQUEUED,
@@ -80,7 +80,7 @@ def test_lease_recovered_four_times_fails_the_instance(dispatched):
     for _ in range(4):
         TriggerInstance.objects.filter(pk=instance.pk).update(available_at=timezone.now())
         claimed = engine.claim(instance_id=instance.pk, worker="w")
-        engine.sweep(now=claimed.instance.locked_until + timedelta(seconds=1))
+        sweeper.sweep(now=claimed.instance.locked_until + timedelta(seconds=1))
     instance.refresh_from_db()
     assert (instance.status, instance.attempts) == (TriggerStatus.FAILED, 4)
 
@@ -98,7 +98,7 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
         TriggerInstance.objects.filter(pk=instance.pk).update(
             locked_until=timezone.now() - timedelta(seconds=1)
         )
-        engine.sweep()
+        sweeper.sweep()
         return real_email(step)
 
     monkeypatch.setitem(EXECUTORS, "email", stalled)

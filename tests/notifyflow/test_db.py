@@ -7,6 +7,7 @@ import pytest
 from django.db import OperationalError, connection
 
 from executions import engine, worker_health
+from executions.recording import postgres as recording_postgres
 from executions.models import Delivery, DeliveryStatus, StepExecutionLog
 from executions.providers import sms
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
@@ -81,7 +82,7 @@ def test_outcome_replayed_after_its_commit_landed_writes_nothing_twice(settings,
     """The connection dies after the outcome's COMMIT reached the server (the reply is
     what got lost): the replay is fenced out and writes no second log or audit row."""
     monkeypatch.setattr("triggers.dispatch.send_task_on_commit", lambda *a, **k: None)
-    real = engine._record_reconnecting
+    real = recording_postgres.record_reconnecting
     replays: list[bool] = []
 
     def commit_then_lose_the_connection(record, instance_id, **kwargs):
@@ -95,7 +96,7 @@ def test_outcome_replayed_after_its_commit_landed_writes_nothing_twice(settings,
 
         return real(record_once_then_die, instance_id, **kwargs)
 
-    monkeypatch.setattr(engine, "_record_reconnecting", commit_then_lose_the_connection)
+    monkeypatch.setattr(recording_postgres, "record_reconnecting", commit_then_lose_the_connection)
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
 
     engine.step_execute(instance_id=instance.pk)

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import engine
+from executions import engine, sweeper
 from executions.models import Delivery, StepExecutionLog
 from executions.nodes import EXECUTORS
 from executions.providers import sms
@@ -79,7 +79,7 @@ def test_a_cancelled_instances_pending_message_is_a_no_op(dispatched):
     instance_cancel(instance_id=instance.pk, actor="ops", reason="")
     TriggerInstance.objects.filter(pk=instance.pk).update(available_at=timezone.now())
     assert engine.step_execute(instance_id=instance.pk) == "skipped:cancelled"
-    assert engine.sweep(now=timezone.now() + timedelta(hours=1)) == {
+    assert sweeper.sweep(now=timezone.now() + timedelta(hours=1)) == {
         "recovered": 0,
         "dispatched": 0,
         "outbox": 0,
@@ -117,7 +117,7 @@ def test_a_paused_workflow_runs_no_step_until_resumed(dispatched):
     workflow_pause(workflow=wf, actor="ops")
     assert engine.step_execute(instance_id=instance.pk).startswith("skipped")
     assert TriggerInstance.objects.get(pk=instance.pk).status == S.ENQUEUED
-    assert engine.sweep(now=timezone.now() + timedelta(hours=1))["dispatched"] == 0
+    assert sweeper.sweep(now=timezone.now() + timedelta(hours=1))["dispatched"] == 0
     dispatched.clear()
     workflow_resume(workflow=wf, actor="ops")
     assert [sent[0] for sent in dispatched] == [str(instance.pk)]

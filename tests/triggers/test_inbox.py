@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import engine
+from executions import engine, sweeper
 from tests.factories import (
     PAYLOAD,
     TriggerInstanceFactory,
@@ -333,9 +333,9 @@ def test_the_sweeper_processes_an_outbox_row_left_unprocessed(dispatched):
         context={},
         created_at=timezone.now() - timedelta(minutes=5),
     )
-    assert engine.sweep()["outbox"] == 1
+    assert sweeper.sweep()["outbox"] == 1
     assert TriggerInstance.objects.filter(workflow=follower).count() == 1
-    assert engine.sweep()["outbox"] == 0
+    assert sweeper.sweep()["outbox"] == 0
 
 
 def test_a_redelivered_emit_step_never_emits_twice(dispatched):

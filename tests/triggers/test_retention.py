@@ -95,7 +95,7 @@ def _run_against(holder: Holder, call: Callable[[], Any]) -> Any:
 
 def test_purge_skips_an_instance_a_retry_is_moving_out_of_failed():
     instance = _old_failed_instance()
-    retrying = Holder(lambda: state.retry_failed(instance_id=instance.pk, actor="op"))
+    retrying = Holder(lambda: state.retry(instance_id=instance.pk, actor="op"))
 
     counts = _run_against(retrying, lambda: finished_purge(older_than=timedelta(days=30)))
 
