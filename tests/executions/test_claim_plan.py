@@ -8,10 +8,14 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.factories import TriggerInstanceFactory, WorkflowFactory, bulk_instances
-from triggers.models import TriggerInstance, TriggerStatus
 from triggers import state
+from triggers.models import TriggerInstance, TriggerStatus
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.both_databases,
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def test_claim_update_uses_the_primary_key_with_stale_statistics(settings):

@@ -8,9 +8,10 @@ import pytest
 from django.db import OperationalError
 
 from executions import engine
-from executions.recording import postgres as recording_postgres
 from executions.models import Delivery, DeliveryStatus, StepExecutionLog
+from executions.outcomes import StepOutcome
 from executions.providers import sms
+from executions.recording import postgres as recording_postgres
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from triggers.models import TriggerInstance, TriggerStatus
 
@@ -68,7 +69,7 @@ def test_outcome_write_survives_a_12_s_outage_and_the_message_is_sent_once(outag
     writes = outage(12)
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=ONE_SMS))
 
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
 
     assert writes[-1] - writes[0] >= 12
     assert len(sms.outbox) == 1
@@ -115,5 +116,5 @@ def test_outcome_write_is_retried_for_a_few_seconds_even_with_a_short_soft_limit
     writes = outage(3)
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=ONE_SMS))
 
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     assert writes[-1] - writes[0] >= 3 and len(sms.outbox) == 1

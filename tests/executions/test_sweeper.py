@@ -9,11 +9,12 @@ from django.utils import timezone
 
 from executions import engine, sweeper
 from executions.models import StepExecutionLog
+from executions.outcomes import StepOutcome
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from triggers import services
 from triggers.models import TriggerInstance, TriggerStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 
 def test_due_instance_with_a_lost_message_is_redispatched(dispatched, settings):
@@ -102,7 +103,7 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
         return real_email(step)
 
     monkeypatch.setitem(EXECUTORS, "email", stalled)
-    assert engine.step_execute(instance_id=instance.pk, worker="zombie") == "advanced"
+    assert engine.step_execute(instance_id=instance.pk, worker="zombie") == StepOutcome.ADVANCED
     instance.refresh_from_db()
     # The zombie's "advance" was discarded: the sweeper's requeue stands.
     assert (instance.status, instance.current_node_id, instance.attempts) == (
@@ -116,7 +117,7 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
     from django.core import mail
 
     monkeypatch.setitem(EXECUTORS, "email", real_email)
-    assert engine.step_execute(instance_id=instance.pk, worker="w2") == "advanced"
+    assert engine.step_execute(instance_id=instance.pk, worker="w2") == StepOutcome.ADVANCED
     assert len(mail.outbox) == 1
 
 

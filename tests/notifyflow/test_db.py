@@ -7,9 +7,10 @@ import pytest
 from django.db import OperationalError, connection
 
 from executions import engine, worker_health
-from executions.recording import postgres as recording_postgres
 from executions.models import Delivery, DeliveryStatus, StepExecutionLog
+from executions.outcomes import StepOutcome
 from executions.providers import sms
+from executions.recording import postgres as recording_postgres
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from tests.fakes import terminate_backend
 from triggers.models import TriggerStatus, TriggerStatusChange
@@ -67,7 +68,7 @@ def test_step_whose_connection_dies_mid_send_records_its_outcome_once(settings, 
     )
     instance = TriggerInstanceFactory(workflow=wf)
 
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
 
     assert len(sms.outbox) == 1
     instance.refresh_from_db()

@@ -11,7 +11,11 @@ from executions import engine
 from executions.outcomes import StepOutcome
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.both_databases,
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def _show() -> str:
@@ -41,7 +45,7 @@ def test_the_step_outcome_commits_synchronously(monkeypatch):
         cursor.execute("SET synchronous_commit TO off")
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
     with CaptureQueriesContext(connection) as captured:
-        assert engine.step_execute(instance_id=instance.pk) == "advanced"
+        assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     sql = [q["sql"] for q in captured.captured_queries]
     # No explicit transaction: every statement is its own (autocommit) transaction.
     assert not [s for s in sql if s.split()[0] in ("BEGIN", "COMMIT", "SET")]

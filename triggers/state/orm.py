@@ -66,17 +66,17 @@ def insert_or_find(
 
 def _insert(instance: TriggerInstance, actor: str, interests: Sequence[str], now: datetime) -> None:
     instance.save(force_insert=True)
-    # save() stamped its own times (auto_now): the batch's ``now``, as on PostgreSQL
-    # and as the caller answers.
-    TriggerInstance.objects.filter(pk=instance.pk).update(created_at=now, updated_at=now)
     TriggerStatusChange.objects.create(
         instance=instance,
         from_status=CREATED[0],
         to_status=CREATED[1],
         reason="created",
         actor=actor[:200],
-        at=now,
     )
     Interest.objects.bulk_create(
         [Interest(instance=instance, subject=subject) for subject in interests]
     )
+    # Both saves stamped their own times (auto_now): the batch's ``now``, as on
+    # PostgreSQL and as the caller answers.
+    TriggerInstance.objects.filter(pk=instance.pk).update(created_at=now, updated_at=now)
+    TriggerStatusChange.objects.filter(instance_id=instance.pk).update(at=now)
