@@ -257,7 +257,9 @@ def run_now(*, instance_id: uuid.UUID | str, actor: str, reason: str = "") -> bo
     return False
 
 
-def _skipped(node_id: str | None, attempts: int, event: str | None, deadline: datetime | None) -> str:
+def _skipped(
+    node_id: str | None, attempts: int, event: str | None, deadline: datetime | None
+) -> str:
     """What running now skips, for the audit row."""
     if event is not None:
         return f"wait for event {event!r} at node {node_id} skipped (continues as timed out)"
