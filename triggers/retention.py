@@ -22,7 +22,9 @@ from .models import TERMINAL_STATUSES, TriggerInstance
 logger = logging.getLogger("notifyflow.retention")
 
 
-def _allow_purge() -> None:
+def allow_purge() -> None:
+    """Inside a transaction: this transaction may delete history rows (the guard's
+    trigger functions check the setting; nothing to do on SQLite, which has no guard)."""
     db.set_local("notifyflow.purge", "on")
 
 
@@ -44,7 +46,7 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
     instances = events = 0
     while True:
         with transaction.atomic():
-            _allow_purge()
+            allow_purge()
             ids = list(
                 TriggerInstance.objects.filter(status__in=TERMINAL_STATUSES, finished_at__lt=cutoff)
                 .select_for_update(skip_locked=True)
@@ -58,7 +60,7 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
             instances += len(ids)
     while True:
         with transaction.atomic():
-            _allow_purge()
+            allow_purge()
             record_ids = list(
                 EventRecord.objects.filter(received_at__lt=cutoff)
                 .order_by("received_at")

@@ -25,9 +25,9 @@ def _show() -> str:
 
 
 def test_worker_sessions_default_to_async_commit():
-    from executions.worker_hooks import _worker_async_commit
+    from notifyflow import db
 
-    _worker_async_commit()
+    db.commit_asynchronously()  # what a worker's start-up hook calls
     try:
         connection.close()
         connection.ensure_connection()
