@@ -3,9 +3,8 @@
 Django's psycopg cursors bind client-side, so PostgreSQL parses and plans every
 statement again. A step's statements (the claim, the delivery's 'sending' marker, the
 outcome) are large CTEs whose planning was about half of PostgreSQL's CPU per step:
-prepared once per connection and shape, PostgreSQL CPU per step fell from ~1.4 to
-~0.8-0.9 ms (bench/engine_probe.py --inproc). Every other query keeps Django's usual
-client-side binding.
+they are prepared once per connection and shape (measured by bench/engine_probe.py
+--inproc). Every other query keeps Django's usual client-side binding.
 
 Only statements whose every plan is a primary-key or unique-key probe belong here: a
 prepared statement switches to a generic plan after a few executions, which would not
@@ -34,8 +33,8 @@ DATABASE_LOST = (OperationalError, InterfaceError)
 
 # psycopg caches the parsing of a query's placeholders (an LRU of 128 query texts) only
 # for queries with at most 50 parameters, against huge generated IN lists. A step's
-# outcome statement has ~60 and was parsed again on every step: ~12 % of a step's
-# in-process CPU (bench/engine_probe.py, alternating). The engine's statements come in a
+# outcome statement has more and was parsed again on every step, a visible share of a
+# step's in-process CPU (bench/engine_probe.py, alternating). The engine's statements come in a
 # handful of shapes, so raise the bound (a no-op if psycopg renames it; only speed).
 PARSE_CACHE_MAX_PARAMS = 128
 
@@ -52,8 +51,8 @@ def _raise_parse_cache_bound() -> None:
 def current() -> BaseDatabaseWrapper:
     """The default database's connection wrapper itself. ``django.db.connection`` is a
     proxy: every attribute read through it is a thread-local lookup, and the engine's
-    statement builders pass it to ~50 ``get_db_prep_*`` calls per step, each reading
-    several attributes (~6 % of a step's in-process CPU, bench/engine_probe.py --inproc).
+    statement builders pass it to dozens of ``get_db_prep_*`` calls per step, each
+    reading several attributes (measurable: bench/engine_probe.py --inproc).
     Resolve it once per statement instead."""
     return connections[DEFAULT_DB_ALIAS]
 
