@@ -14,24 +14,14 @@ venv: $(VENV_STAMP)
 run: $(VENV_STAMP)
 	bash scripts/run.sh
 
-# The modules whose code differs per database (hand-built PostgreSQL statements next to
-# the ORM path): CI runs them on SQLite too (test-sqlite), so both paths are tested.
-ENGINE_TESTS := tests/triggers/test_state.py tests/executions/test_engine.py \
-	tests/executions/test_sweeper.py tests/executions/test_providers_email.py tests/executions/test_providers_sms.py \
-	tests/api/test_step_logs.py tests/system/test_worker_commit_durability.py \
-	tests/executions/test_claim_plan.py tests/system/test_worker_race.py tests/system/test_worker_recovery.py \
-	tests/system/test_end_to_end.py tests/system/test_house_rules.py tests/triggers/test_cancel_and_pause.py \
-	tests/triggers/test_inbox.py tests/system/test_running_instances.py \
-	tests/executions/test_providers_failover.py tests/api/test_delivery_status.py tests/executions/test_nodes_webhook.py \
-	tests/api/test_triggers_bulk.py tests/executions/test_parked_nodes.py
-
 test: $(VENV_STAMP) lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The same engine modules on the embedded default (SQLite, filesystem broker).
+# The tests of code that differs per database (marker both_databases) on the embedded
+# default (SQLite, filesystem broker), so both paths are tested.
 test-sqlite: $(VENV_STAMP)
 	env -u DATABASE_URL -u CELERY_BROKER_URL NOTIFYFLOW_REQUIRE_SERVICES=0 \
-		$(PY) -m pytest $(ENGINE_TESTS) $(PYTEST_ARGS)
+		$(PY) -m pytest -m both_databases $(PYTEST_ARGS)
 
 # The broker-facing tests (marker `broker`: every worker and chaos test, and the few that
 # publish for real) again on RabbitMQ; what is Redis-only skips, saying why. AMQP_URL

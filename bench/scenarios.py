@@ -41,7 +41,7 @@ from bench.infra import (
     rss_kib,
 )
 from bench.loadgen import percentile
-from executions import engine
+from executions import engine, sweeper
 from executions.models import StepExecutionLog
 from notifyflow.celery import app as celery_app
 from notifyflow.ids import uuid7
@@ -899,7 +899,7 @@ def _lateness(wf: Workflow, since: datetime, delay_node: str, next_node: str) ->
 
 
 class Sweeper(threading.Thread):
-    """Calls executions.engine.sweep every ``interval`` seconds (what beat would do)."""
+    """Calls executions.sweeper.sweep every ``interval`` seconds (what beat would do)."""
 
     def __init__(self, interval: float) -> None:
         super().__init__(daemon=True)
@@ -912,7 +912,7 @@ class Sweeper(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stopped.wait(self.interval):
-                self.dispatched += engine.sweep()["dispatched"]
+                self.dispatched += sweeper.sweep()["dispatched"]
                 self.passes += 1
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             self.error = exc
@@ -1087,7 +1087,7 @@ def _cost_pass(ctx: Ctx, label: str) -> dict[str, Any]:
     ids = iter(_due_instances(wf, sz.cost_k, f"{tag}-claim"))
     claim_t = _timed(lambda: engine.claim(instance_id=next(ids), worker="bench"), sz.cost_k)
     # The sweeper pass, nothing to do (the steady state).
-    sweep_t = _timed(lambda: engine.sweep(), sz.cost_sweeps)
+    sweep_t = _timed(lambda: sweeper.sweep(), sz.cost_sweeps)
     # trigger_create: new keys, then the same keys again.
     counter = iter(range(10**9))
     new_t = _timed(
@@ -1146,7 +1146,7 @@ def _cost_pass(ctx: Ctx, label: str) -> dict[str, Any]:
         quick=ctx.quick,
     )
     with CaptureQueriesContext(connection) as cq:
-        engine.sweep()
+        sweeper.sweep()
     _explain(
         _pick(cq.captured_queries, "SELECT", "'processing'"),
         "sweep_expired_leases",
@@ -1281,7 +1281,7 @@ def scenario_cost(ctx: Ctx) -> None:
     }
     names = {
         "claim": "claim (engine.claim)",
-        "sweep": "sweeper pass (engine.sweep)",
+        "sweep": "sweeper pass (sweeper.sweep)",
         "trigger_create_new": "trigger_create, new key",
         "trigger_create_repeat": "trigger_create, repeated key",
         "event_delivery": "event delivery (event_receive, 1 subject -> 1 parked)",

@@ -22,7 +22,7 @@ from django.db import connection
 from django.utils import timezone
 
 from notifyflow import db, metrics
-from triggers.state import Statement
+from triggers import state
 
 from .channel_slots import channel_slot
 from .models import Delivery, DeliveryAttempt, DeliveryStatus, normalize_recipient
@@ -32,18 +32,28 @@ from .providers.failover import collect_attempts
 if TYPE_CHECKING:
     from .nodes.base import StepContext
 
-_TABLE = Delivery._meta.db_table
+_DELIVERY = Delivery._meta
+
+
+def _q(name: str) -> str:
+    return f'"{_DELIVERY.get_field(name).column}"'  # type: ignore[union-attr]
+
+
+_TABLE = f'"{_DELIVERY.db_table}"'
 # One statement: create the row, or mark a not-yet-sent one as sending again. Returns
-# nothing when the row is already 'sent' (then we must not send).
+# nothing when the row is already 'sent' (then we must not send). Parameters: instance,
+# node, channel, recipient, created_at, updated_at.
 _BEGIN_SQL = (
-    f"INSERT INTO {_TABLE} (instance_id, node_id, channel, recipient, status,"
-    " provider_message_id, output, attempts, created_at, updated_at)"
+    f"INSERT INTO {_TABLE} ({_q('instance')}, {_q('node_id')}, {_q('channel')},"
+    f" {_q('recipient')}, {_q('status')}, {_q('provider_message_id')}, {_q('output')},"
+    f" {_q('attempts')}, {_q('created_at')}, {_q('updated_at')})"
     " VALUES (%s, %s, %s, %s, 'sending', '', '{}', 1, %s, %s)"
-    " ON CONFLICT (instance_id, node_id) DO UPDATE"
-    f" SET status = 'sending', attempts = {_TABLE}.attempts + 1,"
-    " recipient = excluded.recipient, updated_at = excluded.updated_at"
-    f" WHERE {_TABLE}.status <> 'sent'"
-    " RETURNING id, attempts"
+    f" ON CONFLICT ({_q('instance')}, {_q('node_id')}) DO UPDATE"
+    f" SET {_q('status')} = 'sending', {_q('attempts')} = {_TABLE}.{_q('attempts')} + 1,"
+    f" {_q('recipient')} = excluded.{_q('recipient')},"
+    f" {_q('updated_at')} = excluded.{_q('updated_at')}"
+    f" WHERE {_TABLE}.{_q('status')} <> 'sent'"
+    f" RETURNING {_q('id')}, {_q('attempts')}"
 )
 
 
@@ -72,7 +82,8 @@ def _send_guarded(
     step: StepContext, channel: str, recipient: str, send: Callable[[], dict]
 ) -> dict[str, Any]:
     now = timezone.now()
-    instance_id = step.instance_id.hex if connection.vendor == "sqlite" else step.instance_id
+    # The column's own adaptation (a UUID on PostgreSQL, its hex on SQLite).
+    instance_id = _DELIVERY.get_field("instance").get_db_prep_value(step.instance_id, connection)
     with connection.cursor() as cursor:
         # By unique key: prepared (notifyflow/db.py).
         began = db.execute(
@@ -131,13 +142,39 @@ def record_delivery(step: StepContext) -> None:
 
 
 _ATTEMPT_FIELDS = {f.name: f for f in DeliveryAttempt._meta.concrete_fields if not f.primary_key}
+_DELIVERY_FIELDS = {f.name: f for f in _DELIVERY.concrete_fields}
 
 
-def delivery_attempts_insert(step: StepContext, *, only_if_moved: bool = False) -> list[Statement]:
-    """``record_delivery``'s attempt rows for the step's outcome statement (PostgreSQL):
-    one INSERT ... VALUES; none when no provider was called. With ``only_if_moved`` (a
-    replay after a lost connection) each row is written only with the transition, like
-    the step log, so a replay after a landed COMMIT adds none."""
+def delivery_outcome_statements(
+    step: StepContext, *, only_if_applied: bool = False
+) -> list[state.Statement]:
+    """``record_delivery`` as statements for the step's outcome statement (PostgreSQL):
+    the delivery's UPDATE and its attempts' INSERT; none when nothing was sent.
+
+    The UPDATE applies whatever the transition does (the message *was* sent). With
+    ``only_if_applied`` (a replay after a lost connection) each attempt row is written
+    only with the transition, like the step log, so a replay after a landed COMMIT adds
+    none."""
+    if not step.pending_delivery:
+        return []
+    return [_outcome_update(step), *_attempts_insert(step, only_if_applied)]
+
+
+def _outcome_update(step: StepContext) -> state.Statement:
+    fields = _DELIVERY_FIELDS
+    values = {**step.pending_delivery, "updated_at": timezone.now()}
+    sets = ", ".join(f'"{fields[name].column}" = %s' for name in values)
+    conn = db.current()
+    params = [fields[name].get_db_prep_save(value, conn) for name, value in values.items()]
+    return state.Statement(
+        f"UPDATE {_TABLE} SET {sets}"
+        f" WHERE {_q('instance')} = %s AND {_q('node_id')} = %s AND {_q('status')} = %s",
+        [*params, step.instance_id, step.node_id, DeliveryStatus.SENDING],
+    )
+
+
+def _attempts_insert(step: StepContext, only_if_applied: bool) -> list[state.Statement]:
+    """One INSERT ... VALUES; none when no provider was called."""
     if not step.pending_attempts or step.delivery_id is None:
         return []
     names = list(_ATTEMPT_FIELDS)
@@ -149,25 +186,10 @@ def delivery_attempts_insert(step: StepContext, *, only_if_moved: bool = False) 
     for attempt in step.pending_attempts:
         values = {"delivery": step.delivery_id, "attempt": step.delivery_attempt, **attempt}
         rows.append([_ATTEMPT_FIELDS[n].get_db_prep_save(values[n], conn) for n in names])
-    if only_if_moved:
+    if only_if_applied:
         return [
-            Statement(f"{insert} SELECT {placeholders} WHERE EXISTS (SELECT 1 FROM moved)", row)
+            state.Statement(f"{insert} SELECT {placeholders} WHERE {state.APPLIED}", row)
             for row in rows
         ]
     values_sql = ", ".join(f"({placeholders})" for _ in rows)
-    return [Statement(f"{insert} VALUES {values_sql}", [p for row in rows for p in row])]
-
-
-def delivery_outcome_update(step: StepContext) -> Statement:
-    """``record_delivery`` as SQL, to run inside the step's single outcome statement."""
-    fields = {f.name: f for f in Delivery._meta.concrete_fields}
-    values = {**step.pending_delivery, "updated_at": timezone.now()}
-    sets = ", ".join(f'"{fields[name].column}" = %s' for name in values)
-    conn = db.current()
-    params = [fields[name].get_db_prep_save(value, conn) for name, value in values.items()]
-    instance_column = fields["instance"].column
-    return Statement(
-        f'UPDATE "{Delivery._meta.db_table}" SET {sets}'
-        f' WHERE "{instance_column}" = %s AND node_id = %s AND status = %s',
-        [*params, step.instance_id, step.node_id, DeliveryStatus.SENDING],
-    )
+    return [state.Statement(f"{insert} VALUES {values_sql}", [p for row in rows for p in row])]

@@ -6,9 +6,10 @@ import logging
 
 from celery import shared_task
 
+from notifyflow import db
 from triggers import inbox
 
-from . import engine, worker_health
+from . import engine, sweeper, worker_health
 
 logger = logging.getLogger("notifyflow.tasks")
 
@@ -35,7 +36,7 @@ def execute_node(self, instance_id: str) -> str:
             task_id=self.request.id or "",
             worker=self.request.hostname or "",
         )
-    except engine.DATABASE_LOST as exc:
+    except db.DATABASE_LOST as exc:
         # The claim and the outcome are fenced on status and lease, so running the step
         # again records nothing twice: it claims, or finds the step done, or finds it
         # leased by the attempt that died (then the sweeper recovers that lease).
@@ -70,8 +71,8 @@ def purge_finished() -> dict:
 def sweep() -> dict:
     """Periodic: re-dispatch due instances whose message was lost; recover dead leases."""
     try:
-        found = engine.sweep()
-    except engine.DATABASE_LOST as exc:
+        found = sweeper.sweep()
+    except db.DATABASE_LOST as exc:
         # Beat sends the next sweep in a few seconds; that one finds a fresh connection.
         worker_health.close_dead_connections()
         logger.warning("sweep skipped: database unavailable (%s)", exc)

@@ -7,9 +7,8 @@ from typing import Any
 
 from celery.signals import beat_init, task_postrun, task_prerun, worker_init
 from django.conf import settings
-from django.db.backends.signals import connection_created
 
-from notifyflow import logs
+from notifyflow import db, logs
 
 logger = logging.getLogger("notifyflow.celery")
 
@@ -62,16 +61,8 @@ def _worker_async_commit(**kwargs: Any) -> None:
     outcome). What may be lost in such a crash is only ever safe to lose: a claim (the
     sweeper recovers the lease), a delivery's 'sending' marker (the documented
     at-least-once window), a sweeper pass (it runs again)."""
-    if settings.IS_POSTGRES and settings.NOTIFYFLOW_WORKER_ASYNC_COMMIT:
-        connection_created.connect(
-            _set_async_commit, weak=False, dispatch_uid="nf_set_async_commit"
-        )
-
-
-def _set_async_commit(sender: Any, connection: Any, **kwargs: Any) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET synchronous_commit TO off")
+    if settings.NOTIFYFLOW_WORKER_ASYNC_COMMIT:
+        db.commit_asynchronously()
 
 
 def _worker_health(**kwargs: Any) -> None:

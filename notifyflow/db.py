@@ -3,9 +3,8 @@
 Django's psycopg cursors bind client-side, so PostgreSQL parses and plans every
 statement again. A step's statements (the claim, the delivery's 'sending' marker, the
 outcome) are large CTEs whose planning was about half of PostgreSQL's CPU per step:
-prepared once per connection and shape, PostgreSQL CPU per step fell from ~1.4 to
-~0.8-0.9 ms (bench/engine_probe.py --inproc). Every other query keeps Django's usual
-client-side binding.
+they are prepared once per connection and shape (measured by bench/engine_probe.py
+--inproc). Every other query keeps Django's usual client-side binding.
 
 Only statements whose every plan is a primary-key or unique-key probe belong here: a
 prepared statement switches to a generic plan after a few executions, which would not
@@ -19,16 +18,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+from django.db.models import Model
 
 _NEVER_AUTOMATICALLY = 2**31
 
+# What a lost database connection raises (server restarted or failed over, backend
+# terminated): psycopg's "the connection is closed", "server closed the connection
+# unexpectedly", "terminating connection due to administrator command".
+DATABASE_LOST = (OperationalError, InterfaceError)
+
 # psycopg caches the parsing of a query's placeholders (an LRU of 128 query texts) only
 # for queries with at most 50 parameters, against huge generated IN lists. A step's
-# outcome statement has ~60 and was parsed again on every step: ~12 % of a step's
-# in-process CPU (bench/engine_probe.py, alternating). The engine's statements come in a
+# outcome statement has more and was parsed again on every step, a visible share of a
+# step's in-process CPU (bench/engine_probe.py, alternating). The engine's statements come in a
 # handful of shapes, so raise the bound (a no-op if psycopg renames it; only speed).
 PARSE_CACHE_MAX_PARAMS = 128
 
@@ -45,8 +51,8 @@ def _raise_parse_cache_bound() -> None:
 def current() -> BaseDatabaseWrapper:
     """The default database's connection wrapper itself. ``django.db.connection`` is a
     proxy: every attribute read through it is a thread-local lookup, and the engine's
-    statement builders pass it to ~50 ``get_db_prep_*`` calls per step, each reading
-    several attributes (~6 % of a step's in-process CPU, bench/engine_probe.py --inproc).
+    statement builders pass it to dozens of ``get_db_prep_*`` calls per step, each
+    reading several attributes (measurable: bench/engine_probe.py --inproc).
     Resolve it once per statement instead."""
     return connections[DEFAULT_DB_ALIAS]
 
@@ -129,3 +135,57 @@ def tolerate_out_of_range_timestamps(*, connection: BaseDatabaseWrapper, **kwarg
     if connection.vendor != "postgresql" or not settings.USE_TZ:
         return
     connection.connection.adapters.register_loader("timestamptz", _edge_tolerant_loader())
+
+
+# --- the few other differences between PostgreSQL and SQLite ---------------------------
+
+
+def in_subquery(column: str, subquery: str) -> str:
+    """``column IN (subquery)`` as a condition. On PostgreSQL the subquery's ids become
+    an array the primary key is probed with: a plan that cannot start from another
+    index instead and probe the subquery for every row."""
+    if connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
+        return f"{column} = ANY (ARRAY({subquery}))"
+    return f"{column} IN ({subquery})"
+
+
+def set_local(name: str, value: str) -> None:
+    """``SET LOCAL name = value`` for the current transaction (PostgreSQL; elsewhere
+    nothing: the custom settings it sets are read only by PostgreSQL triggers)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
+
+
+def commit_asynchronously() -> None:
+    """Every new PostgreSQL connection of this process commits asynchronously (a worker;
+    executions.worker_hooks); a statement that must survive a crash turns synchronous
+    commit back on for itself. Nothing on other databases."""
+    if settings.IS_POSTGRES:
+        connection_created.connect(
+            _set_async_commit, weak=False, dispatch_uid="nf_set_async_commit"
+        )
+
+
+def _set_async_commit(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO off")
+
+
+def table_row_estimate(model: type[Model], using: str = DEFAULT_DB_ALIAS) -> int | None:
+    """PostgreSQL's planner estimate of a table's row count (ANALYZE/autovacuum keep it
+    current), or None when unknown: not PostgreSQL, or never analyzed (-1 on PG 14+)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
+            [connection.ops.quote_name(model._meta.db_table)],
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] is None or row[0] < 0:
+        return None
+    return int(row[0])

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from notifyflow import metrics
+from notifyflow import db, metrics
 from notifyflow.celery import send_tasks_on_commit
 from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
 from workflows.models import WorkflowVersion
@@ -104,8 +104,9 @@ def deliver(
 
 
 # A delivery that reaches more instances than this wakes them from worker tasks, one per
-# chunk: publishing a message per instance costs ~5 ms, so 10,000 inline would hold the
-# request for most of a minute. Up to this many, inline: the lowest latency.
+# chunk: a message published per instance, for thousands inline, would hold the request
+# for most of a minute (bench: running_deliver). Up to this many, inline: the lowest
+# latency.
 WAKE_INLINE_MAX = 100
 WAKE_TASK = "notifyflow.wake_waiting"
 
@@ -192,10 +193,7 @@ def _insert_inbox_rows(
             f'"{_INTEREST.db_table}" i WHERE i.{_column(_INTEREST, "subject")} IN '
             f"({', '.join(['%s'] * len(by_interest))})"
         )
-        if connection.vendor == "postgresql":
-            matches.append(f"t.{pk} = ANY (ARRAY({interested}))")
-        else:
-            matches.append(f"t.{pk} IN ({interested})")
+        matches.append(db.in_subquery(f"t.{pk}", interested))
         params += by_interest
     if by_id:
         matches.append(f"t.{pk} IN ({', '.join(['%s'] * len(by_id))})")
@@ -373,7 +371,7 @@ def outbox_insert(
     now: datetime,
 ) -> state.Statement:
     """The outbox INSERT for the step's outcome statement (PostgreSQL): written only if
-    the fenced transition applied (``moved``), and once per (instance, node)."""
+    the fenced transition applied, and once per (instance, node)."""
     fields = {f.name: f for f in OutboxEvent._meta.concrete_fields if not f.primary_key}
     values = {
         "instance": instance_id,
@@ -389,7 +387,7 @@ def outbox_insert(
     params = [fields[n].get_db_prep_save(v, connection) for n, v in values.items()]
     return state.Statement(
         f'INSERT INTO "{OutboxEvent._meta.db_table}" ({columns}) '
-        f"SELECT {', '.join(['%s'] * len(values))} WHERE EXISTS (SELECT 1 FROM moved) "
+        f"SELECT {', '.join(['%s'] * len(values))} WHERE {state.APPLIED} "
         f"ON CONFLICT ({_column(OutboxEvent._meta, 'instance')}, "
         f"{_column(OutboxEvent._meta, 'node_id')}) DO NOTHING",
         params,
@@ -403,6 +401,6 @@ def inbox_consume(*, inbox_id: int, node_id: str, now: datetime) -> state.Statem
     return state.Statement(
         f'UPDATE "{_INBOX.db_table}" SET {_column(_INBOX, "consumed_at")} = %s, '
         f"{_column(_INBOX, 'consumed_by_node')} = %s WHERE {_column(_INBOX, 'id')} = %s "
-        f"AND {_column(_INBOX, 'consumed_at')} IS NULL AND EXISTS (SELECT 1 FROM moved)",
+        f"AND {_column(_INBOX, 'consumed_at')} IS NULL AND {state.APPLIED}",
         [_INBOX.get_field("consumed_at").get_db_prep_save(now, connection), node_id, inbox_id],
     )

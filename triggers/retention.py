@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
+
+from notifyflow import db
 
 from .event_models import EventRecord
 from .models import TERMINAL_STATUSES, TriggerInstance
@@ -20,10 +22,10 @@ from .models import TERMINAL_STATUSES, TriggerInstance
 logger = logging.getLogger("notifyflow.retention")
 
 
-def _allow_purge() -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL notifyflow.purge = on")
+def allow_purge() -> None:
+    """Inside a transaction: this transaction may delete history rows (the guard's
+    trigger functions check the setting; nothing to do on SQLite, which has no guard)."""
+    db.set_local("notifyflow.purge", "on")
 
 
 def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]:
@@ -44,7 +46,7 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
     instances = events = 0
     while True:
         with transaction.atomic():
-            _allow_purge()
+            allow_purge()
             ids = list(
                 TriggerInstance.objects.filter(status__in=TERMINAL_STATUSES, finished_at__lt=cutoff)
                 .select_for_update(skip_locked=True)
@@ -58,15 +60,15 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
             instances += len(ids)
     while True:
         with transaction.atomic():
-            _allow_purge()
-            ids = list(
+            allow_purge()
+            record_ids = list(
                 EventRecord.objects.filter(received_at__lt=cutoff)
                 .order_by("received_at")
                 .values_list("id", flat=True)[:batch]
             )
-            if not ids:
+            if not record_ids:
                 break
-            EventRecord.objects.filter(pk__in=ids).delete()
-            events += len(ids)
+            EventRecord.objects.filter(pk__in=record_ids).delete()
+            events += len(record_ids)
     logger.info("purged %d finished instances and %d event records", instances, events)
     return {"instances": instances, "event_records": events}

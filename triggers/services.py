@@ -380,7 +380,7 @@ def _existing(workflow: Workflow | str, idempotency_key: str) -> TriggerInstance
 
 def instance_retry(*, instance_id: uuid.UUID | str, actor: str) -> bool:
     """failed -> enqueued now, attempts reset. False if the instance is not failed."""
-    return state.retry_failed(instance_id=instance_id, actor=actor)
+    return state.retry(instance_id=instance_id, actor=actor)
 
 
 def instance_retry_on_latest_version(*, instance_id: uuid.UUID | str, actor: str) -> int:
@@ -408,7 +408,7 @@ def instance_retry_on_latest_version(*, instance_id: uuid.UUID | str, actor: str
             message=f"node {instance.current_node_id!r} is not in version v{latest.version}",
         )
     old = instance.workflow_version.version
-    moved = state.retry_failed(
+    moved = state.retry(
         instance_id=instance.pk,
         actor=actor,
         reason=f"retried by operator on workflow version v{latest.version} (was v{old})",
@@ -447,7 +447,7 @@ def instance_edit_payload_and_retry(
         )
     instance = _instance_or_404(instance_id)
     _require_failed(instance)
-    moved = state.retry_failed(
+    moved = state.retry(
         instance_id=instance.pk,
         actor=actor,
         reason="payload edited and retried by operator",
@@ -473,9 +473,9 @@ def _require_failed(instance: TriggerInstance) -> None:
 
 def instance_run_now(*, instance_id: uuid.UUID | str, actor: str, reason: str = "") -> bool:
     """Run a waiting enqueued instance now: skip its delay or retry backoff, or end its
-    wait as timed out (``state.make_due_now``). The caller's ``reason`` goes into the
+    wait as timed out (``state.run_now``). The caller's ``reason`` goes into the
     audit row. False if it is not waiting."""
-    return state.make_due_now(instance_id=instance_id, actor=actor, reason=reason)
+    return state.run_now(instance_id=instance_id, actor=actor, reason=reason)
 
 
 def instance_retry_or_conflict(*, instance_id: uuid.UUID | str, actor: str) -> TriggerInstance:

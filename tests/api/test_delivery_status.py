@@ -16,11 +16,12 @@ from twilio.request_validator import RequestValidator
 
 from executions import engine
 from executions.models import Delivery, DeliveryEvent
+from executions.outcomes import StepOutcome
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from triggers.inbox_models import InboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 BASIC = "Basic " + base64.b64encode(b"hook:s3cret").decode()
 SIGNING_KEY = "TEST_WEBHOOK_SIGNING_KEY"
@@ -225,19 +226,19 @@ def test_wait_node_takes_the_opened_branch_from_a_tracking_webhook(
     client, dispatched, django_capture_on_commit_callbacks
 ):
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=OPENED_BRANCH))
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
-    assert engine.step_execute(instance_id=instance.pk) == "waiting"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.WAITING
     message_id = Delivery.objects.get(instance=instance, node_id="hello").provider_message_id
     assert message_id == f"<{instance.pk}.hello@notifyflow>"  # our Message-ID (SMTP/locmem)
     with django_capture_on_commit_callbacks(execute=True):
         assert postmark(client, "Open", message_id).status_code == 200
     instance.refresh_from_db()
     assert instance.available_at <= timezone.now()  # woken at once, not at the timeout
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     instance.refresh_from_db()
     assert instance.current_node_id == "thanks"
     event = instance.vars["wait_listen"]["event"]
     assert event["name"] == "delivery.opened"
     assert event["context"]["channel"] == "email" and event["context"]["node_id"] == "hello"
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     assert TriggerInstance.objects.get(pk=instance.pk).status == TriggerStatus.COMPLETED

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from executions.engine import step_execute
 from executions.models import Delivery, normalize_recipient
+from executions.outcomes import StepOutcome
 from notifyflow.ids import short_id
 from tests.admin_helpers import PASSWORD, make_operator
 from tests.factories import PAYLOAD, WorkflowFactory
@@ -23,8 +24,8 @@ def sent(key: str, **payload) -> str:
     instance = trigger_create(
         workflow="welcome", idempotency_key=key, payload={**PAYLOAD, **payload}
     ).instance
-    assert step_execute(instance_id=instance.pk, worker="t") == "advanced"
-    assert step_execute(instance_id=instance.pk, worker="t") == "completed"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.ADVANCED
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.COMPLETED
     return str(instance.pk)
 
 

@@ -5,7 +5,7 @@ import pytest
 from executions import engine
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from executions import engine
 from executions.models import StepExecutionLog
+from executions.outcomes import StepOutcome
 from tests.factories import (
     PAYLOAD,
     TriggerInstanceFactory,
@@ -31,8 +32,8 @@ URL = "/api/v1/triggers/{}/timeline/"
 def test_timeline_of_a_delayed_instance_shows_history_steps_and_the_pending_node(api, dispatched):
     wf = WorkflowFactory(definition=email_sms_definition(delay="1h"))
     instance = trigger_create(workflow=wf, idempotency_key="t1", payload=PAYLOAD).instance
-    assert engine.step_execute(instance_id=instance.pk, task_id="task-1") == "advanced"
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"  # the delay node
+    assert engine.step_execute(instance_id=instance.pk, task_id="task-1") == StepOutcome.ADVANCED
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED  # the delay node
 
     response = api.get(URL.format(instance.pk))
     assert response.status_code == 200, response.json()
@@ -90,7 +91,7 @@ def test_timeline_of_a_waiting_instance_shows_its_inbox_and_what_it_waits_for(ap
     inbox.deliver(
         name="reply", event_id="nope", context={"ok": False}, subjects=[f"instance:{instance.pk}"]
     )
-    assert engine.step_execute(instance_id=instance.pk) == "waiting"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.WAITING
     body = api.get(URL.format(instance.pk)).json()
     assert [(e["name"], e["event_id"], e["consumed_at"]) for e in body["inbox"]] == [
         ("reply", "nope", None)
@@ -101,7 +102,7 @@ def test_timeline_of_a_waiting_instance_shows_its_inbox_and_what_it_waits_for(ap
         name="reply", event_id="yes", context={"ok": True}, subjects=[f"instance:{instance.pk}"]
     )
     TriggerInstance.objects.filter(pk=instance.pk).update(available_at=timezone.now())
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     body = api.get(URL.format(instance.pk)).json()
     consumed = {e["event_id"]: e["consumed_by_node"] for e in body["inbox"]}
     assert consumed == {"nope": None, "yes": "listen"}

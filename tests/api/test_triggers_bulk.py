@@ -16,6 +16,8 @@ from triggers.inbox_models import Interest
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.services import trigger_create
 
+pytestmark = pytest.mark.both_databases
+
 BULK = "/api/v1/triggers/bulk/"
 
 

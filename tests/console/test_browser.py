@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from executions.engine import step_execute
+from executions.outcomes import StepOutcome
 from executions.providers.base import ProviderError
 from executions.providers.sms import BaseSmsBackend, SmsMessage, SmsSendResult
 from notifyflow import ids
@@ -194,8 +195,8 @@ def instance_failed_on_its_sms_step(settings) -> TriggerInstance:
     instance = trigger_create(
         workflow=workflow.key, idempotency_key="signup-42", payload=PAYLOAD
     ).instance
-    assert step_execute(instance_id=instance.pk, worker="pytest") == "advanced"
-    assert step_execute(instance_id=instance.pk, worker="pytest") == "failed:permanent"
+    assert step_execute(instance_id=instance.pk, worker="pytest") == StepOutcome.ADVANCED
+    assert step_execute(instance_id=instance.pk, worker="pytest") == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED and instance.current_node_id == "text"
     # Drop the task messages those steps queued: the worker starts with an empty broker.
@@ -312,8 +313,8 @@ def test_render_error_is_seen_in_the_list_and_completes_when_retried_on_the_late
     instance = trigger_create(
         workflow="render-error", idempotency_key="typo-1", payload=PAYLOAD
     ).instance
-    assert step_execute(instance_id=instance.pk, worker="pytest") == "advanced"
-    assert step_execute(instance_id=instance.pk, worker="pytest") == "failed:permanent"
+    assert step_execute(instance_id=instance.pk, worker="pytest") == StepOutcome.ADVANCED
+    assert step_execute(instance_id=instance.pk, worker="pytest") == StepOutcome.FAILED_PERMANENT
     flush_broker()
     short_id = ids.short_id(instance.pk)
 
@@ -387,8 +388,8 @@ def test_waiting_instance_shows_its_deadline_and_the_docs_load_locally(tmp_path)
     operator = make_operator("olive")
     WorkflowFactory(key="slow-drip", definition=email_sms_definition(delay="12d"))
     instance = trigger_create(workflow="slow-drip", idempotency_key="w-1", payload=PAYLOAD).instance
-    assert step_execute(instance_id=instance.pk, worker="pytest") == "advanced"
-    assert step_execute(instance_id=instance.pk, worker="pytest") == "advanced"
+    assert step_execute(instance_id=instance.pk, worker="pytest") == StepOutcome.ADVANCED
+    assert step_execute(instance_id=instance.pk, worker="pytest") == StepOutcome.ADVANCED
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.ENQUEUED
     assert instance.available_at - instance.updated_at > timedelta(days=11)

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from executions.engine import step_execute
+from executions.outcomes import StepOutcome
 from notifyflow.ids import short_id
 from tests.admin_helpers import PASSWORD, failed_instance, make_operator
 from tests.factories import (
@@ -66,9 +67,9 @@ def test_attempts_count_runs_of_a_node_across_operator_retries(client):
     WorkflowFactory(key="typo", definition=render_error_definition())
     instance = trigger_create(workflow="typo", idempotency_key="a", payload=PAYLOAD).instance
     step_execute(instance_id=instance.pk, worker="t")
-    assert step_execute(instance_id=instance.pk, worker="t") == "failed:permanent"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.FAILED_PERMANENT
     assert instance_retry(instance_id=instance.pk, actor="olive")
-    assert step_execute(instance_id=instance.pk, worker="t") == "failed:permanent"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.FAILED_PERMANENT
     page = client.get(
         reverse("admin:triggers_triggerinstance_change", args=[instance.pk])
     ).content.decode()

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from executions.engine import step_execute
+from executions.outcomes import StepOutcome
 from tests.admin_helpers import PASSWORD, failed_instance, make_operator
 from tests.factories import (
     PAYLOAD,
@@ -68,8 +69,8 @@ def delayed_instance() -> TriggerInstance:
     own rows)."""
     WorkflowFactory(key="delayed", definition=email_sms_definition(delay="2h"))
     instance = trigger_create(workflow="delayed", idempotency_key="d-1", payload=PAYLOAD).instance
-    assert step_execute(instance_id=instance.pk, worker="t") == "advanced"
-    assert step_execute(instance_id=instance.pk, worker="t") == "advanced"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.ADVANCED
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.ADVANCED
     instance.refresh_from_db()
     assert instance.available_at > timezone.now() + timedelta(minutes=100)
     return instance
@@ -169,8 +170,8 @@ def render_error_instance() -> TriggerInstance:
     WorkflowFactory(key="render-error", definition=render_error_definition())
     instance = trigger_create(workflow="render-error", idempotency_key="r", payload=PAYLOAD)
     pk = instance.instance.pk
-    assert step_execute(instance_id=pk, worker="t") == "advanced"
-    assert step_execute(instance_id=pk, worker="t") == "failed:permanent"
+    assert step_execute(instance_id=pk, worker="t") == StepOutcome.ADVANCED
+    assert step_execute(instance_id=pk, worker="t") == StepOutcome.FAILED_PERMANENT
     return TriggerInstance.objects.get(pk=pk)
 
 
@@ -314,7 +315,7 @@ def test_a_retry_backoff_shows_the_failure_and_the_next_attempt(client):
 def test_a_wait_shows_the_event_and_its_deadline(client):
     WorkflowFactory(key="listen", definition=wait_definition(event="order.paid", timeout="1h"))
     instance = trigger_create(workflow="listen", idempotency_key="w", payload=PAYLOAD).instance
-    assert step_execute(instance_id=instance.pk, worker="t") == "waiting"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.WAITING
     instance.refresh_from_db()
     shown = waiting_for(client, instance)
     assert "event <code>order.paid</code> at node <code>listen</code>" in shown

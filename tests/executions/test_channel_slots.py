@@ -21,6 +21,7 @@ from django.utils import timezone
 import notifyflow.settings as defaults
 from executions import channel_slots, engine
 from executions.models import Delivery
+from executions.outcomes import StepOutcome
 from tests.factories import PAYLOAD, TriggerInstanceFactory, WorkflowFactory
 from tests.fake_smtp import FakeSmtpServer
 from tests.worker import celery_worker, flush_broker, wait_until
@@ -66,9 +67,9 @@ def test_a_channel_whose_slots_are_all_busy_defers_the_step_without_an_attempt(
         hung.enter_context(channel_slots.channel_slot("email"))
         hung.enter_context(channel_slots.channel_slot("email"))
         before = timezone.now()
-        assert engine.step_execute(instance_id=email.pk) == "failed:deferred"
+        assert engine.step_execute(instance_id=email.pk) == StepOutcome.FAILED_DEFERRED
         # The other channel still has its slots.
-        assert engine.step_execute(instance_id=text.pk) == "completed"
+        assert engine.step_execute(instance_id=text.pk) == StepOutcome.COMPLETED
     email.refresh_from_db()
     assert (email.status, email.attempts) == (S.ENQUEUED, 0)
     assert "email send slots" in email.last_error
@@ -77,7 +78,7 @@ def test_a_channel_whose_slots_are_all_busy_defers_the_step_without_an_attempt(
     assert mail.outbox == [] and not Delivery.objects.filter(instance=email).exists()
     # A slot free again: the step sends.
     TriggerInstance.objects.filter(pk=email.pk).update(available_at=timezone.now())
-    assert engine.step_execute(instance_id=email.pk) == "completed"
+    assert engine.step_execute(instance_id=email.pk) == StepOutcome.COMPLETED
     assert len(mail.outbox) == 1
 
 
@@ -126,7 +127,7 @@ def test_a_hung_smtp_server_fails_the_attempt_transiently_at_the_timeout(setting
     try:
         email = TriggerInstanceFactory(workflow=WorkflowFactory(definition=EMAIL_ONLY))
         started = time.monotonic()
-        assert engine.step_execute(instance_id=email.pk) == "failed:transient"
+        assert engine.step_execute(instance_id=email.pk) == StepOutcome.FAILED_TRANSIENT
         assert time.monotonic() - started < 5
     finally:
         server.close()

@@ -2,38 +2,37 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.factories import TriggerInstanceFactory, WorkflowFactory, bulk_instances
+from triggers import state
 from triggers.models import TriggerInstance, TriggerStatus
-from triggers.state import _update_sql as update_sql
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.both_databases,
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+]
 
 
-def test_claim_update_uses_the_primary_key_with_stale_statistics():
+def test_claim_update_uses_the_primary_key_with_stale_statistics(settings):
+    """The claim's statement, as it ran, planned again by EXPLAIN with the statistics
+    of an empty queue: it probes the primary key, not the due-queue index."""
+    settings.NOTIFYFLOW_DB_PREPARE = False  # the statement with its values in the log
     workflow = WorkflowFactory()
     TriggerInstanceFactory.create_batch(50, workflow=workflow, status=TriggerStatus.COMPLETED)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE triggers_triggerinstance")  # stats: nothing enqueued
-    now = timezone.now()
     bulk_instances(workflow, {TriggerStatus.ENQUEUED: 500})
     target = TriggerInstance.objects.filter(status=TriggerStatus.ENQUEUED).last()
-    sql, params = update_sql(
-        {"pk": target.pk, "status": TriggerStatus.ENQUEUED, "available_at__lte": now},
-        {
-            "status": TriggerStatus.PROCESSING,
-            "lease_token": uuid.uuid4(),
-            "locked_until": now,
-            "updated_at": now,
-        },
-    )
+    with CaptureQueriesContext(connection) as captured:
+        assert state.claim(instance_id=target.pk, worker="w", now=timezone.now()) is not None
+    [claim_sql] = [q["sql"] for q in captured.captured_queries if "UPDATE" in q["sql"]]
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + sql, params)
+        cursor.execute("EXPLAIN " + claim_sql)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "triggers_triggerinstance_pkey" in plan, plan
     assert "trigger_due_enqueued" not in plan, plan

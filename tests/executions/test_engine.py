@@ -9,11 +9,12 @@ from django.utils import timezone
 
 from executions import engine
 from executions.models import StepExecutionLog
+from executions.outcomes import StepOutcome
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from tests.fakes import ScriptedSmsBackend
 from triggers.models import TriggerInstance, TriggerStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 SMS_THEN_EMAIL = {
     "entry_node_id": "text",
@@ -50,7 +51,7 @@ def test_transient_failures_back_off_exponentially_then_fail(scripted, dispatche
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=SMS_THEN_EMAIL))
     for attempt in (1, 2, 3):
         before = timezone.now()
-        assert engine.step_execute(instance_id=instance.pk) == "failed:transient"
+        assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_TRANSIENT
         instance.refresh_from_db()
         assert instance.status == TriggerStatus.ENQUEUED
         assert instance.attempts == attempt
@@ -61,7 +62,7 @@ def test_transient_failures_back_off_exponentially_then_fail(scripted, dispatche
         # Not due yet: a message now claims nothing.
         assert engine.step_execute(instance_id=instance.pk) in {"early", "skipped:enqueued"}
         make_due(instance)
-    assert engine.step_execute(instance_id=instance.pk) == "failed:transient"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_TRANSIENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED and instance.attempts == 4
     assert instance.finished_at is not None
@@ -78,7 +79,7 @@ def test_transient_failures_back_off_exponentially_then_fail(scripted, dispatche
 def test_permanent_error_fails_at_once(scripted, dispatched):
     scripted.reset("permanent")
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=SMS_THEN_EMAIL))
-    assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert (instance.status, instance.attempts) == (TriggerStatus.FAILED, 1)
     assert "invalid 'To'" in instance.last_error
@@ -90,7 +91,7 @@ def test_render_error_is_permanent_and_names_the_field(scripted, dispatched):
     instance = TriggerInstanceFactory(
         workflow=WorkflowFactory(definition=SMS_THEN_EMAIL), payload={"email": "a@b.c"}
     )
-    assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED
     assert "to: template error" in instance.last_error and "phone" in instance.last_error
@@ -104,10 +105,10 @@ def test_attempts_reset_when_the_cursor_advances(scripted, dispatched):
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=SMS_THEN_EMAIL))
     engine.step_execute(instance_id=instance.pk)
     make_due(instance)
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     instance.refresh_from_db()
     assert (instance.current_node_id, instance.attempts, instance.last_error) == ("mail", 0, "")
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.COMPLETED and instance.current_node_id is None
     assert mail.outbox[0].body == "+15005550006"  # vars from the earlier node
@@ -131,7 +132,7 @@ def test_retry_after_success_recorded_does_not_send_again(scripted, dispatched):
         provider_message_id="SM1",
         output={"message_id": "SM1", "to": "+1", "sent_at": "t"},
     )
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     assert scripted.calls == 0
     instance.refresh_from_db()
     assert instance.vars["sms_text"]["message_id"] == "SM1"
@@ -149,7 +150,7 @@ def test_delay_until_in_the_past_continues_at_once_and_says_so(dispatched):
     instance = TriggerInstanceFactory(
         workflow=WorkflowFactory(definition=definition), payload={"at": "2001-01-01T00:00:00Z"}
     )
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     log = StepExecutionLog.objects.get(trigger=instance)
     assert "past" in log.output["note"]
     instance.refresh_from_db()

@@ -12,13 +12,14 @@ from django.utils import timezone
 
 from executions import engine
 from executions.models import Delivery, DeliveryAttempt
+from executions.outcomes import StepOutcome
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from tests.fake_http import FakeEndpoint
 from triggers.models import TriggerInstance, TriggerStatus
 from workflows.definition import DefinitionError
 from workflows.services import workflow_save
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 SECRET = "whsec-test"
 
 
@@ -60,7 +61,7 @@ def test_signed_templated_body_reaches_the_endpoint(endpoint, dispatched):
         definition=webhook_definition(endpoint.url + "/hooks/{{ payload.name }}")
     )
     instance = TriggerInstanceFactory(workflow=workflow)
-    assert run(instance) == "completed"
+    assert run(instance) == StepOutcome.COMPLETED
     [(method, path, headers, raw)] = endpoint.received
     assert (method, path) == ("POST", "/hooks/Ada")
     assert json.loads(raw) == {"user": "Ada", "plan": "pro", "n": 3}
@@ -81,11 +82,11 @@ def test_503_is_retried_then_succeeds_and_is_never_sent_again(endpoint, dispatch
     instance = TriggerInstanceFactory(
         workflow=WorkflowFactory(definition=webhook_definition(endpoint.url, method="PUT"))
     )
-    assert run(instance) == "failed:transient"
+    assert run(instance) == StepOutcome.FAILED_TRANSIENT
     instance.refresh_from_db()
     assert (instance.status, instance.attempts) == (TriggerStatus.ENQUEUED, 1)
     assert "webhook 503" in instance.last_error
-    assert run(instance) == "completed"
+    assert run(instance) == StepOutcome.COMPLETED
     assert [r[0] for r in endpoint.received] == ["PUT", "PUT"]
     # Same delivery id on the retry, so the receiver can deduplicate.
     assert len({r[2]["X-NotifyFlow-Delivery"] for r in endpoint.received}) == 1
@@ -98,7 +99,7 @@ def test_503_is_retried_then_succeeds_and_is_never_sent_again(endpoint, dispatch
     TriggerInstance.objects.filter(pk=instance.pk).update(
         status=TriggerStatus.ENQUEUED, current_node_id="call"
     )
-    assert run(instance) == "completed"
+    assert run(instance) == StepOutcome.COMPLETED
     assert len(endpoint.received) == 2
 
 
@@ -107,7 +108,7 @@ def test_400_is_permanent(endpoint, dispatched):
     instance = TriggerInstanceFactory(
         workflow=WorkflowFactory(definition=webhook_definition(endpoint.url))
     )
-    assert run(instance) == "failed:permanent"
+    assert run(instance) == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED and "webhook 400" in instance.last_error
     assert len(endpoint.received) == 1
@@ -131,7 +132,7 @@ def test_host_outside_the_allow_list_is_refused_at_send(endpoint, settings, disp
         workflow=WorkflowFactory(definition=webhook_definition(endpoint.url))
     )
     settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["hooks.example.com"]  # changed since save
-    assert run(instance) == "failed:permanent"
+    assert run(instance) == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert "not allowed by NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS" in instance.last_error
     assert endpoint.received == []
@@ -173,7 +174,7 @@ def test_the_port_is_checked_again_at_send(endpoint, settings, dispatched):
         workflow=WorkflowFactory(definition=webhook_definition(endpoint.url))
     )
     settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]  # the host, not its port
-    assert run(instance) == "failed:permanent"
+    assert run(instance) == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert "port" in instance.last_error
     assert endpoint.received == []
@@ -185,7 +186,7 @@ def test_a_control_character_rendered_into_the_url_is_permanent(endpoint, dispat
         workflow=WorkflowFactory(definition=webhook_definition(endpoint.url + "/{{ payload.p }}")),
         payload={"name": "Ada", "p": bad},
     )
-    assert run(instance) == "failed:permanent"
+    assert run(instance) == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED
     assert "control character" in instance.last_error
@@ -197,7 +198,7 @@ def test_crlf_rendered_into_a_header_is_permanent(endpoint, dispatched):
         workflow=WorkflowFactory(definition=webhook_definition(endpoint.url)),
         payload={"name": "a\r\nX-Injected: 1"},
     )
-    assert run(instance) == "failed:permanent"
+    assert run(instance) == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED
     assert "request invalid" in instance.last_error

@@ -9,7 +9,9 @@ from django.db import OperationalError
 
 from executions import engine
 from executions.models import Delivery, DeliveryStatus, StepExecutionLog
+from executions.outcomes import StepOutcome
 from executions.providers import sms
+from executions.recording import postgres as recording_postgres
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from triggers.models import TriggerInstance, TriggerStatus
 
@@ -23,7 +25,7 @@ ONE_SMS = {
 
 
 class FakeClock:
-    """``engine.time``: sleeping moves the clock on at once."""
+    """``time`` of the PostgreSQL recorder: sleeping moves the clock on at once."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -40,9 +42,9 @@ def outage(monkeypatch):
     """``outage(seconds)``: every outcome write fails as a lost connection would until
     the (fake) clock has moved on that far from the first failure."""
     clock = FakeClock()
-    monkeypatch.setattr(engine, "time", clock)
+    monkeypatch.setattr(recording_postgres, "time", clock)
     monkeypatch.setattr("triggers.dispatch.send_task_on_commit", lambda *a, **k: None)
-    real = engine._record_reconnecting
+    real = recording_postgres.record_reconnecting
     writes: list[float] = []
 
     def start(seconds: float) -> list[float]:
@@ -57,7 +59,7 @@ def outage(monkeypatch):
 
             return real(record_after_the_outage, instance_id, **kwargs)
 
-        monkeypatch.setattr(engine, "_record_reconnecting", reconnecting)
+        monkeypatch.setattr(recording_postgres, "record_reconnecting", reconnecting)
         return writes
 
     return start
@@ -67,7 +69,7 @@ def test_outcome_write_survives_a_12_s_outage_and_the_message_is_sent_once(outag
     writes = outage(12)
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=ONE_SMS))
 
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
 
     assert writes[-1] - writes[0] >= 12
     assert len(sms.outbox) == 1
@@ -114,5 +116,5 @@ def test_outcome_write_is_retried_for_a_few_seconds_even_with_a_short_soft_limit
     writes = outage(3)
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=ONE_SMS))
 
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     assert writes[-1] - writes[0] >= 3 and len(sms.outbox) == 1

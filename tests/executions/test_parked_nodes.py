@@ -2,7 +2,7 @@
 end of a workflow. A trailing delay is waited for before the instance completes;
 run-now (API and admin, one service) ends either at once; a wait is one logical step in
 the console and the stats (its parking row is marked, not an attempt). Engine-level:
-runs on SQLite and PostgreSQL (Makefile ENGINE_TESTS)."""
+runs on SQLite and PostgreSQL (marker both_databases)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from executions import engine
 from executions.models import StepExecutionLog
+from executions.outcomes import StepOutcome
 from tests.admin_helpers import PASSWORD, make_operator
 from tests.factories import PAYLOAD, WorkflowFactory, email_sms_definition, wait_definition
 from triggers import inbox
@@ -22,7 +23,7 @@ from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.services import instance_run_now, trigger_create
 
 S = TriggerStatus
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 
 def trailing_delay_definition(**delay: str) -> dict:
@@ -59,8 +60,8 @@ def _last_reason(instance) -> str:
 
 def test_a_delay_at_the_end_is_waited_for_before_the_instance_completes(dispatched):
     instance = _create(WorkflowFactory(definition=trailing_delay_definition()))
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
-    assert engine.step_execute(instance_id=instance.pk) == "waiting"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.WAITING
     parked = _fresh(instance)
     assert parked.status == S.ENQUEUED and parked.finished_at is None
     assert parked.current_node_id == "linger"
@@ -71,7 +72,7 @@ def test_a_delay_at_the_end_is_waited_for_before_the_instance_completes(dispatch
     # Not yet due: nothing claims it.
     assert engine.step_execute(instance_id=instance.pk).startswith("skipped")
     _time_passes(instance)
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     done = _fresh(instance)
     assert done.status == S.COMPLETED and done.current_node_id is None
     assert done.wait_deadline is None
@@ -83,7 +84,7 @@ def test_a_delay_at_the_end_that_is_already_over_completes_at_once(dispatched):
     past = (timezone.now() - timedelta(days=1)).isoformat()
     instance = _create(WorkflowFactory(definition=trailing_delay_definition(until=past)))
     engine.step_execute(instance_id=instance.pk)
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     assert _fresh(instance).status == S.COMPLETED
 
 
@@ -94,7 +95,7 @@ def test_run_now_ends_a_delay_at_the_end_and_the_instance_completes(dispatched):
     assert instance_run_now(instance_id=instance.pk, actor="olive", reason="customer asked")
     reason = _last_reason(instance)
     assert "delay at node linger skipped" in reason and "customer asked" in reason
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
 
 
 # --- run-now on a wait ----------------------------------------------------------------------
@@ -102,7 +103,7 @@ def test_run_now_ends_a_delay_at_the_end_and_the_instance_completes(dispatched):
 
 def _parked_wait(wf=None) -> TriggerInstance:
     instance = _create(wf or WorkflowFactory(definition=wait_definition(timeout="2h")))
-    assert engine.step_execute(instance_id=instance.pk) == "waiting"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.WAITING
     return instance
 
 
@@ -115,7 +116,7 @@ def test_run_now_over_the_api_ends_a_wait_along_its_timed_out_path(api, dispatch
     reason = _last_reason(instance)
     assert "wait for event 'reply' at node listen skipped" in reason
     assert "delay" not in reason
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     moved = _fresh(instance)
     assert moved.vars["wait_listen"] == {"received": False, "event": None}
     assert moved.current_node_id == "nudge" and moved.waiting_for_event is None
@@ -132,7 +133,7 @@ def test_run_now_on_a_wait_with_a_matching_event_already_delivered_takes_the_eve
     inbox.deliver(name="reply", event_id="r1", context={}, subjects=[f"instance:{instance.pk}"])
     assert _fresh(instance).available_at > timezone.now()
     assert instance_run_now(instance_id=instance.pk, actor="olive")
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     assert _fresh(instance).vars["wait_listen"]["received"] is True
 
 
@@ -144,7 +145,7 @@ def test_the_admin_run_now_button_ends_a_wait(dispatched, client):
     client.post(url)
     change = TriggerStatusChange.objects.filter(instance=instance).latest("id")
     assert change.actor == operator.username and "wait for event 'reply'" in change.reason
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     assert _fresh(instance).current_node_id == "nudge"
 
 
@@ -172,7 +173,7 @@ def test_a_wait_is_one_step_in_the_stats_the_step_logs_and_the_console(
     instance = _parked_wait(wf)
     with django_capture_on_commit_callbacks(execute=True):  # the wake runs after commit
         inbox.deliver(name="reply", event_id="r", context={}, subjects=[f"instance:{instance.pk}"])
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
 
     stats = api.get(f"/api/v1/workflows/{wf.key}/stats/").json()
     listen = next(n for n in stats["nodes"] if n["node_id"] == "listen")

@@ -11,6 +11,8 @@ import pytest
 from executions.providers.base import ProviderError
 from executions.providers.email import send_email
 
+pytestmark = pytest.mark.both_databases
+
 
 class FakeSmtp:
     """Replies 250 to everything except the command named in ``fail_on``."""

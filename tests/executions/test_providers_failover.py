@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from executions import engine
 from executions.models import Delivery, DeliveryAttempt, DeliveryStatus
+from executions.outcomes import StepOutcome
 from executions.providers.base import ProviderError
 from executions.providers.failover import send_with_failover
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
@@ -16,7 +17,7 @@ from tests.fake_smtp import FakeSmtpServer
 from tests.fake_twilio import FakeTwilio
 from triggers.models import TriggerInstance, TriggerStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 EMAIL_ONLY = {
     "entry_node_id": "hello",
@@ -63,7 +64,7 @@ def attempts_of(instance) -> list[tuple[int, str, str]]:
 def test_transient_smtp_failure_fails_over_to_the_next_server(smtp_pair, dispatched, first_mode):
     first, second = smtp_pair(first_mode)
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=EMAIL_ONLY))
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     assert first.connections == 1 and len(second.messages) == 1
     assert attempts_of(instance) == [(1, "primary", "transient"), (1, "backup", "sent")]
     failed, sent = DeliveryAttempt.objects.filter(delivery__instance=instance).order_by("id")
@@ -76,7 +77,7 @@ def test_transient_smtp_failure_fails_over_to_the_next_server(smtp_pair, dispatc
 def test_permanent_rejection_does_not_fail_over(smtp_pair, dispatched):
     first, second = smtp_pair("550")
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=EMAIL_ONLY))
-    assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
     assert second.connections == 0
     assert attempts_of(instance) == [(1, "primary", "permanent")]
     assert TriggerInstance.objects.get(pk=instance.pk).status == TriggerStatus.FAILED
@@ -87,14 +88,14 @@ def test_every_provider_down_is_one_transient_attempt_retried_later(settings, di
     try:
         settings.NOTIFYFLOW_EMAIL_BACKENDS = [first.provider("a"), second.provider("b")]
         instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=EMAIL_ONLY))
-        assert engine.step_execute(instance_id=instance.pk) == "failed:transient"
+        assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_TRANSIENT
         instance.refresh_from_db()
         assert (instance.status, instance.attempts) == (TriggerStatus.ENQUEUED, 1)
         assert "all 2 email providers failed" in instance.last_error
         # The retry: the first provider is back.
         first.mode = "accept"
         TriggerInstance.objects.filter(pk=instance.pk).update(available_at=timezone.now())
-        assert engine.step_execute(instance_id=instance.pk) == "completed"
+        assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
         assert attempts_of(instance) == [
             (1, "a", "transient"),
             (1, "b", "transient"),
@@ -108,12 +109,12 @@ def test_every_provider_down_is_one_transient_attempt_retried_later(settings, di
 def test_guard_forbids_a_second_send_after_a_recorded_success(smtp_pair, dispatched):
     first, second = smtp_pair("451")
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=EMAIL_ONLY))
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     # Replay the same node as a redelivered message would: nothing is sent again.
     TriggerInstance.objects.filter(pk=instance.pk).update(
         status=TriggerStatus.ENQUEUED, current_node_id="hello", available_at=timezone.now()
     )
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     assert len(second.messages) == 1 and first.connections == 1
     assert len(attempts_of(instance)) == 2
     assert TriggerInstance.objects.get(pk=instance.pk).vars["email_hello"]["deduplicated"]
@@ -142,7 +143,7 @@ def test_twilio_5xx_fails_over_to_the_second_account(twilio_pair, dispatched):
     first, second = twilio_pair
     first.responses = [503]
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=SMS_ONLY))
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     assert len(first.received) == 1 and first.accepted == []
     assert len(second.accepted) == 1
     instance.refresh_from_db()
@@ -155,7 +156,7 @@ def test_twilio_4xx_is_permanent_and_stops(twilio_pair, dispatched):
     first, second = twilio_pair
     first.responses = [400]
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=SMS_ONLY))
-    assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
     assert second.received == []
     assert attempts_of(instance) == [(1, "twilio-a", "permanent")]
 

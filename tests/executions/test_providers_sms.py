@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from executions import engine
+from executions.outcomes import StepOutcome
 from executions.providers.base import ProviderError
 from executions.providers.sms import SmsMessage, TwilioSmsBackend
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from tests.fake_twilio import FakeTwilio
 from triggers.models import TriggerStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 SMS_ONLY = {
     "entry_node_id": "text",
@@ -39,7 +40,7 @@ def twilio(settings):
 
 def test_success_keeps_twilio_message_sid(twilio, dispatched):
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=SMS_ONLY))
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.COMPLETED
     assert instance.vars["sms_text"]["message_id"] == twilio.accepted[0]
@@ -53,11 +54,11 @@ def test_server_error_is_retried_then_succeeds(twilio, dispatched):
 
     twilio.responses = [500, 503]
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=SMS_ONLY))
-    assert engine.step_execute(instance_id=instance.pk) == "failed:transient"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_TRANSIENT
     instance.refresh_from_db()
     assert (instance.status, instance.attempts) == (TriggerStatus.ENQUEUED, 1)
     assert "Twilio 500" in instance.last_error
-    for expected in ("failed:transient", "completed"):
+    for expected in (StepOutcome.FAILED_TRANSIENT, StepOutcome.COMPLETED):
         TriggerInstance.objects.filter(pk=instance.pk).update(available_at=timezone.now())
         assert engine.step_execute(instance_id=instance.pk) == expected
     instance.refresh_from_db()
@@ -68,7 +69,7 @@ def test_server_error_is_retried_then_succeeds(twilio, dispatched):
 def test_client_error_is_permanent(twilio, dispatched):
     twilio.responses = [400]
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=SMS_ONLY))
-    assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED
     assert "Twilio 400" in instance.last_error and "21211" in instance.last_error

@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from executions import engine
+from executions.outcomes import StepOutcome
 from executions.retry_policy import decide_retry
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from tests.fakes import ScriptedSmsBackend
@@ -81,14 +82,14 @@ def test_engine_applies_the_nodes_policy(settings, dispatched):
         workflow=WorkflowFactory(definition=sms_definition({"max_retries": 1, "base_delay_s": 5}))
     )
     before = timezone.now()
-    assert engine.step_execute(instance_id=instance.pk) == "failed:transient"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_TRANSIENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.ENQUEUED
     assert 4 <= (instance.available_at - before).total_seconds() <= 7
     instance.available_at = timezone.now()
     instance.save(update_fields=["available_at"])
     # max_retries 1: the second failure gives up (the default would retry 3 times).
-    assert engine.step_execute(instance_id=instance.pk) == "failed:transient"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_TRANSIENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED and "retries exhausted" in (
         instance.status_changes.order_by("-id").first().reason

@@ -7,13 +7,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import engine
+from executions import engine, sweeper
 from executions.models import StepExecutionLog
+from executions.outcomes import StepOutcome
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from triggers import services
 from triggers.models import TriggerInstance, TriggerStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 
 def test_due_instance_with_a_lost_message_is_redispatched(dispatched, settings):
@@ -27,12 +28,12 @@ def test_due_instance_with_a_lost_message_is_redispatched(dispatched, settings):
     )
     TriggerInstanceFactory(available_at=now + timedelta(hours=1), dispatched_at=None)
     TriggerInstanceFactory(status=TriggerStatus.COMPLETED, available_at=now - timedelta(days=1))
-    assert engine.sweep(now=now) == {"recovered": 0, "dispatched": 1, "outbox": 0}
+    assert sweeper.sweep(now=now) == {"recovered": 0, "dispatched": 1, "outbox": 0}
     assert dispatched == [(str(lost.pk), None)]
     # Dispatched once: the next sweep leaves it alone until it looks lost again.
-    assert engine.sweep(now=now + timedelta(seconds=5))["dispatched"] == 0
+    assert sweeper.sweep(now=now + timedelta(seconds=5))["dispatched"] == 0
     # 31 s on, both messages look lost (nobody claimed either instance).
-    assert engine.sweep(now=now + timedelta(seconds=31))["dispatched"] == 2
+    assert sweeper.sweep(now=now + timedelta(seconds=31))["dispatched"] == 2
     assert {i for i, _ in dispatched[1:]} == {str(lost.pk), str(fresh.pk)}
 
 
@@ -51,8 +52,8 @@ def test_long_delay_is_held_in_the_database_and_woken_by_the_sweeper(dispatched,
     instance.refresh_from_db()
     assert instance.dispatched_at is None
     assert dispatched == []  # nothing handed to the broker for a 2 h wait
-    assert engine.sweep()["dispatched"] == 0
-    assert engine.sweep(now=instance.available_at + timedelta(seconds=1))["dispatched"] == 1
+    assert sweeper.sweep()["dispatched"] == 0
+    assert sweeper.sweep(now=instance.available_at + timedelta(seconds=1))["dispatched"] == 1
     assert dispatched == [(str(instance.pk), None)]
 
 
@@ -60,9 +61,9 @@ def test_expired_lease_is_recovered_as_a_failed_attempt(dispatched):
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
     claimed = engine.claim(instance_id=instance.pk, worker="doomed@host")
     assert claimed is not None and claimed.instance.status == TriggerStatus.PROCESSING
-    assert engine.sweep()["recovered"] == 0  # lease still valid
+    assert sweeper.sweep()["recovered"] == 0  # lease still valid
     later = claimed.instance.locked_until + timedelta(seconds=1)
-    assert engine.sweep(now=later)["recovered"] == 1
+    assert sweeper.sweep(now=later)["recovered"] == 1
     instance.refresh_from_db()
     assert (instance.status, instance.attempts, instance.lease_token) == (
         TriggerStatus.ENQUEUED,
@@ -80,7 +81,7 @@ def test_lease_recovered_four_times_fails_the_instance(dispatched):
     for _ in range(4):
         TriggerInstance.objects.filter(pk=instance.pk).update(available_at=timezone.now())
         claimed = engine.claim(instance_id=instance.pk, worker="w")
-        engine.sweep(now=claimed.instance.locked_until + timedelta(seconds=1))
+        sweeper.sweep(now=claimed.instance.locked_until + timedelta(seconds=1))
     instance.refresh_from_db()
     assert (instance.status, instance.attempts) == (TriggerStatus.FAILED, 4)
 
@@ -98,11 +99,11 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
         TriggerInstance.objects.filter(pk=instance.pk).update(
             locked_until=timezone.now() - timedelta(seconds=1)
         )
-        engine.sweep()
+        sweeper.sweep()
         return real_email(step)
 
     monkeypatch.setitem(EXECUTORS, "email", stalled)
-    assert engine.step_execute(instance_id=instance.pk, worker="zombie") == "advanced"
+    assert engine.step_execute(instance_id=instance.pk, worker="zombie") == StepOutcome.ADVANCED
     instance.refresh_from_db()
     # The zombie's "advance" was discarded: the sweeper's requeue stands.
     assert (instance.status, instance.current_node_id, instance.attempts) == (
@@ -116,7 +117,7 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
     from django.core import mail
 
     monkeypatch.setitem(EXECUTORS, "email", real_email)
-    assert engine.step_execute(instance_id=instance.pk, worker="w2") == "advanced"
+    assert engine.step_execute(instance_id=instance.pk, worker="w2") == StepOutcome.ADVANCED
     assert len(mail.outbox) == 1
 
 

@@ -8,7 +8,9 @@ from django.db import OperationalError, connection
 
 from executions import engine, worker_health
 from executions.models import Delivery, DeliveryStatus, StepExecutionLog
+from executions.outcomes import StepOutcome
 from executions.providers import sms
+from executions.recording import postgres as recording_postgres
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from tests.fakes import terminate_backend
 from triggers.models import TriggerStatus, TriggerStatusChange
@@ -66,7 +68,7 @@ def test_step_whose_connection_dies_mid_send_records_its_outcome_once(settings, 
     )
     instance = TriggerInstanceFactory(workflow=wf)
 
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
 
     assert len(sms.outbox) == 1
     instance.refresh_from_db()
@@ -81,7 +83,7 @@ def test_outcome_replayed_after_its_commit_landed_writes_nothing_twice(settings,
     """The connection dies after the outcome's COMMIT reached the server (the reply is
     what got lost): the replay is fenced out and writes no second log or audit row."""
     monkeypatch.setattr("triggers.dispatch.send_task_on_commit", lambda *a, **k: None)
-    real = engine._record_reconnecting
+    real = recording_postgres.record_reconnecting
     replays: list[bool] = []
 
     def commit_then_lose_the_connection(record, instance_id, **kwargs):
@@ -95,7 +97,7 @@ def test_outcome_replayed_after_its_commit_landed_writes_nothing_twice(settings,
 
         return real(record_once_then_die, instance_id, **kwargs)
 
-    monkeypatch.setattr(engine, "_record_reconnecting", commit_then_lose_the_connection)
+    monkeypatch.setattr(recording_postgres, "record_reconnecting", commit_then_lose_the_connection)
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
 
     engine.step_execute(instance_id=instance.pk)

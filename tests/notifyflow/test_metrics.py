@@ -12,6 +12,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from executions import engine
+from executions.outcomes import StepOutcome
 from tests.factories import PAYLOAD, TriggerInstanceFactory, WorkflowFactory
 from tests.worker import celery_worker, flush_broker, wait_until
 from triggers.models import TriggerInstance, TriggerStatus
@@ -63,7 +64,7 @@ def test_trigger_and_step_counters_move(api, workflow, dispatched):
     body = {"workflow": workflow.key, "idempotency_key": "m1", "payload": PAYLOAD}
     created = api.post("/api/v1/triggers/", body, format="json").json()
     api.post("/api/v1/triggers/", body, format="json")
-    assert engine.step_execute(instance_id=created["id"]) == "advanced"
+    assert engine.step_execute(instance_id=created["id"]) == StepOutcome.ADVANCED
     after = scrape()
 
     def moved(name: str, **labels: str) -> float:
@@ -91,7 +92,7 @@ def test_events_cancellations_and_retries_are_counted(api, workflow, dispatched,
 
     monkeypatch.setitem(EXECUTORS, "email", flaky)
     retried = trigger_create(workflow=workflow, idempotency_key="r", payload=PAYLOAD).instance
-    assert engine.step_execute(instance_id=retried.pk) == "failed:transient"
+    assert engine.step_execute(instance_id=retried.pk) == StepOutcome.FAILED_TRANSIENT
     after = scrape()
     assert (
         value(after, "notifyflow_events_received_total")

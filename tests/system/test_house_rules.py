@@ -16,11 +16,14 @@ from django.utils import timezone
 
 from executions import engine
 from executions.nodes import EXECUTORS
+from executions.outcomes import StepOutcome
 from notifyflow import caching
 from tests.factories import PAYLOAD, TriggerInstanceFactory, WorkflowFactory, email_sms_definition
 from triggers.models import ApiKey, TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.services import instance_run_now, trigger_create, workflows_by_key
 from workflows.services import workflow_save
+
+pytestmark = pytest.mark.both_databases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -70,7 +73,7 @@ def test_a_keyerror_inside_a_node_is_a_transient_failure_not_a_missing_node(
 
     monkeypatch.setitem(EXECUTORS, "email", broken)
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
-    assert engine.step_execute(instance_id=instance.pk) == "failed:transient"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_TRANSIENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.ENQUEUED and instance.attempts == 1
     assert "not in version" not in instance.last_error
@@ -79,7 +82,7 @@ def test_a_keyerror_inside_a_node_is_a_transient_failure_not_a_missing_node(
 @pytest.mark.django_db
 def test_a_node_missing_from_the_version_fails_permanently(dispatched):
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(), current_node_id="ghost")
-    assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED
     assert "'ghost' is not in version" in instance.last_error

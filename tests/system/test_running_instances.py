@@ -15,7 +15,11 @@ from triggers.inbox_models import InboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.services import instance_cancel, trigger_create
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.both_databases,
+    pytest.mark.worker,
+    pytest.mark.django_db(transaction=True),
+]
 S = TriggerStatus
 
 

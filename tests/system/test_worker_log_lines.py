@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from executions import engine, tasks
 from executions.models import StepExecutionLog
+from executions.outcomes import StepOutcome
 from tests.factories import PAYLOAD, WorkflowFactory, email_sms_definition, render_error_definition
 from tests.worker import celery_worker, flush_broker, wait_until
 from triggers.models import TriggerInstance, TriggerStatus
@@ -34,7 +35,7 @@ def test_a_failed_step_is_a_warning_with_its_error_node_and_instance(caplog, dis
     engine.step_execute(instance_id=instance.pk)  # hello: sent
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="notifyflow"):
-        assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
+        assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
     [line] = _records(caplog, "notifyflow.engine")
     assert line.levelno == logging.WARNING
     message = line.getMessage()
@@ -53,7 +54,7 @@ def test_a_transient_failure_warning_says_when_it_is_retried(caplog, dispatched,
     monkeypatch.setitem(engine.EXECUTORS, "email", refuse)
     instance = trigger_create(workflow=WorkflowFactory(), idempotency_key="k", payload=PAYLOAD)
     with caplog.at_level(logging.INFO, logger="notifyflow"):
-        assert engine.step_execute(instance_id=instance.instance.pk) == "failed:transient"
+        assert engine.step_execute(instance_id=instance.instance.pk) == StepOutcome.FAILED_TRANSIENT
     [line] = _records(caplog, "notifyflow.engine")
     assert line.levelno == logging.WARNING
     assert "SMTP 421 try later" in line.getMessage() and "(retry 1 at " in line.getMessage()

@@ -11,7 +11,11 @@ from triggers.dispatch import dispatch_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.services import trigger_create
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.both_databases,
+    pytest.mark.worker,
+    pytest.mark.django_db(transaction=True),
+]
 N = 200
 
 

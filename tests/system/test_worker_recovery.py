@@ -12,7 +12,11 @@ from tests.worker import celery_worker, flush_broker, kill9, sent_email, sent_sm
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.services import trigger_create
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.both_databases,
+    pytest.mark.worker,
+    pytest.mark.django_db(transaction=True),
+]
 N = 60
 
 

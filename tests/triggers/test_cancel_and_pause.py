@@ -8,14 +8,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import engine
+from executions import engine, sweeper
 from executions.models import Delivery, StepExecutionLog
 from executions.nodes import EXECUTORS
+from executions.outcomes import StepOutcome
 from executions.providers import sms
 from tests.factories import PAYLOAD, WorkflowFactory, email_sms_definition
 from tests.worker import celery_worker, flush_broker, sent_sms, wait_until
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.services import instance_cancel, trigger_create, workflow_pause, workflow_resume
+
+pytestmark = pytest.mark.both_databases
 
 S = TriggerStatus
 URL = "/api/v1/triggers/"
@@ -73,13 +76,13 @@ def test_cancel_by_workflow_and_key(api, workflow, dispatched):
 def test_a_cancelled_instances_pending_message_is_a_no_op(dispatched):
     wf = WorkflowFactory(definition=email_sms_definition(delay="1s"))
     instance = trigger_create(workflow=wf, idempotency_key="d", payload=PAYLOAD).instance
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"  # email
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"  # the delay
-    assert engine.step_execute(instance_id=instance.pk) == "early"  # the SMS is not due
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED  # email
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED  # the delay
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.EARLY  # the SMS is not due
     instance_cancel(instance_id=instance.pk, actor="ops", reason="")
     TriggerInstance.objects.filter(pk=instance.pk).update(available_at=timezone.now())
-    assert engine.step_execute(instance_id=instance.pk) == "skipped:cancelled"
-    assert engine.sweep(now=timezone.now() + timedelta(hours=1)) == {
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.SKIPPED_CANCELLED
+    assert sweeper.sweep(now=timezone.now() + timedelta(hours=1)) == {
         "recovered": 0,
         "dispatched": 0,
         "outbox": 0,
@@ -107,7 +110,7 @@ def test_cancel_racing_a_running_step_records_the_send_but_never_advances(monkey
     log = StepExecutionLog.objects.get(trigger=instance)
     assert log.success and log.error_kind == "cancelled"
     assert dispatched == []  # the next node was never scheduled
-    assert engine.step_execute(instance_id=instance.pk) == "skipped:cancelled"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.SKIPPED_CANCELLED
 
 
 @pytest.mark.django_db
@@ -117,11 +120,11 @@ def test_a_paused_workflow_runs_no_step_until_resumed(dispatched):
     workflow_pause(workflow=wf, actor="ops")
     assert engine.step_execute(instance_id=instance.pk).startswith("skipped")
     assert TriggerInstance.objects.get(pk=instance.pk).status == S.ENQUEUED
-    assert engine.sweep(now=timezone.now() + timedelta(hours=1))["dispatched"] == 0
+    assert sweeper.sweep(now=timezone.now() + timedelta(hours=1))["dispatched"] == 0
     dispatched.clear()
     workflow_resume(workflow=wf, actor="ops")
     assert [sent[0] for sent in dispatched] == [str(instance.pk)]
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
 
 
 @pytest.mark.django_db

@@ -45,10 +45,10 @@ def test_history_rows_cannot_be_updated_or_deleted_in_the_database(history, mode
 
 @pytest.mark.postgres
 def test_only_the_purge_path_may_delete_history(history):
-    from triggers.retention import _allow_purge
+    from triggers.retention import allow_purge
 
     with transaction.atomic():
-        _allow_purge()
+        allow_purge()
         StepExecutionLog.objects.filter(trigger=history)._raw_delete(StepExecutionLog.objects.db)
         with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
             TriggerStatusChange.objects.update(reason="still no updates")

@@ -1,6 +1,6 @@
 """Running instances (SPEC §8): interests, inbox delivery, the wait node, cancel_on, the
-emit node and its outbox. Engine-level tests run on SQLite and PostgreSQL (Makefile
-ENGINE_TESTS); the end-to-end ones need a real worker."""
+emit node and its outbox. Engine-level tests run on SQLite and PostgreSQL (marker
+both_databases); the end-to-end ones need a real worker."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import engine
+from executions import engine, sweeper
+from executions.outcomes import StepOutcome
 from tests.factories import (
     PAYLOAD,
     TriggerInstanceFactory,
@@ -24,7 +25,7 @@ from triggers.services import trigger_create
 from workflows.definition import DefinitionError, validate_definition
 
 S = TriggerStatus
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 
 def _create(wf, key="k", payload=None):
@@ -163,7 +164,7 @@ def test_an_event_delivered_before_the_wait_is_reached_is_consumed_by_it(dispatc
         context={"answer": "yes"},
         subjects=[f"instance:{instance.pk}"],
     )
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     instance.refresh_from_db()
     assert instance.current_node_id == "thanks"
     assert instance.vars["wait_listen"]["received"] is True
@@ -177,7 +178,7 @@ def test_a_wait_parks_without_a_worker_and_a_delivery_wakes_it_at_once(
 ):
     wf = WorkflowFactory(definition=wait_definition(timeout="2h"))
     instance = _create(wf)
-    assert engine.step_execute(instance_id=instance.pk) == "waiting"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.WAITING
     parked = TriggerInstance.objects.get(pk=instance.pk)
     assert parked.status == S.ENQUEUED and parked.waiting_for_event == "reply"
     assert parked.available_at > timezone.now() + timedelta(minutes=100)
@@ -187,19 +188,19 @@ def test_a_wait_parks_without_a_worker_and_a_delivery_wakes_it_at_once(
         inbox.deliver(name="reply", event_id="r", context={}, subjects=[f"instance:{instance.pk}"])
     assert [sent[0] for sent in dispatched] == [str(instance.pk)]
     assert TriggerInstance.objects.get(pk=instance.pk).available_at <= timezone.now()
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     assert TriggerInstance.objects.get(pk=instance.pk).vars["wait_listen"]["received"]
 
 
 def test_a_wait_times_out_at_its_deadline_and_takes_the_other_branch(dispatched):
     wf = WorkflowFactory(definition=wait_definition(timeout="1s"))
     instance = _create(wf)
-    assert engine.step_execute(instance_id=instance.pk) == "waiting"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.WAITING
     # the step runs at (or after) the deadline
     TriggerInstance.objects.filter(pk=instance.pk).update(
         wait_deadline=timezone.now(), available_at=timezone.now()
     )
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     instance.refresh_from_db()
     assert instance.vars["wait_listen"] == {"received": False, "event": None}
     assert instance.current_node_id == "nudge" and instance.waiting_for_event is None
@@ -216,7 +217,7 @@ def test_an_event_arriving_as_the_deadline_passes_is_received_not_timed_out(disp
         wait_deadline=timezone.now(), available_at=timezone.now()
     )
     inbox.deliver(name="reply", event_id="just", context={}, subjects=[f"instance:{instance.pk}"])
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     instance.refresh_from_db()
     assert instance.vars["wait_listen"]["received"] is True  # never both, never neither
     assert InboxEvent.objects.get(event_id="just").consumed_by_node == "listen"
@@ -237,7 +238,7 @@ def test_an_event_landing_while_the_wait_parks_is_not_missed(monkeypatch, dispat
 
     monkeypatch.setattr("executions.nodes.wait.pending_events", deliver_right_after_the_look)
     dispatched.clear()
-    assert engine.step_execute(instance_id=instance.pk) == "waiting"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.WAITING
     assert TriggerInstance.objects.get(pk=instance.pk).available_at <= timezone.now()
     assert str(instance.pk) in [sent[0] for sent in dispatched]
 
@@ -268,10 +269,10 @@ def test_cancel_on_a_matching_event_cancels_and_names_the_event(dispatched):
 def test_cancel_on_wins_over_a_wait_on_the_same_event(dispatched):
     wf = WorkflowFactory(definition=wait_definition(event="stop", cancel_on=[{"event": "stop"}]))
     instance = _create(wf)
-    assert engine.step_execute(instance_id=instance.pk) == "waiting"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.WAITING
     inbox.deliver(name="stop", event_id="s", context={}, subjects=[f"instance:{instance.pk}"])
     assert _status(instance) == S.CANCELLED
-    assert engine.step_execute(instance_id=instance.pk) == "skipped:cancelled"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.SKIPPED_CANCELLED
     assert InboxEvent.objects.get(event_id="s").consumed_at is None
 
 
@@ -302,7 +303,7 @@ def test_an_emitted_event_starts_bound_workflows_once_and_wakes_the_emitter(disp
     follower = WorkflowFactory()
     WorkflowTriggerFactory(event_name="welcome.sent", workflow=follower)
     instance = _create(emitter)
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     row = OutboxEvent.objects.get(instance=instance)
     assert row.processed_at is not None and row.event_id == f"{instance.pk}:shout"
     assert row.context == {"who": "Ada"}
@@ -316,7 +317,7 @@ def test_an_emitted_event_starts_bound_workflows_once_and_wakes_the_emitter(disp
     assert not inbox.outbox_process(instance_id=instance.pk, node_id="shout")
     assert TriggerInstance.objects.filter(workflow=follower).count() == 1
     # the emitter heard its own event, delivered before its wait was reached
-    assert engine.step_execute(instance_id=instance.pk) == "completed"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     assert TriggerInstance.objects.get(pk=instance.pk).vars["wait_hear"]["received"] is True
 
 
@@ -333,20 +334,20 @@ def test_the_sweeper_processes_an_outbox_row_left_unprocessed(dispatched):
         context={},
         created_at=timezone.now() - timedelta(minutes=5),
     )
-    assert engine.sweep()["outbox"] == 1
+    assert sweeper.sweep()["outbox"] == 1
     assert TriggerInstance.objects.filter(workflow=follower).count() == 1
-    assert engine.sweep()["outbox"] == 0
+    assert sweeper.sweep()["outbox"] == 0
 
 
 def test_a_redelivered_emit_step_never_emits_twice(dispatched):
     follower = WorkflowFactory()
     WorkflowTriggerFactory(event_name="welcome.sent", workflow=follower)  # UUID keys
     instance = _create(WorkflowFactory(definition=_emit_then_wait()))
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     # the same step runs again (a redelivered message after a lost outcome, an operator
     # rewinding it): the outbox row is once per (instance, node)
     TriggerInstance.objects.filter(pk=instance.pk).update(current_node_id="shout")
-    assert engine.step_execute(instance_id=instance.pk) == "advanced"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
     assert OutboxEvent.objects.filter(instance=instance).count() == 1
     assert TriggerInstance.objects.filter(workflow=follower).count() == 1
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from tests.admin_helpers import failed_instance
 from triggers import state
 from triggers.models import TriggerInstance, TriggerStatus
-from triggers.retention import _allow_purge, finished_purge
+from triggers.retention import allow_purge, finished_purge
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -95,7 +95,7 @@ def _run_against(holder: Holder, call: Callable[[], Any]) -> Any:
 
 def test_purge_skips_an_instance_a_retry_is_moving_out_of_failed():
     instance = _old_failed_instance()
-    retrying = Holder(lambda: state.retry_failed(instance_id=instance.pk, actor="op"))
+    retrying = Holder(lambda: state.retry(instance_id=instance.pk, actor="op"))
 
     counts = _run_against(retrying, lambda: finished_purge(older_than=timedelta(days=30)))
 
@@ -111,7 +111,7 @@ def test_a_retry_of_an_instance_being_purged_answers_404(api):
     instance = _old_failed_instance()
 
     def purge_it() -> None:
-        _allow_purge()
+        allow_purge()
         TriggerInstance.objects.filter(pk=instance.pk).delete()
 
     purging = Holder(purge_it)

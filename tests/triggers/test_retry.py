@@ -10,6 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from executions.engine import step_execute
+from executions.outcomes import StepOutcome
 from notifyflow.errors import ApplicationError, ConflictError
 from tests.admin_helpers import PASSWORD, grant_edit_payload, make_operator
 from tests.factories import PAYLOAD, WorkflowFactory, email_sms_definition, render_error_definition
@@ -29,8 +30,8 @@ def render_error_instance(key: str = "render-error") -> TriggerInstance:
     """An instance that failed permanently on a render error in its SMS node."""
     WorkflowFactory(key=key, definition=render_error_definition())
     instance = trigger_create(workflow=key, idempotency_key="i-1", payload=PAYLOAD).instance
-    assert step_execute(instance_id=instance.pk, worker="t") == "advanced"
-    assert step_execute(instance_id=instance.pk, worker="t") == "failed:permanent"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.ADVANCED
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.FAILED_PERMANENT
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED
     return instance
@@ -50,7 +51,7 @@ def test_retry_on_latest_version_pins_it_audits_and_completes():
     assert (audit.from_status, audit.to_status, audit.actor) == ("failed", "enqueued", "olive")
     assert "v2 (was v1)" in audit.reason
     assert audit.details == {"old_version": 1, "new_version": 2}
-    assert step_execute(instance_id=instance.pk, worker="t") == "completed"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.COMPLETED
 
 
 def test_a_plain_retry_of_a_render_error_fails_again_on_the_pinned_version():
@@ -59,7 +60,7 @@ def test_a_plain_retry_of_a_render_error_fails_again_on_the_pinned_version():
     instance = render_error_instance()
     fix_workflow()
     assert instance_retry(instance_id=instance.pk, actor="olive")
-    assert step_execute(instance_id=instance.pk, worker="t") == "failed:permanent"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.FAILED_PERMANENT
 
 
 def test_retry_on_latest_version_refuses_when_already_latest_or_not_failed():
@@ -92,15 +93,15 @@ def test_edit_payload_and_retry_audits_old_and_new_payload():
     instance = trigger_create(
         workflow="needs-name", idempotency_key="p", payload={"email": "ada@example.com"}
     ).instance
-    assert step_execute(instance_id=instance.pk, worker="t") == "failed:permanent"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.FAILED_PERMANENT
     edited = instance_edit_payload_and_retry(
         instance_id=instance.pk, actor="olive", payload=PAYLOAD
     )
     assert edited.status == TriggerStatus.ENQUEUED and edited.payload == PAYLOAD
     audit = TriggerStatusChange.objects.filter(instance=instance).latest("id")
     assert audit.details == {"old_payload": {"email": "ada@example.com"}, "new_payload": PAYLOAD}
-    assert step_execute(instance_id=instance.pk, worker="t") == "advanced"
-    assert step_execute(instance_id=instance.pk, worker="t") == "completed"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.ADVANCED
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.COMPLETED
 
 
 def test_edit_payload_refuses_what_the_api_refuses():
@@ -134,7 +135,7 @@ def test_edit_payload_page_needs_its_own_permission():
     assert b"Payload replaced and retry scheduled" in response.content
     instance.refresh_from_db()
     assert instance.payload == new and instance.status == TriggerStatus.ENQUEUED
-    assert step_execute(instance_id=instance.pk, worker="t") == "completed"
+    assert step_execute(instance_id=instance.pk, worker="t") == StepOutcome.COMPLETED
 
 
 def test_retry_latest_button_shows_the_version_and_retries():

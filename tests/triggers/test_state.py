@@ -7,7 +7,7 @@ from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.state import ALLOWED_TRANSITIONS, IllegalTransition, transition
 
 S = TriggerStatus
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 
 def test_transition_table_is_the_spec():

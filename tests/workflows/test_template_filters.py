@@ -13,6 +13,7 @@ from django.core import mail
 from rest_framework.test import APIClient
 
 from executions import engine
+from executions.outcomes import StepOutcome
 from tests.factories import TriggerInstanceFactory, WorkflowFactory, email_definition
 from triggers.models import TriggerStatus
 from triggers.services import api_key_create
@@ -44,7 +45,7 @@ def test_quadratic_join_fails_the_instance_permanently_fast_naming_the_node(disp
     started = time.monotonic()
     tracemalloc.start()
     try:
-        assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
+        assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
         peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
     finally:
         tracemalloc.stop()

@@ -10,6 +10,7 @@ import pytest
 from django.core import mail
 
 from executions import engine
+from executions.outcomes import StepOutcome
 from tests.factories import TriggerInstanceFactory, WorkflowFactory, email_definition
 from triggers.models import TriggerStatus
 from workflows.definition import DefinitionError, validate_definition
@@ -34,7 +35,7 @@ def test_template_over_a_limit_fails_the_instance_permanently_naming_the_node(
     settings.NOTIFYFLOW_TEMPLATE_OUTPUT_LIMIT = 64 * 1024
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=email_definition(body)))
     started = time.monotonic()
-    assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
     assert time.monotonic() - started < 5
     instance.refresh_from_db()
     assert instance.status == TriggerStatus.FAILED and instance.attempts == 1
@@ -47,7 +48,7 @@ def test_template_limits_come_from_settings(settings, dispatched):
     body = "{% for i in (1..50) %}x{% endfor %}"
     instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=email_definition(body)))
     settings.NOTIFYFLOW_TEMPLATE_LOOP_LIMIT = 10
-    assert engine.step_execute(instance_id=instance.pk) == "failed:permanent"
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
 
 
 def test_template_longer_than_the_cap_is_refused_at_save(settings):

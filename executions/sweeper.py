@@ -1,0 +1,170 @@
+"""The sweeper: what a periodic pass (``notifyflow.sweep``, every few seconds) repairs.
+
+Expired leases are recovered (the step runs again, or the instance fails when its
+retries are spent), due instances whose message is lost are dispatched again, and
+emitted events whose after-commit processing was lost are processed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from notifyflow import metrics
+from triggers import inbox, state
+from triggers.dispatch import dispatch_many_on_commit
+from triggers.models import TriggerInstance, TriggerStatus
+from workflows.definition import node_by_id
+from workflows.models import WorkflowVersion
+
+from .models import StepExecutionLog
+from .retry_policy import decide_retry
+from .versions import pinned_version
+
+S = TriggerStatus
+ACTOR = "sweeper"
+
+
+def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str, int]:
+    """Recover expired leases, re-dispatch due instances with no live message, and
+    process emitted events whose after-commit processing was lost.
+
+    Every query walks a partial index (status='processing' by locked_until,
+    status='enqueued' by available_at, unprocessed outbox rows), so finished rows cost
+    nothing.
+    """
+    now = now or timezone.now()
+    batch = batch or settings.NOTIFYFLOW_SWEEP_BATCH
+    stale = now - timedelta(seconds=settings.NOTIFYFLOW_REDISPATCH_AFTER_S)
+    return {
+        "recovered": recover_expired_leases(now=now, batch=batch),
+        "dispatched": redispatch_due(now=now, batch=batch),
+        "outbox": inbox.outbox_process_pending(older_than=stale, batch=batch),
+    }
+
+
+def recover_expired_leases(*, now: datetime, batch: int) -> int:
+    expired = list(
+        TriggerInstance.objects.filter(status=S.PROCESSING, locked_until__lt=now)
+        .order_by("locked_until")
+        .select_related("workflow_version")
+        .only(
+            "id",
+            "workflow_id",
+            "workflow_version__version",
+            "current_node_id",
+            "attempts",
+            "lease_token",
+            "locked_by",
+            "locked_until",
+        )[:batch]
+    )
+    return sum(_recover(instance, now) for instance in expired)
+
+
+def _recover(instance: TriggerInstance, now: datetime) -> bool:
+    """Requeue (or fail, retries spent) one instance whose lease expired, with a step log
+    that says so; False if it moved meanwhile (fenced on the lease)."""
+    assert instance.locked_until is not None  # processing rows always hold a lease
+    decision = decide_retry(
+        attempts_so_far=instance.attempts,
+        permanent=False,
+        now=now,
+        immediate=True,
+        policy=_node_retry_policy(instance),
+    )
+    error = (
+        f"node {instance.current_node_id}: lease expired at "
+        f"{instance.locked_until.isoformat()} (worker {instance.locked_by} lost)"
+    )
+    updates = {"attempts": decision.attempts, "last_error": error}
+    with transaction.atomic():
+        if decision.give_up:
+            ok = state.transition(
+                instance_id=instance.pk,
+                from_status=S.PROCESSING,
+                to_status=S.FAILED,
+                reason=f"retries exhausted: {error}",
+                actor=ACTOR,
+                lease_token=instance.lease_token,
+                updates=updates,
+            )
+        else:
+            ok = state.requeue(
+                instance_id=instance.pk,
+                lease_token=instance.lease_token,
+                due=now,
+                now=now,
+                actor=ACTOR,
+                reason=f"lease recovered: {error}",
+                updates=updates,
+            )
+        if not ok:
+            return False
+        metrics.SWEEPER.labels("lease").inc()
+        if not decision.give_up:
+            metrics.RETRIES.labels("sweeper").inc()
+        StepExecutionLog.objects.create(
+            trigger_id=instance.pk,
+            workflow_id=instance.workflow_id,
+            workflow_version=instance.workflow_version.version,
+            node_id=instance.current_node_id or "",
+            node_type="unknown",
+            attempt=decision.attempts,
+            started_at=instance.locked_until,
+            finished_at=now,
+            input_context={},
+            output={},
+            success=False,
+            error=error,
+            error_kind="lease_expired",
+            worker=ACTOR,
+        )
+    return True
+
+
+def _node_retry_policy(instance: TriggerInstance) -> dict[str, Any] | None:
+    """The ``retry`` config of the instance's current node (versions are cached)."""
+    try:
+        definition = pinned_version(instance.workflow_version_id).definition
+        return node_by_id(definition, instance.current_node_id or "")["config"].get("retry")
+    except (KeyError, WorkflowVersion.DoesNotExist):
+        return None
+
+
+def redispatch_due(*, now: datetime, batch: int) -> int:
+    """Send a message for due enqueued instances that have none in the broker: never
+    dispatched (a long delay held in the database) or dispatched long enough ago that
+    the message must be lost (broker flushed or restarted)."""
+    stale = now - timedelta(seconds=settings.NOTIFYFLOW_REDISPATCH_AFTER_S)
+    # A paused workflow's instances wait for its resume, which dispatches them.
+    enqueued = (
+        TriggerInstance.objects.filter(status=S.ENQUEUED)
+        .exclude(workflow__is_paused=True)
+        .order_by("available_at")
+    )
+    # Two queries, each served by its own partial index, rather than one OR that would
+    # read every due row: never dispatched (trigger_enqueued_undispatched), and
+    # dispatched but still unclaimed long after it was due (trigger_due_enqueued).
+    ids = list(
+        enqueued.filter(dispatched_at__isnull=True, available_at__lte=now).values_list(
+            "id", flat=True
+        )[:batch]
+    )
+    if len(ids) < batch:
+        ids += list(
+            enqueued.filter(available_at__lte=stale, dispatched_at__lte=stale).values_list(
+                "id", flat=True
+            )[: batch - len(ids)]
+        )
+    if not ids:
+        return 0
+    with transaction.atomic():
+        TriggerInstance.objects.filter(pk__in=ids, status=S.ENQUEUED).update(dispatched_at=now)
+        dispatch_many_on_commit(ids)
+    metrics.SWEEPER.labels("redispatch").inc(len(ids))
+    return len(ids)

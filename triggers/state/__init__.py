@@ -1,0 +1,47 @@
+"""Every write of a trigger instance's state, in one place.
+
+- ``machine``: the transition table and the operations built on ``transition()`` -
+  ``claim``, ``requeue``, ``cancel``, ``retry``, ``run_now``.
+- ``creation``: ``create_or_find`` (a POST) and ``create_bulk``.
+- ``store``: where the writes go, chosen once per process: ``postgres`` (named
+  statements, one round trip each) or ``orm`` (SQLite, ``make run``).
+
+Callers import the package: ``from triggers import state``.
+"""
+
+from .creation import NewInstance, as_model, create_bulk, create_or_find
+from .machine import (
+    ALLOWED_TRANSITIONS,
+    CREATED,
+    IllegalTransition,
+    cancel,
+    check_transition,
+    claim,
+    requeue,
+    retry,
+    run_now,
+    transition,
+)
+from .postgres import APPLIED, CLAIMED
+from .store import Join, Statement
+
+__all__ = [
+    "ALLOWED_TRANSITIONS",
+    "APPLIED",
+    "CLAIMED",
+    "CREATED",
+    "IllegalTransition",
+    "Join",
+    "NewInstance",
+    "Statement",
+    "as_model",
+    "cancel",
+    "check_transition",
+    "claim",
+    "create_bulk",
+    "create_or_find",
+    "requeue",
+    "retry",
+    "run_now",
+    "transition",
+]

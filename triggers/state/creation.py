@@ -1,0 +1,86 @@
+"""Creating instances: ``create_or_find`` for a POST, ``create_bulk`` for up to 1,000.
+
+Each new instance is written with its creation audit row (none -> enqueued) and its
+interest rows, atomically: an event posted the moment the call returns reaches it. A
+taken (workflow, idempotency_key) inserts nothing and raises nothing; the caller
+answers with the existing row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from workflows.models import Workflow
+
+from ..models import TriggerInstance, TriggerStatus
+from .store import store
+
+
+@dataclass(frozen=True)
+class NewInstance:
+    """One instance for ``create_bulk``: what differs between the instances of a batch
+    (everything else is the same for all: enqueued at the entry node, due now)."""
+
+    id: uuid.UUID
+    workflow_id: int
+    workflow_version_id: int
+    idempotency_key: str
+    payload: dict[str, Any]
+    entry_node_id: str
+    interests: Sequence[str] = ()
+    # The API key that created it (scoped keys read only their own instances).
+    created_by_key: str = ""
+
+
+def as_model(row: NewInstance, now: datetime) -> TriggerInstance:
+    """``row`` as the model instance ``create_bulk`` inserts for it (unsaved)."""
+    return TriggerInstance(
+        id=row.id,
+        workflow_id=row.workflow_id,
+        workflow_version_id=row.workflow_version_id,
+        idempotency_key=row.idempotency_key,
+        payload=row.payload,
+        status=TriggerStatus.ENQUEUED,
+        current_node_id=row.entry_node_id,
+        vars={},
+        attempts=0,
+        available_at=now,
+        dispatched_at=now,
+        created_at=now,
+        updated_at=now,
+        created_by_key=row.created_by_key[:100],
+    )
+
+
+def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
+    """INSERT many new instances, each enqueued at its entry node and due ``now``, with
+    its creation audit row and interest rows, skipping any whose (workflow,
+    idempotency_key) is taken. Returns the ids actually inserted; the others lost to a
+    row that exists or to a concurrent writer (the INSERT waited for its transaction).
+    Rows go in in (workflow, key) order, so concurrent calls with overlapping keys wait
+    on each other in one order and never deadlock.
+
+    On PostgreSQL one statement whatever the number of rows (``postgres.INSERT_MANY``);
+    elsewhere the ORM, one savepoint per instance inside one transaction.
+    """
+    if not rows:
+        return set()
+    return store().insert_many(rows, now, actor)
+
+
+def create_or_find(
+    *, row: NewInstance, now: datetime, actor: str, workflow: Workflow
+) -> tuple[bool, TriggerInstance | None]:
+    """``create_bulk`` for one row, which also reads the instance that holds its key if
+    that is taken: ``(True, None)`` inserted; ``(False, instance)`` the key's instance
+    (``workflow`` and its version attached); ``(False, None)`` taken by a writer that
+    committed while this ran (read it again).
+
+    On PostgreSQL one statement: a POST of a new key or of a repeated one is one round
+    trip (``postgres.INSERT_OR_FIND``).
+    """
+    return store().insert_or_find(row, now, actor, workflow)

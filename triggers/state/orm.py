@@ -1,0 +1,82 @@
+"""The state machine's writes through Django's ORM (SQLite, ``make run``): each one
+transaction, without a savepoint (inside the engine's step transaction it is
+all-or-nothing with it anyway, and a savepoint costs two round trips)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+
+from workflows.models import Workflow
+
+from ..inbox_models import Interest
+from ..models import TriggerInstance, TriggerStatusChange
+from ..selectors import instance_by_key
+from .creation import NewInstance, as_model
+from .machine import CREATED
+from .store import Change, Join, Statement
+
+
+def transition(change: Change, also: Sequence[Statement], durable: bool) -> bool:
+    if also:
+        raise ValueError("extra statements run only inside PostgreSQL's single statement")
+    with transaction.atomic(savepoint=False):
+        if TriggerInstance.objects.filter(**change.conditions).update(**change.values) != 1:
+            return False
+        TriggerStatusChange.objects.create(**change.audit)
+    return True
+
+
+def claim(change: Change, join: Join | None) -> TriggerInstance | None:
+    if join is not None:
+        raise ValueError("a join is read only inside PostgreSQL's claim statement")
+    with transaction.atomic(savepoint=False):
+        claimable = TriggerInstance.objects.filter(**change.conditions).exclude(
+            workflow__is_paused=True
+        )
+        if claimable.update(**change.values) != 1:
+            return None
+        TriggerStatusChange.objects.create(**change.audit)
+    return TriggerInstance.objects.get(pk=change.conditions["pk"])
+
+
+def insert_many(rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
+    inserted: set[uuid.UUID] = set()
+    with transaction.atomic():
+        for row in rows:
+            try:
+                with transaction.atomic():
+                    _insert(as_model(row, now), actor, row.interests, now)
+            except IntegrityError:
+                continue
+            inserted.add(row.id)
+    return inserted
+
+
+def insert_or_find(
+    row: NewInstance, now: datetime, actor: str, workflow: Workflow
+) -> tuple[bool, TriggerInstance | None]:
+    if insert_many([row], now, actor):
+        return True, None
+    return False, instance_by_key(workflow=workflow, idempotency_key=row.idempotency_key)
+
+
+def _insert(instance: TriggerInstance, actor: str, interests: Sequence[str], now: datetime) -> None:
+    instance.save(force_insert=True)
+    TriggerStatusChange.objects.create(
+        instance=instance,
+        from_status=CREATED[0],
+        to_status=CREATED[1],
+        reason="created",
+        actor=actor[:200],
+    )
+    Interest.objects.bulk_create(
+        [Interest(instance=instance, subject=subject) for subject in interests]
+    )
+    # Both saves stamped their own times (auto_now): the batch's ``now``, as on
+    # PostgreSQL and as the caller answers.
+    TriggerInstance.objects.filter(pk=instance.pk).update(created_at=now, updated_at=now)
+    TriggerStatusChange.objects.filter(instance_id=instance.pk).update(at=now)

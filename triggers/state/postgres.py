@@ -1,0 +1,325 @@
+"""The state machine's writes on PostgreSQL, each one statement (one round trip).
+
+A transition is a chain of data-modifying CTEs: the fenced UPDATE (``moved``: the
+updated row, empty when the transition did not apply), its audit INSERT, and the
+caller's ``also`` statements (a step's log row, its delivery record), atomic without an
+explicit transaction (bench/RESULTS.md, "statements per step"). Those statements test
+``APPLIED`` and join ``CLAIMED`` instead of naming the CTE: this module owns it.
+
+The statements are built from the models' ``_meta`` (no column written by hand) once
+per shape, cached with ``functools.cache``; the named pieces below read top to bottom
+as the SQL they produce.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from notifyflow import db
+from workflows.models import Workflow
+
+from ..inbox_models import Interest
+from ..models import TriggerInstance, TriggerStatusChange
+from ..selectors import by_key_sql, instance_from_row
+from .creation import NewInstance, as_model
+from .machine import CREATED
+from .store import Change, Join, Statement
+
+_INSTANCE = TriggerInstance._meta
+_AUDIT = TriggerStatusChange._meta
+_INTEREST = Interest._meta
+_WORKFLOW = _INSTANCE.get_field("workflow").related_model._meta
+
+
+def _q(meta: Any, name: str) -> str:
+    """A model field's quoted column."""
+    return f'"{meta.get_field(name).column}"'
+
+
+TABLE = f'"{_INSTANCE.db_table}"'
+PK = f'"{_INSTANCE.pk.column}"'
+_CONCRETE = list(_INSTANCE.concrete_fields)
+# By name, not ``*``: a prepared statement's result type must not change under it when a
+# migration adds a column.
+_COLUMNS = [f'"{f.column}"' for f in _CONCRETE]
+_FIELDS = {f.name: f for f in _CONCRETE} | {f.attname: f for f in _CONCRETE}
+_FIELDS["pk"] = _INSTANCE.pk
+
+# --- the names other modules' fragments use --------------------------------------------
+
+# The updated (claimed) row of a transition's statement.
+CLAIMED = "moved"
+# True inside a transition's statement when the fenced UPDATE applied.
+APPLIED = f"EXISTS (SELECT 1 FROM {CLAIMED})"
+
+# --- named pieces ----------------------------------------------------------------------
+
+_AUDIT_COLUMNS = ", ".join(
+    _q(_AUDIT, name)
+    for name in ("instance", "from_status", "to_status", "reason", "actor", "at", "details")
+)
+
+
+def _audit_insert(source: str, at: str = "%s") -> str:
+    """The audit row of every row of ``source``; parameters: from, to, reason, actor,
+    (``at`` unless given as a column), details."""
+    return (
+        f'INSERT INTO "{_AUDIT.db_table}" ({_AUDIT_COLUMNS})'
+        f" SELECT {PK}, %s, %s, %s, %s, {at}, %s FROM {source}"
+    )
+
+
+INTEREST_INSERT = (
+    f'INSERT INTO "{_INTEREST.db_table}" ({_q(_INTEREST, "instance")}, {_q(_INTEREST, "subject")})'
+)
+
+# The claim's test that the workflow is not paused (a primary-key probe per claim).
+NOT_PAUSED = (
+    f'NOT EXISTS (SELECT 1 FROM "{_WORKFLOW.db_table}" w'
+    f' WHERE w."{_WORKFLOW.pk.column}" = {TABLE}.{_q(_INSTANCE, "workflow")}'
+    f' AND w."{_WORKFLOW.get_field("is_paused").column}")'  # type: ignore[union-attr]
+)
+
+# ``transition(durable=True)``: synchronous commit for this statement's transaction only.
+DURABLE = ", set_config('synchronous_commit', 'on', true)"
+
+_OPERATORS = {"": "=", "lte": "<=", "lt": "<", "gte": ">=", "gt": ">"}
+
+
+@functools.cache
+def update_sql(
+    conditions: tuple[tuple[str, Any], ...], values: tuple[str, ...], extra_where: str = ""
+) -> str:
+    """``UPDATE triggerinstance SET values WHERE conditions``, cached by shape (the ORM's
+    compiler was a large share of a step, bench/RESULTS.md). ``conditions`` are
+    ``(lookup, None)`` - ``field`` or ``field__lte``-style, a parameter each - or
+    ``(field__isnull, bool)``, part of the SQL."""
+    sets = ", ".join(f'"{_FIELDS[name].column}" = %s' for name in values)
+    wheres = []
+    for lookup, isnull in conditions:
+        name, _, op = lookup.partition("__")
+        column = f'"{_FIELDS[name].column}"'
+        if op == "isnull":
+            wheres.append(f"{column} IS {'' if isnull else 'NOT '}NULL")
+            continue
+        if name == "status":
+            # Every transition is by primary key. Written plainly, the status test lets
+            # the planner pick a partial index (status = 'enqueued' / 'processing')
+            # whenever statistics call it empty, and then walk every due row to find
+            # this one (bench/RESULTS.md). As an expression it implies no partial
+            # index, so the plan is always the primary key.
+            column = f"({column} || '')"
+        wheres.append(f"{column} {_OPERATORS[op]} %s")
+    if extra_where:
+        wheres.append(extra_where)
+    return f"UPDATE {TABLE} SET {sets} WHERE {' AND '.join(wheres)}"
+
+
+def _update(change: Change, extra_where: str = "") -> tuple[str, list[Any]]:
+    shape = tuple(
+        (lookup, bool(value) if lookup.endswith("__isnull") else None)
+        for lookup, value in change.conditions.items()
+    )
+    sql = update_sql(shape, tuple(change.values), extra_where)
+    conn = db.current()
+    params = [_FIELDS[name].get_db_prep_save(value, conn) for name, value in change.values.items()]
+    params += [
+        _FIELDS[lookup.partition("__")[0]].get_db_prep_value(value, conn)
+        for lookup, value in change.conditions.items()
+        if not lookup.endswith("__isnull")
+    ]
+    return sql, params
+
+
+_AUDIT_DETAILS = _AUDIT.get_field("details")
+
+
+def _statement(
+    change: Change,
+    also: Sequence[Statement],
+    select: str,
+    returning: str = PK,
+    extra_where: str = "",
+) -> tuple[str, list[Any]]:
+    """The conditional UPDATE, its audit row and ``also`` as one statement."""
+    update, params = _update(change, extra_where)
+    ctes = [
+        f"{CLAIMED} AS ({update} RETURNING {returning})",
+        f"audit AS ({_audit_insert(CLAIMED)})",
+    ]
+    audit = change.audit
+    params += [audit["from_status"], audit["to_status"], audit["reason"], audit["actor"]]
+    params += [audit["at"], _AUDIT_DETAILS.get_db_prep_save(audit.get("details"), db.current())]
+    for index, statement in enumerate(also):
+        ctes.append(f"also_{index} AS ({statement.sql})")
+        params += statement.params
+    return f"WITH {', '.join(ctes)} {select}", params
+
+
+# --- the store -------------------------------------------------------------------------
+
+
+def transition(change: Change, also: Sequence[Statement], durable: bool) -> bool:
+    # Always one row, so set_config runs whether or not the transition applied (the
+    # ``also`` rows, a delivery's 'sent' record, are written either way).
+    select = f"SELECT {APPLIED}" + (DURABLE if durable else "")
+    sql, params = _statement(change, also, select)
+    with connection.cursor() as cursor:
+        # By primary key: prepared (notifyflow/db.py).
+        return bool(db.execute(cursor, sql, params).fetchone()[0])
+
+
+def claim(change: Change, join: Join | None) -> TriggerInstance | None:
+    columns = ", ".join([*(f"{CLAIMED}.{c}" for c in _COLUMNS), *(join.columns if join else ())])
+    select = f"SELECT {columns} FROM {CLAIMED} {join.clause if join else ''}"
+    sql, params = _statement(
+        change, (), select, returning=", ".join(_COLUMNS), extra_where=NOT_PAUSED
+    )
+    with connection.cursor() as cursor:
+        # By primary key: prepared (notifyflow/db.py).
+        row = db.execute(cursor, sql, params).fetchone()
+    if row is None:
+        return None
+    count = len(_CONCRETE)
+    conn = db.current()
+    instance = TriggerInstance.from_db(
+        conn.alias,
+        [f.attname for f in _CONCRETE],
+        [_from_db(f, value, conn) for f, value in zip(_CONCRETE, row[:count], strict=True)],
+    )
+    for column, value in zip(join.columns if join else (), row[count:], strict=True):
+        setattr(instance, column.rpartition(" AS ")[2], value)
+    return instance
+
+
+def _from_db(field: Any, value: Any, conn: Any) -> Any:
+    """A column's value as the ORM would load it (JSON arrives as text)."""
+    if value is not None and hasattr(field, "from_db_value"):
+        return field.from_db_value(value, None, conn)
+    return value
+
+
+# --- creation --------------------------------------------------------------------------
+
+# The columns that differ per instance in INSERT_MANY (one array each).
+VARYING = (
+    "id",
+    "workflow_id",
+    "workflow_version_id",
+    "idempotency_key",
+    "payload",
+    "current_node_id",
+)
+
+
+def _rows_from_arrays() -> str:
+    """INSERT_MANY's rows: one array per varying column; the others one parameter."""
+    arrays = ", ".join(
+        "%s::text[]"  # JSON text, cast per element below
+        if name == "payload"
+        else f"%s::{_FIELDS[name].cast_db_type(connection)}[]"
+        for name in VARYING
+    )
+    values = [
+        "v.payload::jsonb"
+        if f.attname == "payload"
+        else f"v.{f.attname}"
+        if f.attname in VARYING
+        else f"%s::{f.cast_db_type(connection)}"
+        for f in _CONCRETE
+    ]
+    # One order for every writer: two requests inserting overlapping keys wait on each
+    # other's keys in the same order, never in a cycle (a deadlock otherwise).
+    return (
+        f"SELECT {', '.join(values)} FROM unnest({arrays}) AS v({', '.join(VARYING)})"
+        " ORDER BY v.workflow_id, v.idempotency_key"
+    )
+
+
+def _row_unless_existing() -> str:
+    """INSERT_OR_FIND's row: one parameter per column, only if the key is free (a
+    repeated key costs a read, not a speculative insertion)."""
+    values = ", ".join(f"%s::{f.cast_db_type(connection)}" for f in _CONCRETE)
+    return f"SELECT {values} WHERE NOT EXISTS (SELECT 1 FROM existing)"
+
+
+@functools.cache
+def instance_insert(*, many: bool) -> str:
+    """The one instance INSERT: ``created`` (ON CONFLICT DO NOTHING), the audit row of
+    each created instance at its own created_at, and its interest rows (two parallel
+    arrays, owner ids and subjects). ``many``: the rows come from arrays and the
+    statement returns the created ids; otherwise one row, inserted only if no instance
+    holds its key, and the statement returns the created id or the existing row."""
+    created_at = _q(_INSTANCE, "created_at")
+    rows = _rows_from_arrays() if many else _row_unless_existing()
+    created = (
+        f"created AS (INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) {rows}"
+        f" ON CONFLICT DO NOTHING RETURNING {PK}, {created_at})"
+    )
+    audit = f"audit AS ({_audit_insert('created', at=created_at)})"
+    interests = (
+        f"interests AS ({INTEREST_INSERT} SELECT s.owner, s.subject FROM created"
+        f" JOIN unnest(%s::uuid[], %s::text[]) AS s(owner, subject) ON s.owner = created.{PK})"
+    )
+    if many:
+        return f"WITH {created}, {audit}, {interests} SELECT {PK} FROM created"
+    return (
+        f"WITH existing AS ({by_key_sql()}), {created}, {audit}, {interests}"
+        f" SELECT c.{PK}, e.* FROM (SELECT 1) AS one LEFT JOIN created c ON true"
+        " LEFT JOIN existing e ON true"
+    )
+
+
+def _creation_params(rows: Sequence[NewInstance], actor: str) -> list[Any]:
+    """The audit row's and the interests' parameters, after the rows'."""
+    owners = [row.id for row in rows for _ in row.interests]
+    subjects = [subject for row in rows for subject in row.interests]
+    return [*CREATED, "created", actor[:200], None, owners, subjects]
+
+
+def insert_many(rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
+    template = as_model(rows[0], now)
+    # In the statement's order: the constant columns (SELECT list), then the arrays.
+    params: list[Any] = [
+        f.get_db_prep_save(getattr(template, f.attname), connection)
+        for f in _CONCRETE
+        if f.attname not in VARYING
+    ]
+    params += [
+        [row.id for row in rows],
+        [row.workflow_id for row in rows],
+        [row.workflow_version_id for row in rows],
+        [row.idempotency_key for row in rows],
+        [json.dumps(row.payload) for row in rows],
+        [row.entry_node_id for row in rows],
+    ]
+    params += _creation_params(rows, actor)
+    with connection.cursor() as cursor:
+        cursor.execute(instance_insert(many=True), params)
+        return {found for (found,) in cursor.fetchall()}
+
+
+def insert_or_find(
+    row: NewInstance, now: datetime, actor: str, workflow: Workflow
+) -> tuple[bool, TriggerInstance | None]:
+    instance = as_model(row, now)
+    params: list[Any] = [row.workflow_id, row.idempotency_key]
+    params += [f.get_db_prep_save(getattr(instance, f.attname), connection) for f in _CONCRETE]
+    params += _creation_params([row], actor)
+    with connection.cursor() as cursor:
+        # Prepared: only unique-key probes, and planning the CTEs was most of a POST's
+        # PostgreSQL time.
+        found = db.execute(cursor, instance_insert(many=False), params).fetchone()
+    if found[0] is not None:
+        return True, None
+    existing = found[1:]
+    if existing[0] is None:
+        return False, None
+    return False, instance_from_row(workflow, existing)
