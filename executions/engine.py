@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from notifyflow import db, logs, metrics
 from notifyflow.redaction import redact
-from triggers import inbox, state
+from triggers import inbox, outbox, state
 from triggers.dispatch import dispatch_many_on_commit, dispatch_on_commit
 from triggers.inbox_models import InboxEvent, OutboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
@@ -360,7 +360,7 @@ def _after_commit(instance: TriggerInstance, result: NodeResult) -> None:
     node_id = instance.current_node_id or ""
     if result.emit is not None:
         try:
-            inbox.outbox_process(instance_id=instance.pk, node_id=node_id)
+            outbox.outbox_process(instance_id=instance.pk, node_id=node_id)
         except Exception:  # the sweeper retries it; the step itself is done
             logger.exception("outbox %s:%s processing failed", instance.pk, node_id)
     if result.park_until is not None and result.wait_event is not None:
@@ -672,7 +672,7 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
     return {
         "recovered": recover_expired_leases(now=now, batch=batch),
         "dispatched": redispatch_due(now=now, batch=batch),
-        "outbox": inbox.outbox_process_pending(older_than=stale, batch=batch),
+        "outbox": outbox.outbox_process_pending(older_than=stale, batch=batch),
     }
 
 
