@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from notifyflow import db, logs, metrics
 from notifyflow.redaction import redact
-from triggers import inbox
+from triggers import inbox, outbox
 from triggers.dispatch import dispatch_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
 from workflows.definition import node_by_id, outgoing_edges
@@ -204,7 +204,7 @@ def _after_commit(instance: TriggerInstance, result: NodeResult) -> None:
     node_id = instance.current_node_id or ""
     if result.emit is not None:
         try:
-            inbox.outbox_process(instance_id=instance.pk, node_id=node_id)
+            outbox.outbox_process(instance_id=instance.pk, node_id=node_id)
         except Exception:  # the sweeper retries it; the step itself is done
             logger.exception("outbox %s:%s processing failed", instance.pk, node_id)
     if result.park_until is not None and result.wait_event is not None:

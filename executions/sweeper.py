@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from notifyflow import metrics
-from triggers import inbox, state
+from triggers import outbox, state
 from triggers.dispatch import dispatch_many_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
 from workflows.definition import node_by_id
@@ -43,7 +43,7 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
     return {
         "recovered": recover_expired_leases(now=now, batch=batch),
         "dispatched": redispatch_due(now=now, batch=batch),
-        "outbox": inbox.outbox_process_pending(older_than=stale, batch=batch),
+        "outbox": outbox.outbox_process_pending(older_than=stale, batch=batch),
     }
 
 

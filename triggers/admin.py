@@ -59,9 +59,7 @@ from .services import (
     instance_edit_payload_and_retry,
     instance_retry,
     instance_retry_on_latest_version,
-    instance_retry_or_conflict,
     instance_run_now,
-    instance_run_now_or_conflict,
     workflow_pause,
     workflow_resume,
 )
@@ -524,14 +522,8 @@ class TriggerInstanceAdmin(
 
     @admin.action(description="Cancel selected unfinished instances", permissions=["operate"])
     def cancel(self, request: HttpRequest, queryset: QuerySet) -> None:
-        def cancel_one(*, instance_id: Any, actor: str) -> bool:
-            try:
-                instance_cancel(
-                    instance_id=instance_id, actor=actor, reason="cancelled by operator"
-                )
-            except ApplicationError:
-                return False
-            return True
+        def cancel_one(*, instance_id: Any, actor: str) -> None:
+            instance_cancel(instance_id=instance_id, actor=actor, reason="cancelled by operator")
 
         self._apply(
             request,
@@ -562,7 +554,16 @@ class TriggerInstanceAdmin(
                 messages.WARNING,
             )
         actor = request.user.get_username()
-        done = [pk for pk in ids if operation(instance_id=pk, actor=actor)]
+
+        def applied(pk: Any) -> bool:
+            # The services raise when they cannot act on an instance: counted as skipped.
+            try:
+                operation(instance_id=pk, actor=actor)
+            except ApplicationError:
+                return False
+            return True
+
+        done = [pk for pk in ids if applied(pk)]
         # object_repr needs the key; one query for the whole batch.
         log_admin_change(
             request,
@@ -584,7 +585,7 @@ class TriggerInstanceAdmin(
         def retry(obj: TriggerInstance, actor: str) -> tuple[str, str] | HttpResponse:
             if self.failure_kind(obj) == "permanent" and not request.POST.get("confirmed"):
                 return HttpResponseRedirect(self._instance_url(obj, "retry_confirm"))
-            instance_retry_or_conflict(instance_id=obj.pk, actor=actor)
+            instance_retry(instance_id=obj.pk, actor=actor)
             return (
                 "Retry scheduled: the instance is enqueued to run now.",
                 f"Retried on workflow version v{obj.workflow_version.version} (same payload)",
@@ -636,7 +637,7 @@ class TriggerInstanceAdmin(
 
     def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         def run_now(obj: TriggerInstance, actor: str, reason: str) -> tuple[str, str]:
-            instance_run_now_or_conflict(instance_id=obj.pk, actor=actor, reason=reason)
+            instance_run_now(instance_id=obj.pk, actor=actor, reason=reason)
             return (
                 "The instance is due now and was handed to a worker.",
                 with_reason("Run now", reason),

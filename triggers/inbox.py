@@ -1,5 +1,6 @@
 """Events reaching running instances (SPEC §8): interests, the inbox, waking waiting
-instances, ``cancel_on``, and the outbox of ``emit`` nodes.
+instances, ``cancel_on``, and the outbox rows of ``emit`` nodes (processed by
+``triggers.outbox``).
 
 Delivery is one set-based INSERT ... SELECT over the interest index, in the caller's
 transaction; waking happens after commit, and a wait node re-checks its inbox after it
@@ -321,43 +322,6 @@ def has_events_after(*, instance_id: uuid.UUID | str, name: str, after_id: int) 
 
 
 # --- the outbox of emit nodes ---------------------------------------------------------------
-
-
-def outbox_process(*, instance_id: uuid.UUID | str, node_id: str) -> bool:
-    """Process one emitted event through the events service, exactly once: the row is
-    locked and marked processed in the transaction that starts the bound workflows."""
-    from .events import event_receive  # events imports this module for delivery
-
-    with transaction.atomic():
-        row = (
-            OutboxEvent.objects.select_for_update(skip_locked=True)
-            .filter(instance_id=instance_id, node_id=node_id, processed_at__isnull=True)
-            .first()
-        )
-        if row is None:
-            return False
-        event_receive(
-            name=row.name, event_id=row.event_id, context=row.context, subjects=row.subjects
-        )
-        row.processed_at = timezone.now()
-        row.save(update_fields=["processed_at"])
-    return True
-
-
-def outbox_process_pending(*, older_than: datetime, batch: int) -> int:
-    """The sweeper's share: outbox rows whose after-commit processing was lost."""
-    pending = list(
-        OutboxEvent.objects.filter(processed_at__isnull=True, created_at__lte=older_than)
-        .order_by("created_at")
-        .values_list("instance_id", "node_id")[:batch]
-    )
-    done = 0
-    for instance_id, node_id in pending:
-        try:
-            done += outbox_process(instance_id=instance_id, node_id=node_id)
-        except Exception:  # one bad row must not stop the sweep
-            logger.exception("outbox %s:%s could not be processed", instance_id, node_id)
-    return done
 
 
 def outbox_insert(

@@ -48,8 +48,8 @@ def instance_by_key(*, workflow: Workflow, idempotency_key: str) -> TriggerInsta
     attached (no further query to render it), or None.
 
     The hot read of every POST /triggers/: one probe of the unique index, by a statement
-    built once per process (the ORM's compiler of the select_related query was a third
-    of a POST, bench/README.md). Only the version's number is read, not its definition:
+    built once per process (compiling the ORM's select_related query is a large share of
+    a POST: bench/README.md). Only the version's number is read, not its definition:
     the current version is ``workflow``'s own; an older one comes back deferred.
     """
     with connection.cursor() as cursor:

@@ -34,8 +34,8 @@ from .serializers import (
 from .services import (
     instance_cancel,
     instance_cancel_by_key,
-    instance_retry_or_conflict,
-    instance_run_now_or_conflict,
+    instance_retry,
+    instance_run_now,
     trigger_create,
     trigger_create_bulk,
     workflow_pause,
@@ -188,7 +188,7 @@ class TriggerRetryView(ApiView):
     def post(self, request: Request, id: str) -> Response:
         no_body(request)
         require_visible_instance(request.user, id)
-        instance = instance_retry_or_conflict(instance_id=id, actor=actor(request.user))
+        instance = instance_retry(instance_id=id, actor=actor(request.user))
         return Response(TriggerOutputSerializer(instance).data)
 
 
@@ -202,7 +202,7 @@ class TriggerRunNowView(ApiView):
     def post(self, request: Request, id: str) -> Response:
         no_body(request)
         require_visible_instance(request.user, id)
-        instance = instance_run_now_or_conflict(instance_id=id, actor=actor(request.user))
+        instance = instance_run_now(instance_id=id, actor=actor(request.user))
         return Response(TriggerOutputSerializer(instance).data)
 
 

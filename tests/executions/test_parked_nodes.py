@@ -16,6 +16,7 @@ from django.utils import timezone
 from executions import engine
 from executions.models import StepExecutionLog
 from executions.outcomes import StepOutcome
+from notifyflow.errors import ConflictError
 from tests.admin_helpers import PASSWORD, make_operator
 from tests.factories import PAYLOAD, WorkflowFactory, email_sms_definition, wait_definition
 from triggers import inbox
@@ -160,7 +161,8 @@ def test_run_now_says_what_it_skipped(dispatched):
     TriggerInstance.objects.filter(pk=backing_off.pk).update(attempts=2, available_at=later)
     assert instance_run_now(instance_id=backing_off.pk, actor="olive")
     assert "retry backoff of node hello skipped" in _last_reason(backing_off)
-    assert not instance_run_now(instance_id=backing_off.pk, actor="olive")  # due already
+    with pytest.raises(ConflictError, match="already due"):
+        instance_run_now(instance_id=backing_off.pk, actor="olive")
 
 
 # --- one logical step ----------------------------------------------------------------------

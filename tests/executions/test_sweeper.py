@@ -10,6 +10,7 @@ from django.utils import timezone
 from executions import engine, sweeper
 from executions.models import StepExecutionLog
 from executions.outcomes import StepOutcome
+from notifyflow.errors import ConflictError
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from triggers import services
 from triggers.models import TriggerInstance, TriggerStatus
@@ -132,7 +133,9 @@ def test_operator_retry_is_the_way_out_of_failed(dispatched):
     )
     change = instance.status_changes.last()
     assert (change.from_status, change.to_status, change.actor) == ("failed", "enqueued", "alice")
-    assert not services.instance_retry(instance_id=instance.pk, actor="alice")
+    with pytest.raises(ConflictError) as refused:  # enqueued now, not failed
+        services.instance_retry(instance_id=instance.pk, actor="alice")
+    assert refused.value.code == "not_failed"
 
 
 def test_run_now_makes_a_waiting_instance_due(dispatched):

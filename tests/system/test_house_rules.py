@@ -18,6 +18,7 @@ from executions import engine
 from executions.nodes import EXECUTORS
 from executions.outcomes import StepOutcome
 from notifyflow import caching
+from notifyflow.errors import ConflictError
 from tests.factories import PAYLOAD, TriggerInstanceFactory, WorkflowFactory, email_sms_definition
 from triggers.models import ApiKey, TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.services import instance_run_now, trigger_create, workflows_by_key
@@ -96,7 +97,8 @@ def test_run_now_is_audited_through_the_transition_table(dispatched):
     assert instance_run_now(instance_id=instance.pk, actor="bob")
     change = TriggerStatusChange.objects.get(instance=instance, actor="bob")
     assert (change.from_status, change.to_status) == ("enqueued", "enqueued")
-    assert not instance_run_now(instance_id=instance.pk, actor="bob")  # due already
+    with pytest.raises(ConflictError, match="already due"):
+        instance_run_now(instance_id=instance.pk, actor="bob")
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from tests.factories import (
     WorkflowTriggerFactory,
     wait_definition,
 )
-from triggers import inbox
+from triggers import inbox, outbox
 from triggers.inbox_models import InboxEvent, Interest, OutboxEvent
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.services import trigger_create
@@ -314,7 +314,7 @@ def test_an_emitted_event_starts_bound_workflows_once_and_wakes_the_emitter(disp
         "subjects": [f"instance:{instance.pk}"],
     }
     # processing it again (a redelivery, the sweeper) starts nothing more
-    assert not inbox.outbox_process(instance_id=instance.pk, node_id="shout")
+    assert not outbox.outbox_process(instance_id=instance.pk, node_id="shout")
     assert TriggerInstance.objects.filter(workflow=follower).count() == 1
     # the emitter heard its own event, delivered before its wait was reached
     assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED

@@ -46,6 +46,28 @@ def test_cycle_is_rejected():
     assert found[0][1:] == ("edges", "cycle")
 
 
+def test_a_cycle_is_named_from_the_first_node_along_the_edges():
+    d = email_sms_definition(delay="1h")  # hello -> wait -> text
+    d["edges"].append({"from": "text", "to": "hello"})
+    with pytest.raises(DefinitionError) as info:
+        validate_definition(d)
+    cycle = info.value.errors[0]
+    assert (cycle.node, cycle.field, cycle.code) == ("hello", "edges", "cycle")
+    assert cycle.message == "the graph has a cycle: hello -> wait -> text -> hello"
+    assert info.value.message == (
+        "definition.edges: node 'hello', edges: the graph has a cycle: "
+        "hello -> wait -> text -> hello"
+    )
+
+
+def test_a_node_with_an_edge_to_itself_is_a_cycle():
+    d = email_sms_definition(delay="1h")
+    d["edges"].append({"from": "wait", "to": "wait"})
+    with pytest.raises(DefinitionError) as info:
+        validate_definition(d)
+    assert info.value.errors[0].message == "the graph has a cycle: wait -> wait"
+
+
 def test_template_syntax_error_names_node_and_field():
     d = email_sms_definition()
     d["nodes"][0]["config"]["subject"] = "Hi {{ payload.name "

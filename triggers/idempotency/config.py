@@ -87,94 +87,15 @@ class IdempotencySettings:
         absent. Raises SettingsError naming the field for an unknown strategy or key, a
         wrong type, a missing required field, or a custom expression that does not parse.
         """
-        if raw is None:
+        mapping = _as_mapping(raw)
+        if mapping is None:
             return cls()
-        if isinstance(raw, (str, bytes)):
-            if not raw.strip():
-                return cls()
-            try:
-                raw = json.loads(raw)
-            except ValueError as exc:
-                raise SettingsError(None, f"not valid JSON ({exc})", "invalid_json") from exc
-        if not isinstance(raw, Mapping):
-            raise SettingsError(None, "must be a JSON object", "not_an_object")
-        for key in raw:
-            if key not in KNOWN_KEYS:
-                raise SettingsError(
-                    str(key),
-                    f"unknown option; known options: {', '.join(KNOWN_KEYS)}",
-                    "unknown_option",
-                )
-
-        strategy_raw = raw.get("strategy")
-        if strategy_raw is None:
-            strategy = Strategy.UUID
-        elif isinstance(strategy_raw, str) and strategy_raw in Strategy.__members__:
-            strategy = Strategy(strategy_raw)
-        else:
-            raise SettingsError(
-                "strategy",
-                f"unknown strategy {strategy_raw!r}; one of: "
-                f"{', '.join(s.value for s in Strategy)}",
-                "unknown_strategy",
-            )
-
-        ttl = raw.get("ttlMinutes")
-        if ttl is not None:
-            if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
-                raise SettingsError("ttlMinutes", "must be a positive integer", "invalid_type")
-            if ttl > MAX_TTL_MINUTES:
-                raise SettingsError("ttlMinutes", f"must be at most {MAX_TTL_MINUTES}", "too_large")
-        elif strategy in WINDOW_STRATEGIES:
-            raise SettingsError("ttlMinutes", f"required by the {strategy} strategy", "required")
-
-        fields_raw = raw.get("contextFields")
-        context_fields: tuple[str, ...] = ()
-        if fields_raw is not None:
-            if not isinstance(fields_raw, list):
-                raise SettingsError("contextFields", "must be a list of strings", "invalid_type")
-            if len(fields_raw) > MAX_CONTEXT_FIELDS:
-                raise SettingsError(
-                    "contextFields", f"at most {MAX_CONTEXT_FIELDS} fields", "too_long"
-                )
-            for index, name in enumerate(fields_raw):
-                where = f"contextFields[{index}]"
-                if not isinstance(name, str) or not name.strip():
-                    raise SettingsError(where, "must be a non-empty string", "invalid_type")
-                if len(name) > MAX_CONTEXT_FIELD_LENGTH:
-                    raise SettingsError(
-                        where, f"at most {MAX_CONTEXT_FIELD_LENGTH} characters", "too_long"
-                    )
-                if name in fields_raw[:index]:
-                    raise SettingsError(where, f"duplicate field {name!r}", "duplicate")
-            context_fields = tuple(fields_raw)
-        if strategy in CONTEXT_STRATEGIES and not context_fields:
-            raise SettingsError(
-                "contextFields",
-                f"a non-empty list is required by the {strategy} strategy",
-                "required",
-            )
-
-        expression = raw.get("customExpression")
-        if expression is not None:
-            if not isinstance(expression, str):
-                raise SettingsError("customExpression", "must be a string", "invalid_type")
-            if len(expression) > MAX_EXPRESSION_LENGTH:
-                raise SettingsError(
-                    "customExpression", f"at most {MAX_EXPRESSION_LENGTH} characters", "too_long"
-                )
-        if strategy is Strategy.CUSTOM_EXPRESSION:
-            if expression is None or not expression.strip():
-                raise SettingsError(
-                    "customExpression", "required by the CUSTOM_EXPRESSION strategy", "required"
-                )
-            try:
-                parse_template(expression)
-            except ExpressionError as exc:
-                raise SettingsError("customExpression", str(exc), "invalid_expression") from exc
-
-        include_event_type = _bool(raw, "includeEventType", False)
-        include_event_id = _bool(raw, "includeEventId", False)
+        strategy = _strategy(mapping)
+        ttl = _ttl_minutes(mapping, strategy)
+        context_fields = _context_fields(mapping, strategy)
+        expression = _custom_expression(mapping, strategy)
+        include_event_type = _bool(mapping, "includeEventType", False)
+        include_event_id = _bool(mapping, "includeEventId", False)
         if strategy is Strategy.EVENT_BASED and not (include_event_type or include_event_id):
             # With both off the key would not depend on the event at all.
             raise SettingsError(
@@ -186,11 +107,11 @@ class IdempotencySettings:
             strategy=strategy,
             ttl_minutes=ttl,
             context_fields=context_fields,
-            include_trigger_id=_bool(raw, "includeTriggerId", True),
+            include_trigger_id=_bool(mapping, "includeTriggerId", True),
             include_event_type=include_event_type,
             include_event_id=include_event_id,
             custom_expression=expression,
-            fail_on_missing_context=_bool(raw, "failOnMissingContext", False),
+            fail_on_missing_context=_bool(mapping, "failOnMissingContext", False),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -215,3 +136,106 @@ class IdempotencySettings:
 def default_setting_json() -> dict[str, Any]:
     """Model default for ``WorkflowTrigger.idempotency_setting`` (a callable: fresh dict)."""
     return IdempotencySettings().to_json()
+
+
+# --- the checks of ``parse``, one option each, in the order its errors are reported ----
+
+
+def _as_mapping(raw: Any) -> Mapping[str, Any] | None:
+    """The setting as a mapping of known options; None for "no settings"."""
+    if raw is None:
+        return None
+    if isinstance(raw, (str, bytes)):
+        if not raw.strip():
+            return None
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise SettingsError(None, f"not valid JSON ({exc})", "invalid_json") from exc
+    if not isinstance(raw, Mapping):
+        raise SettingsError(None, "must be a JSON object", "not_an_object")
+    for key in raw:
+        if key not in KNOWN_KEYS:
+            raise SettingsError(
+                str(key),
+                f"unknown option; known options: {', '.join(KNOWN_KEYS)}",
+                "unknown_option",
+            )
+    return raw
+
+
+def _strategy(raw: Mapping[str, Any]) -> Strategy:
+    strategy_raw = raw.get("strategy")
+    if strategy_raw is None:
+        return Strategy.UUID
+    if isinstance(strategy_raw, str) and strategy_raw in Strategy.__members__:
+        return Strategy(strategy_raw)
+    raise SettingsError(
+        "strategy",
+        f"unknown strategy {strategy_raw!r}; one of: {', '.join(s.value for s in Strategy)}",
+        "unknown_strategy",
+    )
+
+
+def _ttl_minutes(raw: Mapping[str, Any], strategy: Strategy) -> int | None:
+    ttl = raw.get("ttlMinutes")
+    if ttl is None:
+        if strategy in WINDOW_STRATEGIES:
+            raise SettingsError("ttlMinutes", f"required by the {strategy} strategy", "required")
+        return None
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
+        raise SettingsError("ttlMinutes", "must be a positive integer", "invalid_type")
+    if ttl > MAX_TTL_MINUTES:
+        raise SettingsError("ttlMinutes", f"must be at most {MAX_TTL_MINUTES}", "too_large")
+    return ttl
+
+
+def _context_fields(raw: Mapping[str, Any], strategy: Strategy) -> tuple[str, ...]:
+    fields_raw = raw.get("contextFields")
+    context_fields: tuple[str, ...] = ()
+    if fields_raw is not None:
+        if not isinstance(fields_raw, list):
+            raise SettingsError("contextFields", "must be a list of strings", "invalid_type")
+        if len(fields_raw) > MAX_CONTEXT_FIELDS:
+            raise SettingsError("contextFields", f"at most {MAX_CONTEXT_FIELDS} fields", "too_long")
+        for index, name in enumerate(fields_raw):
+            _check_context_field(name, index, fields_raw[:index])
+        context_fields = tuple(fields_raw)
+    if strategy in CONTEXT_STRATEGIES and not context_fields:
+        raise SettingsError(
+            "contextFields",
+            f"a non-empty list is required by the {strategy} strategy",
+            "required",
+        )
+    return context_fields
+
+
+def _check_context_field(name: Any, index: int, earlier: list[Any]) -> None:
+    where = f"contextFields[{index}]"
+    if not isinstance(name, str) or not name.strip():
+        raise SettingsError(where, "must be a non-empty string", "invalid_type")
+    if len(name) > MAX_CONTEXT_FIELD_LENGTH:
+        raise SettingsError(where, f"at most {MAX_CONTEXT_FIELD_LENGTH} characters", "too_long")
+    if name in earlier:
+        raise SettingsError(where, f"duplicate field {name!r}", "duplicate")
+
+
+def _custom_expression(raw: Mapping[str, Any], strategy: Strategy) -> str | None:
+    expression = raw.get("customExpression")
+    if expression is not None:
+        if not isinstance(expression, str):
+            raise SettingsError("customExpression", "must be a string", "invalid_type")
+        if len(expression) > MAX_EXPRESSION_LENGTH:
+            raise SettingsError(
+                "customExpression", f"at most {MAX_EXPRESSION_LENGTH} characters", "too_long"
+            )
+    if strategy is Strategy.CUSTOM_EXPRESSION:
+        if expression is None or not expression.strip():
+            raise SettingsError(
+                "customExpression", "required by the CUSTOM_EXPRESSION strategy", "required"
+            )
+        try:
+            parse_template(expression)
+        except ExpressionError as exc:
+            raise SettingsError("customExpression", str(exc), "invalid_expression") from exc
+    return expression

@@ -3,16 +3,16 @@
 - ``machine``: the transition table and the operations built on ``transition()`` -
   ``claim``, ``requeue``, ``cancel``, ``retry``, ``run_now``.
 - ``creation``: ``create_or_find`` (a POST) and ``create_bulk``.
+- ``shapes``: the data handed to a store (a change, a statement, a new row).
 - ``store``: where the writes go, chosen once per process: ``postgres`` (named
   statements, one round trip each) or ``orm`` (SQLite, ``make run``).
 
 Callers import the package: ``from triggers import state``.
 """
 
-from .creation import NewInstance, as_model, create_bulk, create_or_find
+from .creation import create_bulk, create_or_find
 from .machine import (
     ALLOWED_TRANSITIONS,
-    CREATED,
     IllegalTransition,
     cancel,
     check_transition,
@@ -23,7 +23,7 @@ from .machine import (
     transition,
 )
 from .postgres import APPLIED, CLAIMED
-from .store import Join, Statement
+from .shapes import CREATED, Join, NewInstance, Statement, as_model
 
 __all__ = [
     "ALLOWED_TRANSITIONS",

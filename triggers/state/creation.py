@@ -10,50 +10,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from workflows.models import Workflow
 
-from ..models import TriggerInstance, TriggerStatus
+from ..models import TriggerInstance
+from .shapes import NewInstance
 from .store import store
-
-
-@dataclass(frozen=True)
-class NewInstance:
-    """One instance for ``create_bulk``: what differs between the instances of a batch
-    (everything else is the same for all: enqueued at the entry node, due now)."""
-
-    id: uuid.UUID
-    workflow_id: int
-    workflow_version_id: int
-    idempotency_key: str
-    payload: dict[str, Any]
-    entry_node_id: str
-    interests: Sequence[str] = ()
-    # The API key that created it (scoped keys read only their own instances).
-    created_by_key: str = ""
-
-
-def as_model(row: NewInstance, now: datetime) -> TriggerInstance:
-    """``row`` as the model instance ``create_bulk`` inserts for it (unsaved)."""
-    return TriggerInstance(
-        id=row.id,
-        workflow_id=row.workflow_id,
-        workflow_version_id=row.workflow_version_id,
-        idempotency_key=row.idempotency_key,
-        payload=row.payload,
-        status=TriggerStatus.ENQUEUED,
-        current_node_id=row.entry_node_id,
-        vars={},
-        attempts=0,
-        available_at=now,
-        dispatched_at=now,
-        created_at=now,
-        updated_at=now,
-        created_by_key=row.created_by_key[:100],
-    )
 
 
 def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:

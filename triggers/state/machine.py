@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from ..dispatch import dispatch_on_commit
 from ..models import TriggerInstance, TriggerStatus
-from .store import Change, Join, Statement, store
+from .shapes import Change, Join, Statement
+from .store import store
 
 S = TriggerStatus
 
@@ -39,9 +40,6 @@ ALLOWED_TRANSITIONS: dict[tuple[str, str], str] = {
     (S.ENQUEUED, S.CANCELLED): "cancelled while waiting",
     (S.PROCESSING, S.CANCELLED): "cancelled while a step ran",
 }
-
-# Creation is audited too, as none -> enqueued (``from_status`` empty).
-CREATED = ("", S.ENQUEUED)
 
 
 class IllegalTransition(Exception):

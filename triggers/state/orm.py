@@ -15,9 +15,7 @@ from workflows.models import Workflow
 from ..inbox_models import Interest
 from ..models import TriggerInstance, TriggerStatusChange
 from ..selectors import instance_by_key
-from .creation import NewInstance, as_model
-from .machine import CREATED
-from .store import Change, Join, Statement
+from .shapes import CREATED, Change, Join, NewInstance, Statement, as_model
 
 
 def transition(change: Change, also: Sequence[Statement], durable: bool) -> bool:

@@ -28,9 +28,7 @@ from workflows.models import Workflow
 from ..inbox_models import Interest
 from ..models import TriggerInstance, TriggerStatusChange
 from ..selectors import by_key_sql, instance_from_row
-from .creation import NewInstance, as_model
-from .machine import CREATED
-from .store import Change, Join, Statement
+from .shapes import CREATED, Change, Join, NewInstance, Statement, as_model
 
 _INSTANCE = TriggerInstance._meta
 _AUDIT = TriggerStatusChange._meta

@@ -1,0 +1,51 @@
+"""Writes for trigger instances and API keys. Every way in (API, events, admin) calls these.
+
+Input has been validated at the edge (DRF serializers, admin forms); these take typed
+arguments and raise ``ApplicationError`` for what only the domain can decide (an unknown
+or inactive workflow, a finished instance).
+
+One module per concern: ``creation`` (one instance), ``bulk`` (many in one request),
+``operator`` (retry, run now, cancel, pause), ``api_keys``.
+"""
+
+from .api_keys import api_key_create, api_key_reuse_or_create, api_key_revoke, api_key_set_rate
+from .bulk import MAX_BULK_ITEMS, BulkOutcome, TriggerItem, trigger_create_bulk
+from .creation import (
+    MAX_IDEMPOTENCY_KEY_LENGTH,
+    TriggerCreateResult,
+    trigger_create,
+    workflows_by_key,
+)
+from .operator import (
+    instance_cancel,
+    instance_cancel_by_key,
+    instance_edit_payload_and_retry,
+    instance_retry,
+    instance_retry_on_latest_version,
+    instance_run_now,
+    workflow_pause,
+    workflow_resume,
+)
+
+__all__ = [
+    "MAX_BULK_ITEMS",
+    "MAX_IDEMPOTENCY_KEY_LENGTH",
+    "BulkOutcome",
+    "TriggerCreateResult",
+    "TriggerItem",
+    "api_key_create",
+    "api_key_reuse_or_create",
+    "api_key_revoke",
+    "api_key_set_rate",
+    "instance_cancel",
+    "instance_cancel_by_key",
+    "instance_edit_payload_and_retry",
+    "instance_retry",
+    "instance_retry_on_latest_version",
+    "instance_run_now",
+    "trigger_create",
+    "trigger_create_bulk",
+    "workflow_pause",
+    "workflow_resume",
+    "workflows_by_key",
+]

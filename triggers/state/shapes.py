@@ -1,0 +1,100 @@
+"""What the machine hands to a store: a fenced change of one instance, the statements
+that ride with it, a claim's join, and a new instance's row (plus the ``Store``
+protocol both stores implement). Plain data: the stores and the machine import it, it
+imports neither.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..models import TriggerInstance, TriggerStatus
+
+if TYPE_CHECKING:
+    from workflows.models import Workflow
+
+# Creation is audited too, as none -> enqueued (``from_status`` empty).
+CREATED = ("", TriggerStatus.ENQUEUED)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One fenced write of an instance: the row must still match ``conditions``; it
+    then takes ``values``, and ``audit`` is its TriggerStatusChange row."""
+
+    conditions: dict[str, Any]
+    values: dict[str, Any]
+    audit: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A data-modifying SQL statement run inside a transition's statement (PostgreSQL).
+    It may test ``state.APPLIED`` (whether the fenced transition applied)."""
+
+    sql: str
+    params: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Join:
+    """Columns of another table read in the claim's statement (PostgreSQL): ``clause``
+    joins on ``state.CLAIMED`` (the claimed row); ``columns`` are select expressions
+    with aliases, which become attributes of the claimed instance."""
+
+    clause: str
+    columns: Sequence[str]
+
+
+class Store(Protocol):
+    def transition(self, change: Change, also: Sequence[Statement], durable: bool) -> bool: ...
+
+    def claim(self, change: Change, join: Join | None) -> TriggerInstance | None: ...
+
+    def insert_many(
+        self, rows: Sequence[NewInstance], now: datetime, actor: str
+    ) -> set[uuid.UUID]: ...
+
+    def insert_or_find(
+        self, row: NewInstance, now: datetime, actor: str, workflow: Workflow
+    ) -> tuple[bool, TriggerInstance | None]: ...
+
+
+@dataclass(frozen=True)
+class NewInstance:
+    """One instance for ``create_bulk``: what differs between the instances of a batch
+    (everything else is the same for all: enqueued at the entry node, due now)."""
+
+    id: uuid.UUID
+    workflow_id: int
+    workflow_version_id: int
+    idempotency_key: str
+    payload: dict[str, Any]
+    entry_node_id: str
+    interests: Sequence[str] = ()
+    # The API key that created it (scoped keys read only their own instances).
+    created_by_key: str = ""
+
+
+def as_model(row: NewInstance, now: datetime) -> TriggerInstance:
+    """``row`` as the model instance ``create_bulk`` inserts for it (unsaved)."""
+    return TriggerInstance(
+        id=row.id,
+        workflow_id=row.workflow_id,
+        workflow_version_id=row.workflow_version_id,
+        idempotency_key=row.idempotency_key,
+        payload=row.payload,
+        status=TriggerStatus.ENQUEUED,
+        current_node_id=row.entry_node_id,
+        vars={},
+        attempts=0,
+        available_at=now,
+        dispatched_at=now,
+        created_at=now,
+        updated_at=now,
+        created_by_key=row.created_by_key[:100],
+    )

@@ -1,0 +1,152 @@
+"""What a definition may hold: the node types, each config field's kind and meaning
+(the validator, the JSON Schema and the docs read these tables), and the limits."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NODE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    required: bool
+    # "template" | "html_template" | "int" (milliseconds, bounded) | "duration" | "name"
+    # (a plain non-empty string) | "condition" (a Liquid expression) | "template_list" |
+    # "template_object" | "recipients" (one address template, or a JSON list of them:
+    # each renders to exactly one address, never split) | "retry_policy" |
+    # "http_method" | "webhook_url"
+    kind: str
+    # What the field means, for the OpenAPI schema and the docs.
+    description: str = ""
+
+    @property
+    def is_template(self) -> bool:
+        """Whether the value's strings are Liquid templates rendered against the context
+        (every kind but numbers, durations, names, conditions and the HTTP method)."""
+        return self.kind in TEMPLATE_KINDS
+
+
+TEMPLATE_KINDS = frozenset(
+    {"template", "html_template", "template_list", "template_object", "recipients", "webhook_url"}
+)
+
+_RETRY = FieldSpec(
+    False,
+    "retry_policy",
+    "This node's retry policy for transient provider failures, instead of the "
+    "NOTIFYFLOW_MAX_RETRIES / NOTIFYFLOW_RETRY_BASE_DELAY_S defaults.",
+)
+
+NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
+    "email": {
+        "to": FieldSpec(
+            True,
+            "recipients",
+            "Recipient: a template rendering to exactly one email address, or a list of "
+            "such templates (one address each).",
+        ),
+        "subject": FieldSpec(True, "template", "Subject line (template)."),
+        "body": FieldSpec(True, "template", "Plain-text body (template)."),
+        "html_body": FieldSpec(
+            False, "html_template", "HTML body (template; values are HTML-escaped)."
+        ),
+        "from_email": FieldSpec(
+            False, "template", "Sender (template); DEFAULT_FROM_EMAIL when omitted."
+        ),
+        "reply_to": FieldSpec(
+            False, "recipients", "Reply-To: one address template or a list of them."
+        ),
+        "retry": _RETRY,
+    },
+    "sms": {
+        "to": FieldSpec(
+            True, "template", "Recipient: a template rendering to one E.164 phone number."
+        ),
+        "body": FieldSpec(True, "template", "Message text (template); must not render empty."),
+        "retry": _RETRY,
+    },
+    "delay": {
+        "delay_ms": FieldSpec(False, "int", "Wait this many milliseconds."),
+        "duration": FieldSpec(
+            False, "duration", 'Wait this long: "90s", "15m", "2h", "1d", "1h30m" or "PT15M".'
+        ),
+        "until": FieldSpec(
+            False,
+            "template",
+            "Wait until this instant: a template rendering to an ISO-8601 timestamp "
+            "(a past instant continues at once).",
+        ),
+    },
+    "wait": {
+        "event": FieldSpec(True, "name", "Name of the event to wait for."),
+        "timeout": FieldSpec(False, "duration", 'Give up after this long ("24h", "PT30M", ...).'),
+        "timeout_ms": FieldSpec(False, "int", "Give up after this many milliseconds."),
+        "match": FieldSpec(
+            False,
+            "condition",
+            "Liquid expression an event must satisfy, over the context plus `event` "
+            "({name, event_id, context, received_at}), e.g. "
+            "`event.context.order_id == payload.order_id`.",
+        ),
+    },
+    "emit": {
+        "event": FieldSpec(True, "template", "Name of the event to raise (template)."),
+        "subjects": FieldSpec(
+            False,
+            "template_list",
+            "Subjects (templates): running instances with an equal interest receive it.",
+        ),
+        "context": FieldSpec(
+            False,
+            "template_object",
+            "The event's context; string values are templates. Default: the payload.",
+        ),
+        "event_id": FieldSpec(
+            False, "template", "Event id (template). Default: `<instance id>:<node id>`."
+        ),
+    },
+    "webhook": {
+        "url": FieldSpec(
+            True,
+            "webhook_url",
+            "http(s) URL whose host is literal and listed in NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS; "
+            "the path and query may be templates.",
+        ),
+        "method": FieldSpec(False, "http_method", "HTTP method (default POST)."),
+        "body": FieldSpec(True, "template_object", "JSON body sent; string values are templates."),
+        "headers": FieldSpec(
+            False, "template_object", "Extra request headers; values are templates."
+        ),
+        "retry": _RETRY,
+    },
+}
+NODE_DESCRIPTIONS: dict[str, str] = {
+    "email": "Send an email through the configured email backend(s). Output in "
+    "`vars.email_<node id>`: {message_id, to, subject, sent_at}.",
+    "sms": "Send an SMS through the configured SMS backend(s). Output in "
+    "`vars.sms_<node id>`: {message_id, to, sent_at}.",
+    "delay": "Pause the instance (exactly one of delay_ms, duration, until); no worker "
+    "is held while it waits.",
+    "wait": "Wait for an event in the instance's inbox (including events that arrived "
+    "earlier), at most until the timeout (exactly one of timeout, timeout_ms). Output in "
+    "`vars.wait_<node id>`: {received, event}.",
+    "emit": "Raise an event, processed like POST /api/v1/events/ once the step is "
+    "recorded (never twice). Output in `vars.emit_<node id>`: {name, event_id, subjects}.",
+    "webhook": "Call an allowed HTTP endpoint with a signed JSON body. Output in "
+    "`vars.webhook_<node id>`.",
+}
+# Fields of which a node needs exactly one.
+EXACTLY_ONE_OF: dict[str, tuple[str, ...]] = {
+    "delay": ("delay_ms", "duration", "until"),
+    "wait": ("timeout", "timeout_ms"),
+}
+MAX_INTERESTS = 20
+MAX_RECIPIENTS = 50
+MAX_NAME_LENGTH = 200
+NODE_TYPES = tuple(NODE_CONFIG_SPECS)
+
+RETRY_KEYS = ("max_retries", "base_delay_s", "max_delay_s", "jitter")
+MAX_RETRY_DELAY_S = 7 * 24 * 3600
+WEBHOOK_METHODS = ("POST", "PUT")
