@@ -9,9 +9,9 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import is_valid_path
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.generics import GenericAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.pagination import BasePagination
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,24 +19,6 @@ from rest_framework.serializers import Serializer
 
 from .errors import ApplicationError
 from .fields import InputSerializer, QuerySerializer
-
-
-def workflow_limit(request: Request) -> list[str]:
-    """The workflow keys the caller's API key is limited to (empty: all). Read from the
-    key by attribute, so lower layers need not import the key model."""
-    return list(getattr(request.user, "workflows", None) or [])
-
-
-def limit_to_workflows(request: Request, queryset: QuerySet, field: str = "key") -> QuerySet:
-    limit = workflow_limit(request)
-    return queryset.filter(**{f"{field}__in": limit}) if limit else queryset
-
-
-def require_workflow_allowed(request: Request, key: str) -> None:
-    """403 ``permission_denied`` unless the caller's key may use workflow ``key``."""
-    limit = workflow_limit(request)
-    if limit and key not in limit:
-        raise PermissionDenied(f"API key may not use workflow {key!r}")
 
 
 def json_object_body(request: Request, limit: int | None = None) -> dict:
@@ -82,7 +64,8 @@ def validated_body(
 
     A serializer class that declares ``stateless_validation = True`` (no context, no
     instance, nothing kept between calls) is validated by one shared instance: DRF
-    deep-copies every declared field into each new serializer, ~7% of a POST."""
+    deep-copies every declared field into each new serializer, a visible share of a POST
+    (bench/RESULTS.md, round 1)."""
     if not issubclass(serializer_class, InputSerializer):
         # Every body refuses unknown fields: a programming error, caught by any test.
         raise TypeError(
@@ -128,7 +111,7 @@ def no_body(request: Request) -> None:
 # drf-spectacular would publish it as the description of every operation.)
 class ApiView(GenericAPIView):
     # A list view sets its own; a view without one takes no pagination parameters.
-    pagination_class = None
+    pagination_class: type[BasePagination] | None = None
     query_serializer_class: type[QuerySerializer] | None = None
     query: dict[str, Any]
 

@@ -19,8 +19,8 @@ Where the figures come from, and why this way:
 - **Queue figures** (unfinished instances by status, the due backlog, the age of the
   oldest due instance) are read from the database at scrape time, through the partial
   indexes that hold only unfinished rows: they are right whatever runs where, cost
-  nothing on the hot path and survive every restart. They are injected by the
-  composition root (``notifyflow.urls``), so this module imports no app.
+  nothing on the hot path and survive every restart. They are injected by the view
+  that serves them (``api.views.health``), so this module imports no app.
 
 Access: loopback clients only by default - and not through a proxy: a request that
 carries a proxy header (``Forwarded``, ``X-Forwarded-For``, ``X-Real-IP``, ...) is

@@ -1,9 +1,10 @@
-"""What the OpenAPI schema says beyond the serializers: how to authenticate, and the one
-error shape (``notifyflow.api_errors``) on every operation that can answer it.
+"""What the OpenAPI schema says beyond the serializers: the one error shape
+(``notifyflow.api_errors``) on every operation that can answer it, and what the input
+serializers enforce (``AutoSchema``).
 
-Registered in settings (``SPECTACULAR_SETTINGS``): the bearer scheme is found by
-drf-spectacular through the authentication class's dotted path (no import of the
-triggers layer here), the errors are added by the postprocessing hook.
+Registered in settings (``REST_FRAMEWORK``'s schema class, ``SPECTACULAR_SETTINGS``'s
+postprocessing hook). The bearer scheme of the API's authentication class is described
+next to that class's app, in ``api.openapi``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 
 from django.core.validators import RegexValidator
 from drf_spectacular import openapi as spectacular_openapi
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import force_instance
 from rest_framework import serializers
 
@@ -86,20 +86,6 @@ CONFLICT_OPERATIONS = {
 }
 
 
-class ApiKeyBearerScheme(OpenApiAuthenticationExtension):
-    """``Authorization: Bearer <api key>`` (triggers.auth.ApiKeyAuthentication)."""
-
-    target_class = "triggers.auth.ApiKeyAuthentication"
-    name = "bearerAuth"
-
-    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
-        return {
-            "type": "http",
-            "scheme": "bearer",
-            "description": "An API key from `manage.py create_api_key NAME` or the admin.",
-        }
-
-
 def _error_codes(path: str, method: str, operation: dict[str, Any]) -> list[str]:
     # 400 everywhere: an unknown query parameter (or body field) is refused on every operation.
     codes = ["400"]
@@ -155,8 +141,7 @@ class AutoSchema(spectacular_openapi.AutoSchema):
     """drf-spectacular's schema, plus what the input serializers enforce beyond DRF's
     defaults (notifyflow.fields): a request body refuses unknown fields
     (``additionalProperties: false``); a request string is never blank unless the field
-    allows it, and never holds NUL. Importing this module registers ApiKeyBearerScheme
-    before any operation is inspected."""
+    allows it, and never holds NUL."""
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         schema = super()._map_basic_serializer(serializer, direction)

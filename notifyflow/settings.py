@@ -130,6 +130,7 @@ INSTALLED_APPS = [
     "workflows",
     "triggers",
     "executions",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -280,11 +281,11 @@ LOGGING = {
 
 # --- REST framework -------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["triggers.auth.ApiKeyAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["api.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        # Scopes of API keys: each view's required_scope (triggers/permissions.py).
-        "triggers.permissions.HasScope",
+        # Scopes of API keys: each view's required_scope (api/permissions.py).
+        "api.permissions.HasScope",
     ],
     "DEFAULT_PARSER_CLASSES": ["notifyflow.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

@@ -249,7 +249,7 @@ class ApiKey(models.Model):
 
     def may_read(self, *, workflow_key: str, created_by_key: str) -> bool:
         """Whether this key may read an instance of ``workflow_key`` created by the key
-        named ``created_by_key``: for one row, the rule ``permissions.visible_instances``
+        named ``created_by_key``: for one row, the rule ``api.permissions.visible_instances``
         applies to querysets (a ``trigger`` key reads only what it created)."""
         if self.scope == ApiKeyScope.TRIGGER and created_by_key != self.name:
             return False

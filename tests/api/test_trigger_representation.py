@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from rest_framework import serializers
 
+from api.serializers.triggers import TriggerOutputSerializer
 from tests.factories import TriggerInstanceFactory
-from triggers.serializers import TriggerOutputSerializer
 
 pytestmark = pytest.mark.django_db
 

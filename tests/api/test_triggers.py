@@ -102,7 +102,7 @@ def test_list_filters_and_pagination(api, workflow):
 
 
 def test_revoked_key_is_refused(workflow):
-    from triggers import auth
+    from api import auth
     from triggers.models import ApiKey
     from triggers.services import api_key_create, api_key_revoke
 

@@ -69,7 +69,7 @@ def test_an_unexpected_error_under_api_answers_json_not_html(api_key, monkeypatc
     def explode(**kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("triggers.views.trigger_create", explode)
+    monkeypatch.setattr("api.views.triggers.trigger_create", explode)
     client = APIClient(raise_request_exception=False)
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key}")
     response = client.post(

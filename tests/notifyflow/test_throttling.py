@@ -171,7 +171,7 @@ def test_unexpected_errors_are_logged_with_a_traceback(api, workflow, monkeypatc
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr("workflows.views.WorkflowDetailView.get", boom)
+    monkeypatch.setattr("api.views.workflows.WorkflowDetailView.get", boom)
     api.raise_request_exception = False
     with caplog.at_level(logging.ERROR, logger="django.request"):
         response = api.get(f"/api/v1/workflows/{workflow.key}/")

@@ -51,7 +51,7 @@ def test_a_lowered_rate_still_answers_retry_after(workflow):
     api = client_with(raw)
     assert all(api.get("/api/v1/workflows/").status_code == 200 for _ in range(6))
     api_key_set_rate(api_key=key, rate="2/min")
-    from triggers.auth import api_keys_by_hash
+    from api.auth import api_keys_by_hash
 
     api_keys_by_hash.clear()  # another process would see it within the cache's 10 s
     # The window now holds more requests than the rate allows.

@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404
 from rest_framework import exceptions, permissions
 from rest_framework.request import Request
 
-from .models import ApiKey, ApiKeyScope, TriggerInstance
+from triggers.models import ApiKey, ApiKeyScope, TriggerInstance
 
 Scope = ApiKeyScope
 

@@ -1,5 +1,5 @@
-"""Input and output of the events and workflow-trigger API: the input serializers are
-the validation (and the OpenAPI schema); ``triggers.events`` takes typed arguments."""
+"""Workflow triggers (bindings of an event name to a workflow): the input serializers
+are the validation (and the OpenAPI schema); ``triggers.events`` takes typed arguments."""
 
 from __future__ import annotations
 
@@ -13,77 +13,16 @@ from notifyflow.fields import (
     StrictBooleanField,
     StrictCharField,
 )
-
-from .event_models import EventRecord, WorkflowTrigger
-from .events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
-from .idempotency.config import (
+from triggers.event_models import WorkflowTrigger
+from triggers.events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
+from triggers.idempotency.config import (
     MAX_CONTEXT_FIELD_LENGTH,
     MAX_CONTEXT_FIELDS,
     MAX_EXPRESSION_LENGTH,
     MAX_TTL_MINUTES,
     Strategy,
 )
-from .inbox import MAX_SUBJECTS
-
-
-class EventInputSerializer(InputSerializer):
-    name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
-    event_id = StrictCharField(
-        max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
-    )
-    context = JsonObjectField(help_text="Becomes the instances' payload")
-    subjects = serializers.ListField(
-        child=StrictCharField(max_length=255),
-        required=False,
-        default=list,
-        max_length=MAX_SUBJECTS,
-        help_text="Deliver the event to running instances with one of these interests "
-        "(e.g. order:42, instance:<id>)",
-    )
-
-
-class InstanceEventInputSerializer(InputSerializer):
-    name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
-    event_id = StrictCharField(
-        max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
-    )
-    context = JsonObjectField()
-
-
-class InstanceEventOutputSerializer(serializers.Serializer):
-    delivered = serializers.IntegerField()
-
-
-class EventRecordSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = EventRecord
-        fields = ["id", "name", "event_id", "context_sha256", "received_at"]
-
-
-class BindingOutcomeSerializer(serializers.Serializer):
-    binding = serializers.IntegerField()
-    workflow = serializers.CharField()
-    status = serializers.ChoiceField(choices=["created", "duplicate", "skipped"])
-    instance_id = serializers.UUIDField(allow_null=True)
-    idempotency_key = serializers.CharField(allow_null=True)
-    reason = serializers.CharField(allow_null=True)
-    code = serializers.CharField(
-        allow_null=True,
-        help_text="Why a binding was skipped (`missing_context`, `inactive_workflow`, ...); "
-        "`idempotency_conflict`: the key's instance is one this API key may not read (no "
-        "`instance_id` is given)",
-    )
-
-
-class EventOutputSerializer(serializers.Serializer):
-    event = EventRecordSerializer()
-    outcomes = BindingOutcomeSerializer(many=True)
-    delivered = serializers.IntegerField(help_text="Running instances the event reached")
-    instances = serializers.ListField(
-        child=serializers.UUIDField(),
-        help_text="Up to 100 of their ids; a `trigger` key sees only the ids of instances "
-        "it created",
-    )
+from workflows.models import Workflow
 
 
 def _option(schema: dict) -> dict:
@@ -134,7 +73,9 @@ class WorkflowTriggerInputSerializer(InputSerializer):
 
 
 class WorkflowTriggerOutputSerializer(serializers.ModelSerializer):
-    workflow = serializers.SlugRelatedField(slug_field="key", read_only=True)
+    workflow: serializers.SlugRelatedField[Workflow] = serializers.SlugRelatedField(
+        slug_field="key", read_only=True
+    )
 
     class Meta:
         model = WorkflowTrigger
@@ -155,7 +96,8 @@ class WorkflowTriggerFilterSerializer(QuerySerializer):
 
 
 class PreviewKeyInputSerializer(InputSerializer):
-    context = JsonObjectField()
+    # The API's field name; mypy sees it shadow DRF's own ``context``.
+    context = JsonObjectField()  # type: ignore[assignment]
     event_id = StrictCharField(
         max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
     )

@@ -1,3 +1,6 @@
+"""Trigger instances: create (one or in bulk), read, act on, and their history
+(timeline, deliveries); the events sent to one instance."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -7,6 +10,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from executions.models import Delivery, DeliveryAttempt, DeliveryEvent
 from notifyflow.api_errors import error_body, validation_error
 from notifyflow.errors import ApplicationError
 from notifyflow.fields import (
@@ -18,9 +22,17 @@ from notifyflow.fields import (
 )
 from notifyflow.parsers import check_storable
 from notifyflow.redaction import redact
+from triggers.events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
+from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from triggers.services import (
+    MAX_BULK_ITEMS,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
+    BulkOutcome,
+    TriggerItem,
+)
+from workflows.models import Workflow
 
-from .models import TriggerInstance, TriggerStatus, TriggerStatusChange
-from .services import MAX_BULK_ITEMS, MAX_IDEMPOTENCY_KEY_LENGTH, BulkOutcome, TriggerItem
+from .step_logs import StepLogOutputSerializer
 
 
 class TriggerCreateInputSerializer(InputSerializer):
@@ -109,7 +121,8 @@ class ItemErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
     field = serializers.CharField(allow_null=True)
     message = serializers.CharField()
-    errors = serializers.ListField(child=serializers.DictField())
+    # The API's field name; mypy sees it shadow DRF's own ``errors``.
+    errors = serializers.ListField(child=serializers.DictField())  # type: ignore[assignment]
 
 
 class BulkResultSerializer(serializers.Serializer):
@@ -140,7 +153,9 @@ class CursorSerializer(serializers.Serializer):
 
 
 class TriggerOutputSerializer(serializers.ModelSerializer):
-    workflow = serializers.SlugRelatedField(slug_field="key", read_only=True)
+    workflow: serializers.SlugRelatedField[Workflow] = serializers.SlugRelatedField(
+        slug_field="key", read_only=True
+    )
     workflow_version = serializers.IntegerField(source="workflow_version.version", read_only=True)
     cursor = serializers.SerializerMethodField()
 
@@ -170,7 +185,9 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
 
     def to_representation(self, obj: TriggerInstance) -> dict:
         # The same fields as declared above (they drive the OpenAPI schema), built
-        # directly: DRF's per-field machinery was ~11% of a POST.
+        # directly, since DRF's per-field machinery is a visible share of a POST
+        # (bench/RESULTS.md, round 1 "What changed after the first full run").
+        # tests/api/test_trigger_representation.py compares the two field by field.
         data = {
             "id": str(obj.pk),
             "workflow": obj.workflow.key,
@@ -223,6 +240,11 @@ class TriggerListFilterSerializer(QuerySerializer):
     workflow = serializers.SlugField(required=False)
     status = serializers.ChoiceField(choices=TriggerStatus.values, required=False)
     idempotency_key = serializers.CharField(required=False, max_length=255)
+    recipient = serializers.CharField(
+        required=False,
+        max_length=320,
+        help_text="An email address or phone number a delivery of the instance was sent to",
+    )
 
 
 class CancelInputSerializer(InputSerializer):
@@ -246,3 +268,97 @@ class StatusChangeOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = TriggerStatusChange
         fields = ["from_status", "to_status", "reason", "actor", "at"]
+
+
+class InstanceEventInputSerializer(InputSerializer):
+    name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
+    event_id = StrictCharField(
+        max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
+    )
+    # The API's field name; mypy sees it shadow DRF's own ``context``.
+    context = JsonObjectField()  # type: ignore[assignment]
+
+
+class InstanceEventOutputSerializer(serializers.Serializer):
+    delivered = serializers.IntegerField()
+
+
+class WaitingForSerializer(serializers.Serializer):
+    event = serializers.CharField()
+    deadline = serializers.DateTimeField(allow_null=True)
+
+
+class PendingOutputSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    node_type = serializers.CharField()
+    due_at = serializers.DateTimeField()
+    waiting_for = WaitingForSerializer(allow_null=True)
+
+
+class InboxItemOutputSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    event_id = serializers.CharField(allow_null=True)
+    # The API's field name; mypy sees it shadow DRF's own ``context``.
+    context = serializers.DictField()  # type: ignore[assignment]
+    received_at = serializers.DateTimeField()
+    consumed_at = serializers.DateTimeField(allow_null=True)
+    consumed_by_node = serializers.CharField(allow_null=True)
+
+
+class TimelineOutputSerializer(serializers.Serializer):
+    """GET /triggers/{id}/timeline/."""
+
+    instance = TriggerOutputSerializer()
+    history = StatusChangeOutputSerializer(many=True)
+    steps = StepLogOutputSerializer(many=True)
+    inbox = InboxItemOutputSerializer(many=True)
+    pending = PendingOutputSerializer(allow_null=True)
+
+
+class DeliveryAttemptOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DeliveryAttempt
+        fields = ["attempt", "provider", "outcome", "latency_ms", "error", "message_id", "at"]
+
+
+class DeliveryEventOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DeliveryEvent
+        fields = [
+            "provider",
+            "provider_event",
+            "status",
+            "applied",
+            "occurred_at",
+            "received_at",
+            "raw",
+        ]
+
+
+class DeliveryOutputSerializer(serializers.ModelSerializer):
+    """A delivery with every provider call (failover) and every status report."""
+
+    trigger = serializers.UUIDField(source="instance_id", read_only=True)
+    provider_attempts = DeliveryAttemptOutputSerializer(
+        source="attempt_rows", many=True, read_only=True
+    )
+    events = DeliveryEventOutputSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Delivery
+        fields = [
+            "id",
+            "trigger",
+            "node_id",
+            "channel",
+            "status",
+            "tracking_status",
+            "tracking_updated_at",
+            "provider_message_id",
+            "attempts",
+            "output",
+            "created_at",
+            "updated_at",
+            "provider_attempts",
+            "events",
+        ]

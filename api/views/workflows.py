@@ -1,27 +1,37 @@
+"""Workflows: create, read and replace them; their diagram, stats and preview; pause
+and resume."""
+
 from __future__ import annotations
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import (
-    ApiView,
-    IgnoreFormatParameter,
-    limit_to_workflows,
-    require_workflow_allowed,
-    validated_body,
-)
+from executions.preview import workflow_preview
+from executions.selectors import workflow_stats
+from notifyflow.api import ApiView, IgnoreFormatParameter, no_body, validated_body
 from notifyflow.errors import ApplicationError, NotFoundError
 from notifyflow.pagination import WorkflowPages
+from triggers.services import workflow_pause, workflow_resume
+from workflows.definition_schema import EXAMPLE_WORKFLOW
+from workflows.diagram import diagram
+from workflows.models import Workflow, WorkflowVersion
+from workflows.services import workflow_save
 
-from .definition_schema import EXAMPLE_WORKFLOW
-from .diagram import diagram
-from .models import Workflow, WorkflowVersion
-from .serializers import DiagramQuerySerializer, WorkflowInputSerializer, WorkflowOutputSerializer
-from .services import workflow_save
+from ..auth import request_key
+from ..permissions import actor, require_workflow, visible_workflows
+from ..serializers.workflows import (
+    DiagramQuerySerializer,
+    PreviewInputSerializer,
+    PreviewOutputSerializer,
+    WorkflowInputSerializer,
+    WorkflowOutputSerializer,
+    WorkflowStatsOutputSerializer,
+)
 
 # Swagger UI and ReDoc show this body ready to send.
 WORKFLOW_REQUEST_EXAMPLE = OpenApiExample(
@@ -31,7 +41,8 @@ WORKFLOW_REQUEST_EXAMPLE = OpenApiExample(
 
 def _save(request: Request, workflow: Workflow | None) -> Workflow:
     data = validated_body(request, WorkflowInputSerializer)
-    require_workflow_allowed(request, data["key"])
+    key = request_key(request)
+    require_workflow(key, data["key"])
     if workflow is not None and data["key"] != workflow.key:
         raise ApplicationError(
             code="key_mismatch", field="key", message="key: must match the workflow key in the URL"
@@ -43,8 +54,16 @@ def _save(request: Request, workflow: Workflow | None) -> Workflow:
         definition=data["definition"],
         workflow=workflow,
         create_only=workflow is None,
-        actor=f"api:{getattr(request.user, 'name', request.user)}",
+        actor=actor(key),
     )
+
+
+def _require_visible_workflow(request: Request, key: str) -> None:
+    """404 unless the caller's key may use the workflow (the services answer 404 for an
+    unknown one: no query here for a key without a workflow list)."""
+    api_key = request_key(request)
+    if api_key.workflows:
+        get_object_or_404(visible_workflows(Workflow.objects.only("id"), api_key), key=key)
 
 
 class WorkflowListCreateView(ApiView):
@@ -52,8 +71,9 @@ class WorkflowListCreateView(ApiView):
     pagination_class = WorkflowPages
 
     def get_queryset(self):
-        return limit_to_workflows(
-            self.request, Workflow.objects.select_related("current_version").order_by("key")
+        return visible_workflows(
+            Workflow.objects.select_related("current_version").order_by("key"),
+            request_key(self.request),
         )
 
     @extend_schema(responses=WorkflowOutputSerializer(many=True))
@@ -76,7 +96,9 @@ class WorkflowDetailView(ApiView):
     lookup_field = "key"
 
     def get_queryset(self):
-        return limit_to_workflows(self.request, Workflow.objects.select_related("current_version"))
+        return visible_workflows(
+            Workflow.objects.select_related("current_version"), request_key(self.request)
+        )
 
     def get(self, request: Request, key: str) -> Response:
         return Response(self.get_serializer(self.get_object()).data)
@@ -99,7 +121,9 @@ class WorkflowDiagramView(ApiView):
     query_serializer_class = DiagramQuerySerializer
 
     def get_queryset(self):
-        return limit_to_workflows(self.request, Workflow.objects.select_related("current_version"))
+        return visible_workflows(
+            Workflow.objects.select_related("current_version"), request_key(self.request)
+        )
 
     @extend_schema(
         parameters=[DiagramQuerySerializer],
@@ -131,3 +155,55 @@ class WorkflowDiagramView(ApiView):
             title=f"{workflow.key} v{version.version}",
         )
         return HttpResponse(text, content_type="text/plain; charset=utf-8")
+
+
+class WorkflowStatsView(ApiView):
+    """Instances per status and per-node executions, successes and failures over all
+    versions; 404 unknown workflow."""
+
+    serializer_class = WorkflowStatsOutputSerializer
+
+    def get(self, request: Request, key: str) -> Response:
+        _require_visible_workflow(request, key)
+        return Response(self.get_serializer(workflow_stats(key=key)).data)
+
+
+class WorkflowPreviewView(ApiView):
+    """What a payload would make the workflow do: the path and every node rendered.
+    Nothing is sent and nothing is written."""
+
+    serializer_class = PreviewOutputSerializer
+    # Renders, sends nothing and writes nothing: a read.
+    required_scope = {"POST": "read"}
+
+    @extend_schema(request=PreviewInputSerializer, responses={200: PreviewOutputSerializer})
+    def post(self, request: Request, key: str) -> Response:
+        data = validated_body(request, PreviewInputSerializer)
+        _require_visible_workflow(request, key)
+        return Response(
+            workflow_preview(key=key, payload=data["payload"], version=data.get("version"))
+        )
+
+
+class WorkflowPauseView(ApiView):
+    """Pause (no step starts) or resume (due instances dispatched at once) a workflow."""
+
+    serializer_class = WorkflowOutputSerializer
+    lookup_field = "key"
+    pause = True
+
+    def get_queryset(self):
+        return visible_workflows(
+            Workflow.objects.select_related("current_version"), request_key(self.request)
+        )
+
+    @extend_schema(request=None, responses={200: WorkflowOutputSerializer})
+    def post(self, request: Request, key: str) -> Response:
+        no_body(request)
+        workflow = self.get_object()
+        who = actor(request_key(request))
+        if self.pause:
+            workflow_pause(workflow=workflow, actor=who)
+        else:
+            workflow_resume(workflow=workflow, actor=who)
+        return Response(self.get_serializer(workflow).data)

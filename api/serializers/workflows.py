@@ -1,25 +1,26 @@
+"""Workflows: their definition, diagram, stats and preview."""
+
 from __future__ import annotations
 
 from rest_framework import serializers
 
 from notifyflow.fields import (
     InputSerializer,
+    JsonObjectField,
     QueryIntegerField,
     QuerySerializer,
     StrictBooleanField,
     StrictCharField,
+    StrictIntegerField,
     StrictSlugField,
 )
-
-# Registers DefinitionField's OpenAPI description (a drf-spectacular extension).
-from . import openapi  # noqa: F401
-from .models import Workflow
+from workflows.models import Workflow
 
 
 class DefinitionField(serializers.JSONField):
     """A workflow definition: any JSON here (``validate_definition`` in the service
     checks it and names node and field); described in OpenAPI by the JSON Schema
-    generated from the same specs (``workflows.openapi``)."""
+    generated from the same specs (``api.openapi``)."""
 
 
 class WorkflowInputSerializer(InputSerializer):
@@ -63,3 +64,40 @@ class DiagramQuerySerializer(QuerySerializer):
     version = QueryIntegerField(
         min_value=1, required=False, help_text="A version number; the current one if omitted"
     )
+
+
+class NodeStatsOutputSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    executions = serializers.IntegerField()
+    successes = serializers.IntegerField()
+    failures = serializers.IntegerField()
+
+
+class WorkflowStatsOutputSerializer(serializers.Serializer):
+    """GET /workflows/{key}/stats/."""
+
+    instances = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Instances per status (every status)"
+    )
+    nodes = NodeStatsOutputSerializer(many=True)
+
+
+class PreviewInputSerializer(InputSerializer):
+    payload = JsonObjectField()
+    version = StrictIntegerField(required=False, min_value=1)
+
+
+class PreviewNodeSerializer(serializers.Serializer):
+    node_id = serializers.CharField()
+    type = serializers.CharField()
+    rendered = serializers.JSONField(allow_null=True)
+    output = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    note = serializers.CharField(required=False)
+
+
+class PreviewOutputSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    version = serializers.IntegerField()
+    path = serializers.ListField(child=serializers.CharField())
+    nodes = PreviewNodeSerializer(many=True)

@@ -1,121 +1,37 @@
-"""HTTP layer of events and workflow triggers; the logic is in ``triggers.events``."""
+"""Workflow triggers: bindings of an event name to a workflow, and the idempotency key
+a binding would make; the logic is in ``triggers.events``."""
 
 from __future__ import annotations
-
-import uuid
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from notifyflow.api import ApiView, paginated_list, validated_body
 from notifyflow.pagination import ByIdOldestFirst
+from triggers.event_models import WorkflowTrigger
+from triggers.events import (
+    idempotency_key_preview,
+    workflow_trigger_delete,
+    workflow_trigger_save,
+)
 
-from .event_models import WorkflowTrigger
-from .event_serializers import (
-    EventInputSerializer,
-    EventOutputSerializer,
-    EventRecordSerializer,
-    InstanceEventInputSerializer,
-    InstanceEventOutputSerializer,
+from ..auth import request_key
+from ..permissions import require_workflow, visible_workflows
+from ..serializers.workflow_triggers import (
     PreviewKeyInputSerializer,
     PreviewKeyOutputSerializer,
     WorkflowTriggerFilterSerializer,
     WorkflowTriggerInputSerializer,
     WorkflowTriggerOutputSerializer,
 )
-from .events import (
-    event_receive,
-    idempotency_key_preview,
-    workflow_trigger_delete,
-    workflow_trigger_save,
-)
-from .inbox import deliver_to_instance
-from .models import ApiKey, TriggerInstance
-from .permissions import (
-    actor,
-    is_restricted,
-    require_visible_instance,
-    require_workflow,
-    visible_instances,
-    visible_workflows,
-)
-
-
-class EventReceiveView(ApiView):
-    serializer_class = EventOutputSerializer
-    required_scope = {"POST": "trigger"}
-
-    @extend_schema(request=EventInputSerializer, responses={202: EventOutputSerializer})
-    def post(self, request: Request) -> Response:
-        body = validated_body(request, EventInputSerializer)
-        key = request.user
-        if key.workflows and body["subjects"]:
-            # Subjects reach instances of any workflow.
-            raise PermissionDenied("an API key limited to workflows may not send subjects")
-        result = event_receive(
-            name=body["name"],
-            event_id=body["event_id"],
-            context=body["context"],
-            subjects=body["subjects"],
-            workflows=key.workflows or None,
-            actor=actor(key),
-            api_key=key,
-        )
-        return Response(
-            {
-                "event": EventRecordSerializer(result.record).data,
-                "outcomes": [o.as_json() for o in result.outcomes],
-                "delivered": len(result.delivered),
-                "instances": [str(i) for i in _readable(key, result.delivered, 100)],
-            },
-            status=status.HTTP_202_ACCEPTED,
-        )
-
-
-def _readable(key: ApiKey, instance_ids: list[uuid.UUID], most: int) -> list[uuid.UUID]:
-    """The first ``most`` of the instances an event reached that ``key`` may read, in
-    order: a trigger key learns no id of another key's instances from an event."""
-    if not is_restricted(key):
-        return instance_ids[:most]
-    found: list[uuid.UUID] = []
-    for start in range(0, len(instance_ids), 500):  # SQLite's parameter limit
-        chunk = instance_ids[start : start + 500]
-        readable = set(
-            visible_instances(TriggerInstance.objects.filter(pk__in=chunk), key)
-            .order_by()
-            .values_list("id", flat=True)
-        )
-        found += [i for i in chunk if i in readable]
-        if len(found) >= most:
-            break
-    return found[:most]
-
-
-class InstanceEventView(ApiView):
-    """Deliver an event to one running instance's inbox."""
-
-    serializer_class = InstanceEventOutputSerializer
-    required_scope = {"POST": "trigger"}
-
-    @extend_schema(
-        request=InstanceEventInputSerializer, responses={202: InstanceEventOutputSerializer}
-    )
-    def post(self, request: Request, id: str) -> Response:
-        body = validated_body(request, InstanceEventInputSerializer)
-        require_visible_instance(request.user, id)
-        delivered = deliver_to_instance(
-            instance_id=id, name=body["name"], event_id=body["event_id"], context=body["context"]
-        )
-        return Response({"delivered": delivered.count}, status=status.HTTP_202_ACCEPTED)
 
 
 def _save_kwargs(request: Request) -> dict:
     body = validated_body(request, WorkflowTriggerInputSerializer)
-    require_workflow(request.user, body["workflow"])
+    require_workflow(request_key(request), body["workflow"])
     return {
         "event_name": body["event_name"],
         "workflow": body["workflow"],
@@ -132,7 +48,7 @@ class WorkflowTriggerListCreateView(ApiView):
     def get_queryset(self) -> QuerySet[WorkflowTrigger]:
         return visible_workflows(
             WorkflowTrigger.objects.select_related("workflow"),
-            self.request.user,
+            request_key(self.request),
             field="workflow__key",
         )
 
@@ -163,7 +79,7 @@ class WorkflowTriggerDetailView(ApiView):
     def get_queryset(self) -> QuerySet[WorkflowTrigger]:
         return visible_workflows(
             WorkflowTrigger.objects.select_related("workflow"),
-            self.request.user,
+            request_key(self.request),
             field="workflow__key",
         )
 
@@ -190,7 +106,7 @@ class WorkflowTriggerPreviewKeyView(ApiView):
     def get_queryset(self) -> QuerySet[WorkflowTrigger]:
         return visible_workflows(
             WorkflowTrigger.objects.select_related("workflow"),
-            self.request.user,
+            request_key(self.request),
             field="workflow__key",
         )
 

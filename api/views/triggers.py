@@ -1,29 +1,44 @@
+"""Trigger instances: create (one or in bulk), list, read, cancel, retry, run now; an
+event for one instance; its steps, timeline and deliveries."""
+
 from __future__ import annotations
 
+from uuid import UUID
+
 from django.conf import settings
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from executions.models import Delivery, StepExecutionLog, instance_ids_sent_to
+from executions.selectors import instance_timeline
 from notifyflow.api import ApiView, Lookup, no_body, paginated_list, validated_body
 from notifyflow.errors import ApplicationError
-from notifyflow.pagination import NewestFirst
+from notifyflow.pagination import ByIdOldestFirst, NewestFirst, StepLogsOldestFirst
 from notifyflow.parsers import PartsCheckedJSONParser
-from workflows.models import Workflow
-from workflows.serializers import WorkflowOutputSerializer
-
-from .models import TriggerInstance
-from .permissions import (
-    actor,
-    require_visible_instance,
-    require_workflow,
-    visible_instances,
-    visible_workflows,
+from triggers.inbox import deliver_to_instance
+from triggers.models import TriggerInstance
+from triggers.services import (
+    instance_cancel,
+    instance_cancel_by_key,
+    instance_retry,
+    instance_run_now,
+    trigger_create,
+    trigger_create_bulk,
 )
-from .serializers import (
+
+from ..auth import request_key
+from ..permissions import actor, require_visible_instance, require_workflow, visible_instances
+from ..serializers.step_logs import StepLogOutputSerializer
+from ..serializers.triggers import (
     CancelByKeyInputSerializer,
     CancelInputSerializer,
+    DeliveryOutputSerializer,
+    InstanceEventInputSerializer,
+    InstanceEventOutputSerializer,
+    TimelineOutputSerializer,
     TriggerBulkInputSerializer,
     TriggerBulkOutputSerializer,
     TriggerCreateInputSerializer,
@@ -31,23 +46,18 @@ from .serializers import (
     TriggerOutputSerializer,
     TriggerSummarySerializer,
 )
-from .services import (
-    instance_cancel,
-    instance_cancel_by_key,
-    instance_retry,
-    instance_run_now,
-    trigger_create,
-    trigger_create_bulk,
-    workflow_pause,
-    workflow_resume,
-)
+
+
+def _sent_to(queryset: QuerySet, recipient: str) -> QuerySet:
+    # The ids first (delivery_recipient index), then the instances by primary key: a
+    # join or IN-subquery lets the planner walk instances by created_at instead.
+    return queryset.filter(pk__in=instance_ids_sent_to(recipient))
 
 
 class TriggerListCreateView(ApiView):
     serializer_class = TriggerOutputSerializer
     pagination_class = NewestFirst
     required_scope = {"POST": "trigger", "GET": "read_own"}
-    # Higher layers may add filters (executions: ?recipient=) by subclassing.
     query_serializer_class = TriggerListFilterSerializer
     filter_lookups: dict[str, Lookup] = {
         "workflow": "workflow__key",
@@ -56,12 +66,13 @@ class TriggerListCreateView(ApiView):
         "include_payload": lambda queryset, include: (
             queryset if include else queryset.defer("payload")
         ),
+        "recipient": _sent_to,
     }
 
     def get_queryset(self):
         return visible_instances(
             TriggerInstance.objects.select_related("workflow", "workflow_version"),
-            self.request.user,
+            request_key(self.request),
         )
 
     @extend_schema(
@@ -75,13 +86,14 @@ class TriggerListCreateView(ApiView):
     )
     def post(self, request: Request) -> Response:
         body = validated_body(request, TriggerCreateInputSerializer)
-        require_workflow(request.user, body["workflow"])
+        key = request_key(request)
+        require_workflow(key, body["workflow"])
         result = trigger_create(
             workflow=body["workflow"],
             idempotency_key=body["idempotency_key"],
             payload=body["payload"],
-            actor=actor(request.user),
-            api_key=request.user,
+            actor=actor(key),
+            api_key=key,
         )
         data = TriggerOutputSerializer(result.instance).data
         if result.created:
@@ -94,7 +106,10 @@ class TriggerListCreateView(ApiView):
         return TriggerOutputSerializer
 
     @extend_schema(
-        parameters=[TriggerListFilterSerializer], responses=TriggerSummarySerializer(many=True)
+        parameters=[TriggerListFilterSerializer],
+        responses=TriggerOutputSerializer(many=True),
+        description="Trigger instances, newest first; `recipient` finds those with a "
+        "delivery to an email address or phone number.",
     )
     def get(self, request: Request) -> Response:
         return self.list(request)
@@ -127,7 +142,7 @@ class TriggerBulkCreateView(ApiView):
         body = validated_body(
             request, TriggerBulkInputSerializer, settings.NOTIFYFLOW_MAX_BULK_BODY_BYTES
         )
-        key = request.user
+        key = request_key(request)
         items = [
             item
             if isinstance(item, ApplicationError) or key.allows_workflow(item.workflow)
@@ -157,11 +172,11 @@ class TriggerDetailView(ApiView):
     def get_queryset(self):
         return visible_instances(
             TriggerInstance.objects.select_related("workflow", "workflow_version"),
-            self.request.user,
+            request_key(self.request),
         )
 
     @extend_schema(parameters=[OpenApiParameter("id", str, OpenApiParameter.PATH)])
-    def get(self, request: Request, id: str) -> Response:
+    def get(self, request: Request, id: UUID) -> Response:
         return Response(self.get_serializer(self.get_object()).data)
 
 
@@ -171,10 +186,11 @@ class TriggerCancelView(ApiView):
     serializer_class = TriggerOutputSerializer
 
     @extend_schema(request=CancelInputSerializer, responses={200: TriggerOutputSerializer})
-    def post(self, request: Request, id: str) -> Response:
+    def post(self, request: Request, id: UUID) -> Response:
         body = validated_body(request, CancelInputSerializer)
-        require_visible_instance(request.user, id)
-        instance = instance_cancel(instance_id=id, actor=actor(request.user), reason=body["reason"])
+        key = request_key(request)
+        require_visible_instance(key, id)
+        instance = instance_cancel(instance_id=id, actor=actor(key), reason=body["reason"])
         return Response(TriggerOutputSerializer(instance).data)
 
 
@@ -185,10 +201,11 @@ class TriggerRetryView(ApiView):
     serializer_class = TriggerOutputSerializer
 
     @extend_schema(request=None, responses={200: TriggerOutputSerializer})
-    def post(self, request: Request, id: str) -> Response:
+    def post(self, request: Request, id: UUID) -> Response:
         no_body(request)
-        require_visible_instance(request.user, id)
-        instance = instance_retry(instance_id=id, actor=actor(request.user))
+        key = request_key(request)
+        require_visible_instance(key, id)
+        instance = instance_retry(instance_id=id, actor=actor(key))
         return Response(TriggerOutputSerializer(instance).data)
 
 
@@ -199,10 +216,11 @@ class TriggerRunNowView(ApiView):
     serializer_class = TriggerOutputSerializer
 
     @extend_schema(request=None, responses={200: TriggerOutputSerializer})
-    def post(self, request: Request, id: str) -> Response:
+    def post(self, request: Request, id: UUID) -> Response:
         no_body(request)
-        require_visible_instance(request.user, id)
-        instance = instance_run_now(instance_id=id, actor=actor(request.user))
+        key = request_key(request)
+        require_visible_instance(key, id)
+        instance = instance_run_now(instance_id=id, actor=actor(key))
         return Response(TriggerOutputSerializer(instance).data)
 
 
@@ -218,34 +236,75 @@ class TriggerCancelByKeyView(ApiView):
     )
     def post(self, request: Request) -> Response:
         body = validated_body(request, CancelByKeyInputSerializer)
-        require_workflow(request.user, body["workflow"])
+        key = request_key(request)
+        require_workflow(key, body["workflow"])
         instance = instance_cancel_by_key(
             workflow=body["workflow"],
             idempotency_key=body["idempotency_key"],
-            actor=actor(request.user),
+            actor=actor(key),
             reason=body["reason"],
         )
         return Response(TriggerOutputSerializer(instance).data)
 
 
-class WorkflowPauseView(ApiView):
-    """Pause (no step starts) or resume (due instances dispatched at once) a workflow."""
+class InstanceEventView(ApiView):
+    """Deliver an event to one running instance's inbox."""
 
-    serializer_class = WorkflowOutputSerializer
-    lookup_field = "key"
-    pause = True
+    serializer_class = InstanceEventOutputSerializer
+    required_scope = {"POST": "trigger"}
 
-    def get_queryset(self):
-        return visible_workflows(
-            Workflow.objects.select_related("current_version"), self.request.user
+    @extend_schema(
+        request=InstanceEventInputSerializer, responses={202: InstanceEventOutputSerializer}
+    )
+    def post(self, request: Request, id: UUID) -> Response:
+        body = validated_body(request, InstanceEventInputSerializer)
+        require_visible_instance(request_key(request), id)
+        delivered = deliver_to_instance(
+            instance_id=id, name=body["name"], event_id=body["event_id"], context=body["context"]
         )
+        return Response({"delivered": delivered.count}, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(request=None, responses={200: WorkflowOutputSerializer})
-    def post(self, request: Request, key: str) -> Response:
-        no_body(request)
-        workflow = self.get_object()
-        if self.pause:
-            workflow_pause(workflow=workflow, actor=actor(request.user))
-        else:
-            workflow_resume(workflow=workflow, actor=actor(request.user))
-        return Response(self.get_serializer(workflow).data)
+
+class TriggerStepsView(ApiView):
+    """Step logs of one trigger instance, oldest first."""
+
+    serializer_class = StepLogOutputSerializer
+    pagination_class = StepLogsOldestFirst
+    required_scope = {"GET": "read_own"}
+
+    @extend_schema(responses=StepLogOutputSerializer(many=True))
+    def get(self, request: Request, id: UUID) -> Response:
+        require_visible_instance(request_key(request), id)
+        queryset = StepExecutionLog.objects.filter(trigger_id=id).select_related("workflow")
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class TriggerTimelineView(ApiView):
+    """Where an instance is, what happened and what it waits for: its status
+    history (creation included), step logs, inbox and pending work; 404 unknown."""
+
+    serializer_class = TimelineOutputSerializer
+    required_scope = {"GET": "read_own"}
+
+    def get(self, request: Request, id: UUID) -> Response:
+        require_visible_instance(request_key(request), id, only_if_restricted=True)
+        return Response(self.get_serializer(instance_timeline(instance_id=id)).data)
+
+
+class TriggerDeliveriesView(ApiView):
+    """Deliveries of one trigger instance (one per sending node), oldest first, each
+    with its provider attempts and status events."""
+
+    serializer_class = DeliveryOutputSerializer
+    pagination_class = ByIdOldestFirst
+    required_scope = {"GET": "read_own"}
+
+    @extend_schema(responses=DeliveryOutputSerializer(many=True))
+    def get(self, request: Request, id: UUID) -> Response:
+        require_visible_instance(request_key(request), id)
+        queryset = Delivery.objects.filter(instance_id=id).prefetch_related(
+            "attempt_rows", "events"
+        )
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)

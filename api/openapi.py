@@ -1,0 +1,50 @@
+"""drf-spectacular extensions for the API's own classes, registered on import
+(``ApiConfig.ready``), before any schema is built.
+
+- ``Authorization: Bearer <api key>`` for ``api.auth.ApiKeyAuthentication``.
+- A workflow's ``definition``: the JSON Schema generated from the validator's specs
+  (``workflows.definition_schema``), registered as components the first time a
+  serializer's ``DefinitionField`` is described.
+
+The rest of the schema's conventions (the error shape, strict input) are the project's
+and live in ``notifyflow.openapi``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import (
+    OpenApiAuthenticationExtension,
+    OpenApiSerializerFieldExtension,
+)
+from drf_spectacular.plumbing import ResolvedComponent
+
+from workflows.definition_schema import DEFINITION, definition_schemas
+
+
+class ApiKeyBearerScheme(OpenApiAuthenticationExtension):
+    """``Authorization: Bearer <api key>`` (api.auth.ApiKeyAuthentication)."""
+
+    target_class = "api.auth.ApiKeyAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API key from `manage.py create_api_key NAME` or the admin.",
+        }
+
+
+class DefinitionFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "api.serializers.workflows.DefinitionField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        for name, schema in definition_schemas().items():
+            auto_schema.registry.register_on_missing(
+                ResolvedComponent(
+                    name=name, type=ResolvedComponent.SCHEMA, schema=schema, object=name
+                )
+            )
+        return {"$ref": f"#/components/schemas/{DEFINITION}"}

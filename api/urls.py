@@ -1,0 +1,98 @@
+"""Every URL the API app answers: ``/api/v1/``, the schema and its docs pages, the
+health and metrics endpoints, and the providers' status webhooks. Mounted at the root
+by ``notifyflow.urls`` (the names are global: ``reverse("trigger-list")``)."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from .views import events, health, step_logs, triggers, webhooks, workflow_triggers, workflows
+
+v1 = [
+    path("triggers/", triggers.TriggerListCreateView.as_view(), name="trigger-list"),
+    path(
+        "triggers/cancel/",
+        triggers.TriggerCancelByKeyView.as_view(),
+        name="trigger-cancel-by-key",
+    ),
+    path("triggers/bulk/", triggers.TriggerBulkCreateView.as_view(), name="trigger-bulk-create"),
+    path("triggers/<uuid:id>/", triggers.TriggerDetailView.as_view(), name="trigger-detail"),
+    path("triggers/<uuid:id>/cancel/", triggers.TriggerCancelView.as_view(), name="trigger-cancel"),
+    path("triggers/<uuid:id>/events/", triggers.InstanceEventView.as_view(), name="trigger-events"),
+    path("triggers/<uuid:id>/retry/", triggers.TriggerRetryView.as_view(), name="trigger-retry"),
+    path(
+        "triggers/<uuid:id>/run-now/",
+        triggers.TriggerRunNowView.as_view(),
+        name="trigger-run-now",
+    ),
+    path("triggers/<uuid:id>/steps/", triggers.TriggerStepsView.as_view(), name="trigger-steps"),
+    path(
+        "triggers/<uuid:id>/timeline/",
+        triggers.TriggerTimelineView.as_view(),
+        name="trigger-timeline",
+    ),
+    path(
+        "triggers/<uuid:id>/deliveries/",
+        triggers.TriggerDeliveriesView.as_view(),
+        name="trigger-deliveries",
+    ),
+    path("step-logs/", step_logs.StepLogListView.as_view(), name="step-log-list"),
+    path("workflows/", workflows.WorkflowListCreateView.as_view(), name="workflow-list"),
+    path("workflows/<slug:key>/", workflows.WorkflowDetailView.as_view(), name="workflow-detail"),
+    path(
+        "workflows/<slug:key>/diagram/",
+        workflows.WorkflowDiagramView.as_view(),
+        name="workflow-diagram",
+    ),
+    path(
+        "workflows/<slug:key>/stats/", workflows.WorkflowStatsView.as_view(), name="workflow-stats"
+    ),
+    path(
+        "workflows/<slug:key>/preview/",
+        workflows.WorkflowPreviewView.as_view(),
+        name="workflow-preview",
+    ),
+    path(
+        "workflows/<slug:key>/pause/",
+        workflows.WorkflowPauseView.as_view(pause=True),
+        name="workflow-pause",
+    ),
+    path(
+        "workflows/<slug:key>/resume/",
+        workflows.WorkflowPauseView.as_view(pause=False),
+        name="workflow-resume",
+    ),
+    path("events/", events.EventReceiveView.as_view(), name="event-receive"),
+    path(
+        "workflow-triggers/",
+        workflow_triggers.WorkflowTriggerListCreateView.as_view(),
+        name="workflow-trigger-list",
+    ),
+    path(
+        "workflow-triggers/<int:id>/",
+        workflow_triggers.WorkflowTriggerDetailView.as_view(),
+        name="workflow-trigger-detail",
+    ),
+    path(
+        "workflow-triggers/<int:id>/preview-key/",
+        workflow_triggers.WorkflowTriggerPreviewKeyView.as_view(),
+        name="workflow-trigger-preview-key",
+    ),
+]
+
+urlpatterns = [
+    path("api/v1/", include(v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics_view, name="metrics"),
+    # Delivery status (SPEC §11): anymail's tracking webhooks (basic auth / ESP
+    # signatures per ANYMAIL settings) and Twilio's signed status callback.
+    path("webhooks/anymail/", include("anymail.urls")),
+    path(
+        "webhooks/twilio/status/",
+        webhooks.twilio_status_callback,
+        name="twilio-status-callback",
+    ),
+]
