@@ -9,7 +9,8 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from triggers.models import TriggerInstance, TriggerStatus
-from workflows.admin_support import relative_age, table_row_estimate
+
+from .support import relative_age, table_row_estimate
 
 FAILED_WINDOW = timedelta(hours=1)
 
