@@ -1,11 +1,10 @@
 import logging
-from typing import cast
 
 from django.conf import settings
 from django.contrib import admin
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import include, path, reverse_lazy
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from executions.views import (
@@ -102,13 +101,6 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         request, collectors=[metrics.QueueCollector(lambda: queue_figures())]
     )
 
-
-# The console's lists need the width (README: they fit 1,400 px with the filters open);
-# the navigation sidebar repeats the breadcrumbs and the front page's app list.
-admin.site.enable_nav_sidebar = False
-# The admin's "View site" link: this service has no public site, its API docs are the
-# nearest thing (the stock "/" answers 404).
-admin.site.site_url = cast(str, reverse_lazy("docs"))  # resolved per request (script prefix)
 
 api_v1 = [
     # The triggers layer's list + create, with ?recipient= added by executions.
