@@ -2,7 +2,7 @@
 attempts and status events) and the status audit of trigger instances.
 
 All of it is history: read-only for everyone, superusers included. Each list is newest
-first by primary key, searched by exact instance id (an index lookup), never counted
+first by primary key, searched by exact values only (index lookups), never counted
 exactly (LargeTableAdminMixin).
 """
 
