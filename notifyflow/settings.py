@@ -115,6 +115,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
+    # The operator console (every ModelAdmin) comes before django.contrib.admin: its
+    # templates override the admin's own (admin/index.html, admin/base_site.html), and
+    # the app template loader takes the first app that has a template.
+    "console",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -168,7 +172,7 @@ _AXES_COOLOFF_MINUTES = env_float("AXES_COOLOFF_MINUTES", 15)
 AXES_COOLOFF_TIME = timedelta(minutes=_AXES_COOLOFF_MINUTES) if _AXES_COOLOFF_MINUTES else None
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_CALLABLE = "notifyflow.admin_lockout.lockout_response"
+AXES_LOCKOUT_CALLABLE = "console.lockout.lockout_response"
 AXES_COOLOFF_MESSAGE = (
     "Too many failed logins for this username from this address: login is locked for a "
     "while. Try again later, or ask an administrator to run manage.py axes_reset."

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from console.drawing import draw_workflow_svg
 from tests.factories import email_sms_definition
-from workflows.drawing import draw_workflow_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -100,7 +100,7 @@ def branching_definition() -> dict:
 
 
 def test_edge_labels_overlap_neither_each_other_nor_nodes_and_keep_the_full_text():
-    from workflows.drawing import MIN_FONT_PX, draw_workflow_svg
+    from console.drawing import MIN_FONT_PX, draw_workflow_svg
 
     svg = str(draw_workflow_svg(branching_definition()))
     labels = _boxes(svg, "nf-edge-label")
@@ -120,8 +120,8 @@ def test_edge_labels_overlap_neither_each_other_nor_nodes_and_keep_the_full_text
 
 
 def test_failing_node_shows_its_error_and_waiting_node_its_deadline():
+    from console.drawing import draw_workflow_svg
     from tests.factories import email_sms_definition
-    from workflows.drawing import draw_workflow_svg
 
     failed = str(
         draw_workflow_svg(

@@ -15,13 +15,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from console import support
+from console.support import EstimatedCountPaginator
 from executions.models import StepExecutionLog
 from notifyflow import ids
 from tests.admin_helpers import PASSWORD, failed_instance, make_operator, make_superuser
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
-from workflows import admin_support
-from workflows.admin_support import EstimatedCountPaginator
 
 pytestmark = pytest.mark.django_db
 
@@ -264,7 +264,7 @@ def test_changelist_query_count_does_not_grow_with_rows(superuser_client):
 def test_paginator_uses_the_estimate_unfiltered_and_a_capped_count_filtered(monkeypatch):
     for _ in range(4):
         TriggerInstanceFactory()
-    monkeypatch.setattr(admin_support, "table_row_estimate", lambda model, using: 2_000_000)
+    monkeypatch.setattr(support, "table_row_estimate", lambda model, using: 2_000_000)
     unfiltered = EstimatedCountPaginator(TriggerInstance.objects.order_by("-created_at"), 50)
     with CaptureQueriesContext(connection) as queries:
         assert unfiltered.count == 2_000_000
@@ -281,7 +281,7 @@ def test_paginator_uses_the_estimate_unfiltered_and_a_capped_count_filtered(monk
 
 def test_changelist_says_the_count_is_an_estimate(superuser_client, monkeypatch):
     TriggerInstanceFactory()
-    monkeypatch.setattr(admin_support, "table_row_estimate", lambda model, using: 1_250_000)
+    monkeypatch.setattr(support, "table_row_estimate", lambda model, using: 1_250_000)
     body = superuser_client.get(reverse(CHANGELIST)).content.decode()
     assert "about 1,250,000" in body
 

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from executions.overview import console_overview_get, format_age
+from console.overview import console_overview_get, format_age
 from tests.admin_helpers import PASSWORD, make_operator
 from tests.factories import TriggerInstanceFactory
 from triggers.models import TriggerStatus
@@ -71,7 +71,7 @@ def test_overview_is_a_few_queries(queue):
 
 
 def test_completed_is_estimated_on_a_huge_table(queue, monkeypatch):
-    from executions import overview as overview_module
+    from console import overview as overview_module
 
     monkeypatch.setattr(overview_module, "table_row_estimate", lambda model: 2_000_007)
     with CaptureQueriesContext(connection) as queries:

@@ -8,7 +8,6 @@ import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
-import triggers.admin_bindings  # noqa: F401 - registers the admins (triggers/admin.py does too)
 from tests.factories import WorkflowTriggerFactory
 from triggers.event_models import EventRecord, WorkflowTrigger
 from triggers.events import event_receive

@@ -1,7 +1,5 @@
-"""Admin for workflow triggers (with a key preview page) and the read-only event log.
-
-Imported by ``triggers/admin.py``; registering here keeps these classes in one place.
-"""
+"""Operator console for workflow triggers (event bindings, with a key preview page) and
+the read-only event log."""
 
 from __future__ import annotations
 
@@ -17,11 +15,15 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from notifyflow.errors import ApplicationError
-from workflows.admin_support import timestamp_column
+from triggers.event_models import EventRecord, WorkflowTrigger
+from triggers.events import (
+    idempotency_key_preview,
+    idempotency_setting_validate,
+    workflow_trigger_save,
+)
+from triggers.idempotency import default_setting_json
 
-from .event_models import EventRecord, WorkflowTrigger
-from .events import idempotency_key_preview, idempotency_setting_validate, workflow_trigger_save
-from .idempotency import default_setting_json
+from .support import timestamp_column
 
 
 class WorkflowTriggerForm(forms.ModelForm):

@@ -6,8 +6,8 @@ from typing import Any
 
 from django import template
 
-from executions.overview import ConsoleOverview, console_overview_get, format_age
-from workflows.admin_support import precise_time
+from console.overview import ConsoleOverview, console_overview_get, format_age
+from console.support import precise_time
 
 register = template.Library()
 
@@ -37,5 +37,5 @@ def thousands(value: Any) -> str:
 
 @register.filter
 def precise(value: Any) -> str:
-    """The console's one timestamp format (workflows.admin_support.precise_time)."""
+    """The console's one timestamp format (console.support.precise_time)."""
     return precise_time(value)

@@ -1,28 +1,34 @@
 """Shared pieces of the operator console (the Django admin): cheap pagination for huge
-tables, a text-input list filter, JSON and status rendering, read-only admins.
+tables, a text-input list filter, JSON and status rendering, read-only admins, links to
+instances and the admin's LogEntry rows.
 
-Nothing here changes state; admin classes call the services for that.
+Nothing here changes domain state; admin classes call the services for that.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.utils import quote
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connections
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+
+from notifyflow.db import table_row_estimate
+from notifyflow.ids import short_id
 
 # The permission behind "retry" and "run now". It is not declared in any model's Meta:
 # workflows/migrations/0002_operators_group.py creates the row on TriggerInstance's
@@ -67,23 +73,6 @@ def pretty_json(value: Any) -> SafeString:
     )
 
 
-def table_row_estimate(model: type[Model], using: str = "default") -> int | None:
-    """PostgreSQL's planner estimate of a table's row count (ANALYZE/autovacuum keep it
-    current), or None when unknown: not PostgreSQL, or never analyzed (-1 on PG 14+)."""
-    connection = connections[using]
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
-            [connection.ops.quote_name(model._meta.db_table)],
-        )
-        row = cursor.fetchone()
-    if row is None or row[0] is None or row[0] < 0:
-        return None
-    return int(row[0])
-
-
 class EstimatedCountPaginator(Paginator):
     """A paginator that never runs an unbounded COUNT(*) on a big table.
 
@@ -125,7 +114,7 @@ class EstimatedCountPaginator(Paginator):
 class LargeTableAdminMixin:
     """For admins over tables that grow without bound (instances, logs, audit rows)."""
 
-    paginator = EstimatedCountPaginator
+    paginator: type[Paginator] = EstimatedCountPaginator
     show_full_result_count = False
     # Facet counts are one COUNT per filter choice on every page load.
     show_facets = admin.ShowFacets.NEVER
@@ -283,3 +272,29 @@ def parse_uuid(term: str) -> uuid.UUID | None:
         return uuid.UUID(term.strip())
     except ValueError:
         return None
+
+
+def instance_link(instance_id: uuid.UUID | str) -> SafeString:
+    """The instance's short id, linking to its console page."""
+    url = reverse("admin:triggers_triggerinstance_change", args=[quote(instance_id)])
+    return format_html('<a href="{}"><code>{}</code></a>', url, short_id(instance_id))
+
+
+def log_admin_change(request: HttpRequest, objects: Iterable[Model], message: str) -> None:
+    """One "changed" LogEntry per object, so the admin's "Recent actions" and the
+    object history show what an operator did (the status audit has the details)."""
+    objects = list(objects)
+    # Only logged-in staff reach the admin's views and actions.
+    user_id = cast(int, request.user.pk)
+    if len(objects) == 1:
+        LogEntry.objects.log_actions(
+            user_id=user_id,
+            queryset=objects,
+            action_flag=CHANGE,
+            change_message=message,
+            single_object=True,
+        )
+    elif objects:
+        LogEntry.objects.log_actions(
+            user_id=user_id, queryset=objects, action_flag=CHANGE, change_message=message
+        )

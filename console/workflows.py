@@ -1,5 +1,7 @@
 """Operator console for workflows: a definition editor that saves through
-workflows.services.workflow_save, read-only version history and a drawing of the DAG."""
+workflows.services.workflow_save, read-only version history, a drawing of the DAG,
+activate / deactivate, pause / resume (triggers.services) and a preview page
+(executions.preview: nothing sent, nothing written)."""
 
 from __future__ import annotations
 
@@ -8,18 +10,33 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.forms.fields import InvalidJSONInput
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .admin_support import LeanChangeListMixin, ReadOnlyAdminMixin, pretty_json, timestamp_column
-from .definition import NODE_TYPES, DefinitionError, DefinitionProblem, validate_definition
-from .diagram import to_mermaid
+from executions.preview import workflow_preview
+from notifyflow.errors import ApplicationError
+from triggers.services import workflow_pause, workflow_resume
+from workflows.definition import NODE_TYPES, DefinitionError, DefinitionProblem, validate_definition
+from workflows.diagram import to_mermaid
+from workflows.models import Workflow, WorkflowVersion
+from workflows.services import workflow_save, workflow_set_active
+
 from .drawing import draw_workflow_svg
-from .models import Workflow, WorkflowVersion
-from .services import workflow_save, workflow_set_active
+from .support import (
+    LeanChangeListMixin,
+    ReadOnlyAdminMixin,
+    can_operate,
+    log_admin_change,
+    pretty_json,
+    timestamp_column,
+)
 
 NEW_DEFINITION = {"entry_node_id": "", "nodes": [], "edges": []}
 
@@ -108,15 +125,33 @@ class WorkflowVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
         )
 
 
+class PreviewForm(forms.Form):
+    payload = forms.JSONField(
+        initial=dict,
+        widget=forms.Textarea(attrs={"rows": 12, "class": "vLargeTextField"}),
+        help_text="The trigger payload, a JSON object.",
+    )
+    version = forms.IntegerField(
+        required=False, min_value=1, help_text="Empty: the current version."
+    )
+
+    def clean_payload(self) -> dict[str, Any]:
+        payload = self.cleaned_data["payload"]
+        if not isinstance(payload, dict):
+            raise forms.ValidationError("must be a JSON object")
+        return payload
+
+
 @admin.register(Workflow)
 class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
     form = WorkflowForm
-    list_display = ("key", "name", "is_active", "version_display", "updated")
-    list_filter = ("is_active",)
+    change_form_template = "admin/executions/workflow_change_form.html"
+    list_display = ("key", "name", "is_active", "version_display", "updated", "is_paused")
+    list_filter = ("is_active", "is_paused")
     list_select_related = ("current_version",)
     changelist_defer = ("current_version__definition",)
     search_fields = ("key", "name")
-    actions = ("activate", "deactivate")
+    actions = ("activate", "deactivate", "pause", "resume")
     inlines = (WorkflowVersionInline,)
     readonly_fields = (
         "version_display",
@@ -135,7 +170,7 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
             if obj is None
             else self.has_change_permission(request, obj)
         )
-        head = ("key", "name", "is_active")
+        head: tuple[str, ...] = ("key", "name", "is_active")
         if obj is not None:
             head += ("version_display", "created", "updated")
         fieldsets: list = [(None, {"fields": head})]
@@ -165,7 +200,8 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
 
     @admin.display(description="version")
     def version_display(self, obj: Workflow) -> str:
-        return f"v{obj.current_version.version}" if obj.current_version_id else "-"
+        version = obj.current_version if obj.current_version_id else None
+        return f"v{version.version}" if version is not None else "-"
 
     @admin.display(description="graph")
     def drawing(self, obj: Workflow) -> SafeString:
@@ -175,12 +211,13 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
     def mermaid(self, obj: Workflow) -> SafeString | str:
         """The graph as Mermaid text, to paste into docs (GET .../diagram/ serves it too,
         and DOT)."""
-        if obj.definition is None:
+        version = obj.current_version if obj.current_version_id else None
+        if version is None:
             return "-"
         return format_html(
             '<pre class="nf-mermaid" style="white-space:pre;max-width:60em;overflow:auto;'
             'user-select:all">{}</pre>',
-            to_mermaid(obj.definition, title=f"{obj.key} v{obj.current_version.version}"),
+            to_mermaid(version.definition, title=f"{obj.key} v{version.version}"),
         )
 
     @admin.display(description="definition")
@@ -204,3 +241,75 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
             changed += 1
         state = "active" if is_active else "inactive"
         self.message_user(request, f"{changed} workflow(s) set {state}.", messages.SUCCESS)
+
+    # --- pause / resume (they act on the workflow's instances: resume dispatches the due
+    # ones) ------------------------------------------------------------------------------
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return can_operate(request)
+
+    @admin.action(description="Pause selected workflows (no step starts)", permissions=["operate"])
+    def pause(self, request: HttpRequest, queryset: QuerySet) -> None:
+        workflows = list(queryset)
+        for workflow in workflows:
+            workflow_pause(workflow=workflow, actor=request.user.get_username())
+        log_admin_change(request, workflows, "Paused")
+        self.message_user(request, f"Paused {len(workflows)} workflow(s).", messages.SUCCESS)
+
+    @admin.action(description="Resume selected workflows", permissions=["operate"])
+    def resume(self, request: HttpRequest, queryset: QuerySet) -> None:
+        workflows = list(queryset)
+        for workflow in workflows:
+            workflow_resume(workflow=workflow, actor=request.user.get_username())
+        log_admin_change(request, workflows, "Resumed")
+        self.message_user(request, f"Resumed {len(workflows)} workflow(s).", messages.SUCCESS)
+
+    # --- preview ------------------------------------------------------------------------
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "<path:object_id>/preview/",
+                self.admin_site.admin_view(self.preview_view),
+                name="workflows_workflow_preview",
+            ),
+        ] + super().get_urls()
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra = {
+            **(extra_context or {}),
+            "nf_preview_url": reverse("admin:workflows_workflow_preview", args=[object_id]),
+        }
+        return super().change_view(request, object_id, form_url, extra_context=extra)
+
+    def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        workflow = get_object_or_404(Workflow, pk=object_id)
+        if not self.has_view_permission(request, workflow):
+            raise PermissionDenied
+        form = PreviewForm(request.POST or None)
+        result = None
+        if request.method == "POST" and form.is_valid():
+            try:
+                result = workflow_preview(
+                    key=workflow.key,
+                    payload=form.cleaned_data["payload"],
+                    version=form.cleaned_data["version"],
+                )
+            except ApplicationError as exc:
+                form.add_error("version" if exc.field == "version" else None, exc.message)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": workflow,
+            "title": f"Preview {workflow.key}",
+            "form": form,
+            "result": result,
+            "result_json": json.dumps(result, indent=2, default=str) if result else "",
+        }
+        return TemplateResponse(request, "admin/executions/workflow_preview.html", context)

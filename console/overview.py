@@ -8,8 +8,10 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
+from notifyflow.db import table_row_estimate
 from triggers.models import TriggerInstance, TriggerStatus
-from workflows.admin_support import relative_age, table_row_estimate
+
+from .support import relative_age
 
 FAILED_WINDOW = timedelta(hours=1)
 
@@ -63,7 +65,7 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
     - enqueued, processing and failed: one GROUP BY restricted to those statuses, index
       ranges of trigger_status_created. These stay small in a healthy queue.
     - completed: the bulk of a long-lived table. Counting it exactly reads every index
-      entry (~0.1-0.4 s at a million rows), so on PostgreSQL above
+      entry (bench/admin_changelist.py measures it), so on PostgreSQL above
       EXACT_COMPLETED_BELOW rows it is the table's planner estimate (pg_class.reltuples)
       minus the other statuses, flagged ``approximate``; exact otherwise.
     - failed in the last hour: failed instances whose ``finished_at`` is within the

@@ -1,0 +1,46 @@
+"""The console owns the admin: each of the product's models has one ModelAdmin, defined in
+the console app, and nothing replaces a registration later."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.apps import apps
+from django.contrib import admin
+
+PRODUCT_APPS = ("workflows", "triggers", "executions")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_registered_product_model_has_its_admin_in_the_console():
+    registered = {
+        model._meta.label: type(admin.site.get_model_admin(model)).__module__
+        for app in PRODUCT_APPS
+        for model in apps.get_app_config(app).get_models()
+        if admin.site.is_registered(model)
+    }
+    assert set(registered) == {
+        "workflows.Workflow",
+        "triggers.TriggerInstance",
+        "triggers.TriggerStatusChange",
+        "triggers.ApiKey",
+        "triggers.WorkflowTrigger",
+        "triggers.EventRecord",
+        "executions.StepExecutionLog",
+        "executions.Delivery",
+    }
+    assert all(module.startswith("console.") for module in registered.values()), registered
+
+
+def test_no_product_module_unregisters_an_admin():
+    offenders = [
+        str(path.relative_to(ROOT))
+        for app in (*PRODUCT_APPS, "notifyflow", "console")
+        for path in (ROOT / app).rglob("*.py")
+        if "site.unregister(" in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []
+
+
+def test_no_domain_app_keeps_an_admin_module():
+    assert [app for app in PRODUCT_APPS if (ROOT / app / "admin.py").exists()] == []
