@@ -957,7 +957,7 @@ def scenario_delay(ctx: Ctx) -> None:
     sz = ctx.sizes
     n = sz.delay_n
     wf = ctx.workflows["bench-delay"]
-    # Workers as shipped: kombu's timer loop fixed (executions/kombu_timers.py).
+    # Workers as shipped: kombu's timer loop fixed (notifyflow/broker/kombu_patches.py).
     late, _ = _delay_run(ctx, wf, n, "delay")
     # The same on stock kombu, which fires at most 10 due timers per loop turn and then
     # polls for up to 1 s.
