@@ -53,7 +53,7 @@ def _db_counters(cur: Any, db: str) -> dict[str, float]:
 
 
 def _noop(ctx: Any, procs: Any, n: int, r: int) -> dict[str, Any]:
-    """``bench.scenarios._noop_reference`` plus the workers' CPU per task."""
+    """``bench.scenarios.execution``'s noop reference plus the workers' CPU per task."""
     from bench import scenarios
     from bench.infra import broker_backlog
     from bench.reference_app.tasks import noop
@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.utils import timezone
 
     from bench import scenarios
+    from bench.scenarios import profile
 
     procs = Procs(run_dir)
     rounds: list[dict[str, Any]] = []
@@ -178,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.spy and r == args.rounds - 1:
                     time.sleep(0.5)
                     raw = run_dir / "worker.collapsed.txt"
-                    if scenarios._py_spy(workers[0].pid, args.spy, raw):
-                        scenarios._summarize_collapsed(raw, run_dir / "worker.top.txt")
+                    if profile.py_spy(workers[0].pid, args.spy, raw):
+                        profile.summarize_collapsed(raw, run_dir / "worker.top.txt")
                 scenarios.wait_terminal(wf, args.n, 600, since=since, procs=workers, poll_s=0.1)
                 cpu1 = {p.pid: _cpu_ms(p.pid) for p in workers}
                 with connection.cursor() as cur:

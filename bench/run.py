@@ -24,13 +24,7 @@ SCENARIOS = ["ingestion", "bulk", "execution", "delay", "profile", "cost", "hold
 
 
 def _scenario(scenarios: Any, name: str) -> Any:
-    """The scenario function; ``bulk`` lives in bench/bulk.py (None when absent)."""
-    if name == "bulk":
-        try:
-            from bench.bulk import scenario_bulk
-        except ImportError:
-            return None
-        return scenario_bulk
+    """The scenario function of ``name`` (bench/scenarios/<name>.py)."""
     return getattr(scenarios, {"hold": "scenario_hold_and_rss"}.get(name, f"scenario_{name}"))
 
 
@@ -203,9 +197,6 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"== {name}", flush=True)
             fn = _scenario(scenarios, name)
-            if fn is None:
-                print(f"   {name}: bench/{name}.py not present, skipped", flush=True)
-                continue
             t0 = time.monotonic()
             loadavg[name] = round(os.getloadavg()[0], 2)
             fn(ctx)

@@ -75,7 +75,7 @@ def _worker_health(**kwargs: Any) -> None:
 
 def _fix_kombu_timers(**kwargs: Any) -> None:
     if settings.NOTIFYFLOW_KOMBU_TIMER_FIX:
-        from .kombu_timers import apply_kombu_timer_fix
+        from notifyflow.broker.kombu_patches import apply_kombu_timer_fix
 
         if apply_kombu_timer_fix():
             logger.warning("kombu timer fix applied (NOTIFYFLOW_KOMBU_TIMER_FIX)")

@@ -492,7 +492,7 @@ NOTIFYFLOW_BROKER_HORIZON_S = env_int("NOTIFYFLOW_BROKER_HORIZON_S", 600)
 NOTIFYFLOW_VISIBILITY_TIMEOUT_S = env_int("NOTIFYFLOW_VISIBILITY_TIMEOUT_S", 3600)
 
 # Worker event loop: fire all due ETA timers without a 1 s poll between batches of 10
-# (executions/kombu_timers.py). Off only to measure stock kombu.
+# (notifyflow/broker/kombu_patches.py). Off only to measure stock kombu.
 NOTIFYFLOW_KOMBU_TIMER_FIX = env_bool("NOTIFYFLOW_KOMBU_TIMER_FIX", True)
 
 # Workers commit asynchronously except for a step's outcome (executions/worker_hooks.py):
@@ -557,9 +557,14 @@ else:
         "socket_keepalive": True,
     }
 # kombu's Redis transport, minus a new client object per published message
-# (notifyflow/kombu_redis.py).
+# (notifyflow/broker/kombu_patches.py).
 if CELERY_BROKER_URL.startswith("redis://"):
-    CELERY_BROKER_TRANSPORT = "notifyflow.kombu_redis:Transport"
+    CELERY_BROKER_TRANSPORT = "notifyflow.broker.kombu_patches:Transport"
+# Publishing (notifyflow/broker/publish.py): on, send_task's per-call routing and queue
+# declare are done once per task, and on Redis the envelope kombu would write is pushed
+# straight onto the queue's list, a batch in one round trip; off, every message goes
+# through Celery's own send_task and kombu's producer (to rule the mirror out).
+NOTIFYFLOW_FAST_PUBLISH = env_bool("NOTIFYFLOW_FAST_PUBLISH", True)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
@@ -586,11 +591,11 @@ CELERY_WORKER_MAX_MEMORY_PER_CHILD = NOTIFYFLOW_WORKER_MAX_MEMORY_KB
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Workers run without Celery's Gossip step (unused here; it logged a traceback on every
-# broker connection loss): notifyflow/worker_consumer.py. 1: Celery's own consumer.
+# broker connection loss): notifyflow/broker/consumer.py. 1: Celery's own consumer.
 CELERY_WORKER_CONSUMER = (
     "celery.worker.consumer:Consumer"
     if env_bool("NOTIFYFLOW_WORKER_GOSSIP", False)
-    else "notifyflow.worker_consumer:Consumer"
+    else "notifyflow.broker.consumer:Consumer"
 )
 # Workers and beat reconnect to a restarted broker (Celery's default, stated): up to 100
 # tries, 2 s apart growing to 30 s, about 50 minutes before a worker gives up and exits.

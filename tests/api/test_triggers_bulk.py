@@ -297,25 +297,25 @@ def test_bulk_needs_an_api_key(client):
 
 @pytest.mark.django_db
 def _fail_publish(monkeypatch, how):
+    from django.conf import settings
     from kombu.exceptions import OperationalError
 
-    from notifyflow import celery as nf_celery
-    from notifyflow.celery import app
+    from notifyflow.celery import app, publisher
 
-    if how == "fast":  # notifyflow.celery's own pipeline (the queue declared first)
+    if how == "fast":  # the Redis mirror's own pipeline (the queue declared first)
         import redis
 
+        monkeypatch.setattr(settings, "NOTIFYFLOW_FAST_PUBLISH", True)
         with app.producer_or_acquire() as producer:  # a real publish declares it
-            nf_celery._publish_many(producer, "notifyflow.execute_node", [("declare",)], None)
-        assert "notifyflow.execute_node" in nf_celery._declared
+            publisher.publish(producer, "notifyflow.execute_node", [("declare",)], None)
 
         def execute(self, *args, **kwargs):
             raise redis.exceptions.ConnectionError("Connection refused")
 
         monkeypatch.setattr(redis.client.Pipeline, "execute", execute)
         return
-    # kombu's paths: the fast path steps aside
-    monkeypatch.setattr(nf_celery, "_fast_publish", lambda *args: False)
+    # kombu's paths: Celery's send_task for every message
+    monkeypatch.setattr(settings, "NOTIFYFLOW_FAST_PUBLISH", False)
     if how == "publish":
 
         def send_task_message(*args, **kwargs):
@@ -347,7 +347,7 @@ def test_an_unreachable_broker_leaves_the_messages_to_the_sweeper(
 ):
     """The failure semantics of send_task_on_commit: logged, the API still answers and
     the rows are committed with their dispatched_at (the sweeper re-sends them) - on
-    kombu's publish, its pipelined flush, and notifyflow.celery's fast path."""
+    kombu's publish, its pipelined flush, and the Redis mirror (NOTIFYFLOW_FAST_PUBLISH)."""
     workflow = WorkflowFactory()
     _fail_publish(monkeypatch, how)
     with (

@@ -67,7 +67,7 @@ def test_rabbitmq_publishes_confirmed_through_celerys_own_transport_and_throttle
     probe = _settings_for("amqp://guest:guest@127.0.0.1:5672/nf")
     assert probe["kind"] == "amqp"
     # kombu's own amqp transport, not the Redis one with its client reuse.
-    assert "kombu_redis" not in probe["transport"]
+    assert "kombu_patches" not in probe["transport"]
     assert probe["options"] == {"confirm_publish": True}
     # The throttle's cache never points at a Redis that is not there.
     assert probe["cache"] == "django.core.cache.backends.locmem.LocMemCache"
@@ -76,7 +76,7 @@ def test_rabbitmq_publishes_confirmed_through_celerys_own_transport_and_throttle
 def test_redis_gets_its_transport_visibility_timeout_and_the_shared_throttle_cache():
     probe = _settings_for("redis://127.0.0.1:6379/5")
     assert probe["kind"] == "redis"
-    assert probe["transport"] == "notifyflow.kombu_redis:Transport"
+    assert probe["transport"] == "notifyflow.broker.kombu_patches:Transport"
     assert probe["options"]["visibility_timeout"] > 0
     assert "confirm_publish" not in probe["options"]
     assert probe["cache"] == "django.core.cache.backends.redis.RedisCache"

@@ -1,9 +1,12 @@
-"""A burst of due ETA timers is fired without a 1 s poll between batches of 10."""
+"""A burst of due ETA timers is fired without a 1 s poll between batches of 10
+(notifyflow/broker/kombu_patches.py), and the fix goes once kombu no longer needs it."""
 
 from __future__ import annotations
 
 import pytest
 from kombu.asynchronous.hub import Hub
+
+from notifyflow.broker.kombu_patches import apply_kombu_timer_fix
 
 
 def _hub_with_due_timers(count: int) -> tuple[Hub, list[int]]:
@@ -15,26 +18,33 @@ def _hub_with_due_timers(count: int) -> tuple[Hub, list[int]]:
 
 
 @pytest.fixture
-def stock_fire_timers():
+def restore_fire_timers():
     original = Hub.fire_timers
-    yield original
+    yield
     Hub.fire_timers = original
 
 
-def test_stock_kombu_waits_a_second_after_ten_due_timers(stock_fire_timers):
-    if getattr(stock_fire_timers, "notifyflow_fix", False):
-        pytest.skip("already patched in this process")
+def test_stock_kombu_still_polls_with_timers_due():
+    """Fails when a kombu release fires due timers without waiting: the patch is then
+    dead code to remove. Runs kombu's own ``fire_timers`` even in a process where the
+    fix is applied (a worker's, or after the test below): the patch wraps it."""
+    stock = getattr(Hub.fire_timers, "__wrapped__", Hub.fire_timers)
     hub, fired = _hub_with_due_timers(25)
-    delay = hub.fire_timers()
-    hub.close()
-    if delay != 1:
-        pytest.skip("this kombu no longer polls for 1 s with timers due; the fix is moot")
-    assert len(fired) == 10  # 15 timers still due, yet it asked for a 1 s poll
+    try:
+        delay = stock(hub)
+    finally:
+        hub.close()
+    if not (len(fired) < 25 and delay > 0):
+        pytest.fail(
+            "kombu no longer needs the timer fix: remove apply_kombu_timer_fix from "
+            "notifyflow/broker/kombu_patches.py, its worker_init hook "
+            "(executions/worker_hooks.py) and NOTIFYFLOW_KOMBU_TIMER_FIX "
+            f"(stock fire_timers fired {len(fired)} of 25 due timers and asked for a "
+            f"{delay} s poll)"
+        )
 
 
-def test_patched_kombu_comes_straight_back_while_timers_are_due(stock_fire_timers):
-    from executions.kombu_timers import apply_kombu_timer_fix
-
+def test_patched_kombu_comes_straight_back_while_timers_are_due(restore_fire_timers):
     apply_kombu_timer_fix()
     assert not apply_kombu_timer_fix()  # idempotent
     hub, fired = _hub_with_due_timers(25)

@@ -1,6 +1,8 @@
-"""The messages send_task_on_commit / send_tasks_on_commit put on the real Redis broker
-are the ones Celery's send_task would: same task, args, headers (plus the request id),
-countdown as an ETA, routed to the task's queue."""
+"""The messages send_task_on_commit / send_tasks_on_commit put on the broker are the ones
+Celery's send_task would - same task, args, headers (plus the request id), countdown as
+an ETA, routed to the task's queue - with NOTIFYFLOW_FAST_PUBLISH on (the Redis mirror,
+notifyflow/broker/publish.py) and off (Celery's own send_task), and a real worker runs
+them either way."""
 
 from __future__ import annotations
 
@@ -9,18 +11,47 @@ import json
 from datetime import datetime, timedelta
 
 import pytest
+from celery import signals
 from django.conf import settings
+from kombu import Producer
 
 from notifyflow import logs
+from notifyflow.broker.publish import Publisher
 from notifyflow.celery import app, send_task_on_commit, send_tasks_on_commit
-from tests.worker import flush_broker
+from tests.factories import TriggerInstanceFactory
+from tests.worker import celery_worker, flush_broker, wait_until
+from triggers.dispatch import dispatch_many_on_commit, dispatch_on_commit
+from triggers.models import TriggerInstance, TriggerStatus
+
+TASK = "notifyflow.execute_node"
+# Reads the queue's Redis list to compare envelopes byte for byte.
+redis_only = pytest.mark.redis_only("the Redis envelope mirror (notifyflow/broker/publish.py)")
 
 pytestmark = [
     pytest.mark.broker,
-    pytest.mark.redis_only("the fast publish path and notifyflow/kombu_redis.py"),
     # Outside a transaction (autocommit): on_commit sends at once.
     pytest.mark.django_db(transaction=True),
 ]
+
+
+@pytest.fixture(params=[True, False], ids=["fast-publish-on", "fast-publish-off"])
+def fast_publish(request, settings):
+    settings.NOTIFYFLOW_FAST_PUBLISH = request.param
+    return request.param
+
+
+@pytest.fixture
+def producer_publishes(monkeypatch):
+    """The messages that went through kombu's ``Producer.publish`` (counted, still sent)."""
+    calls: list[str] = []
+    real = Producer.publish
+
+    def publish(self, body, *args, **kwargs):
+        calls.append(kwargs.get("headers", {}).get("id"))
+        return real(self, body, *args, **kwargs)
+
+    monkeypatch.setattr(Producer, "publish", publish)
+    return calls
 
 
 def _queued() -> list[dict]:
@@ -35,53 +66,6 @@ def _queued() -> list[dict]:
     return messages
 
 
-def test_a_published_message_is_what_send_task_would_send():
-    flush_broker()
-    app.send_task("notifyflow.execute_node", args=("by-send-task",))
-    with logs.bound(request_id="req-1"):
-        send_task_on_commit("notifyflow.execute_node", "fast", countdown=30)
-    reference, fast = _queued()
-    assert fast["decoded_body"][0] == ["fast"]
-    assert fast["decoded_body"][1:] == reference["decoded_body"][1:]
-    assert set(fast["headers"]) == set(reference["headers"]) | {"request_id"}
-    assert fast["headers"]["request_id"] == "req-1"
-    assert fast["headers"]["task"] == "notifyflow.execute_node"
-    assert fast["headers"]["id"] == fast["headers"]["root_id"] != reference["headers"]["id"]
-    eta = datetime.fromisoformat(fast["headers"]["eta"])
-    assert timedelta(seconds=25) < eta - datetime.now(eta.tzinfo) <= timedelta(seconds=30)
-    assert fast["properties"]["delivery_info"] == reference["properties"]["delivery_info"]
-    assert fast["properties"]["reply_to"] == reference["properties"]["reply_to"]
-    flush_broker()
-
-
-def test_many_messages_go_out_in_order_with_their_request_id():
-    flush_broker()
-    ids = [f"id-{n}" for n in range(50)]
-    with logs.bound(request_id="req-2"):
-        send_tasks_on_commit("notifyflow.execute_node", [(i,) for i in ids])
-    queued = _queued()
-    assert [m["decoded_body"][0] for m in queued] == [[i] for i in ids]
-    assert {m["headers"]["request_id"] for m in queued} == {"req-2"}
-    assert len({m["headers"]["id"] for m in queued}) == 50
-    assert all(m["headers"]["eta"] is None for m in queued)
-    flush_broker()
-
-
-def test_publishing_reuses_the_channels_redis_client():
-    """notifyflow.kombu_redis: one client object per channel, not one per message."""
-    from notifyflow.kombu_redis import Channel
-
-    flush_broker()
-    with app.connection_for_write() as connection:
-        channel = connection.default_channel
-        assert isinstance(channel, Channel)
-        with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
-            assert first is second
-    send_tasks_on_commit("notifyflow.execute_node", [("a",), ("b",)])
-    assert [m["decoded_body"][0] for m in _queued()] == [["a"], ["b"]]
-    flush_broker()
-
-
 def _without_ids(envelope: dict) -> dict:
     """The envelope with what differs per message (ids, tags, the body's bytes) removed."""
     headers = {k: v for k, v in envelope["headers"].items() if k not in ("id", "root_id")}
@@ -94,43 +78,95 @@ def _without_ids(envelope: dict) -> dict:
     return {**rest, "headers": headers, "properties": properties}
 
 
-def test_the_fast_publish_sends_kombus_own_envelope(monkeypatch):
-    """notifyflow.celery._fast_publish writes the envelope kombu's Redis transport
-    writes, field by field (a kombu upgrade that changes it fails here), and it is the
-    path taken once the queue is declared."""
-    from notifyflow import celery as nf_celery
-
+@redis_only
+def test_a_published_message_is_what_send_task_would_send(fast_publish):
     flush_broker()
-    send_task_on_commit("notifyflow.execute_node", "declares-the-queue")
-    assert "notifyflow.execute_node" in nf_celery._declared
-    taken = []
-    real = nf_celery._fast_publish
-    monkeypatch.setattr(nf_celery, "_fast_publish", lambda *a: taken.append(real(*a)) or taken[-1])
+    app.send_task(TASK, args=("by-send-task",))
+    with logs.bound(request_id="req-1"):
+        send_task_on_commit(TASK, "fast", countdown=30)
+    reference, sent = _queued()
+    assert sent["decoded_body"][0] == ["fast"]
+    assert sent["decoded_body"][1:] == reference["decoded_body"][1:]
+    assert set(sent["headers"]) == set(reference["headers"]) | {"request_id"}
+    assert sent["headers"]["request_id"] == "req-1"
+    assert sent["headers"]["task"] == TASK
+    assert sent["headers"]["id"] == sent["headers"]["root_id"] != reference["headers"]["id"]
+    eta = datetime.fromisoformat(sent["headers"]["eta"])
+    assert timedelta(seconds=25) < eta - datetime.now(eta.tzinfo) <= timedelta(seconds=30)
+    assert sent["properties"]["delivery_info"] == reference["properties"]["delivery_info"]
+    assert sent["properties"]["reply_to"] == reference["properties"]["reply_to"]
+    flush_broker()
+
+
+@redis_only
+def test_many_messages_go_out_in_order_with_their_request_id(fast_publish):
+    flush_broker()
+    ids = [f"id-{n}" for n in range(50)]
+    with logs.bound(request_id="req-2"):
+        send_tasks_on_commit(TASK, [(i,) for i in ids])
+    queued = _queued()
+    assert [m["decoded_body"][0] for m in queued] == [[i] for i in ids]
+    assert {m["headers"]["request_id"] for m in queued} == {"req-2"}
+    assert len({m["headers"]["id"] for m in queued}) == 50
+    assert all(m["headers"]["eta"] is None for m in queued)
+    flush_broker()
+
+
+@redis_only
+def test_every_message_is_send_tasks_envelope_field_by_field(fast_publish):
+    """Once the queue is declared too (the mirror's case): a kombu or Celery upgrade that
+    changes the envelope fails here."""
+    flush_broker()
+    send_task_on_commit(TASK, "declares-the-queue")
     flush_broker()
     with logs.bound(request_id="req-3"):
-        app.send_task(
-            "notifyflow.execute_node", args=("same-args",), headers={"request_id": "req-3"}
-        )
-        send_task_on_commit("notifyflow.execute_node", "same-args")
-        send_tasks_on_commit("notifyflow.execute_node", [("same-args",), ("same-args",)])
+        app.send_task(TASK, args=("same-args",), headers={"request_id": "req-3"})
+        send_task_on_commit(TASK, "same-args")
+        send_tasks_on_commit(TASK, [("same-args",), ("same-args",)])
     reference, single, *batch = _queued()
-    assert taken == [True, True]
-    for fast in (single, *batch):
-        assert _without_ids(fast) == _without_ids(reference)
-        assert fast["decoded_body"] == reference["decoded_body"]
-        assert fast["headers"]["id"] == fast["properties"]["correlation_id"]
+    for sent in (single, *batch):
+        assert _without_ids(sent) == _without_ids(reference)
+        assert sent["decoded_body"] == reference["decoded_body"]
+        assert sent["headers"]["id"] == sent["properties"]["correlation_id"]
     assert len({m["properties"]["delivery_tag"] for m in (single, *batch)}) == 3
     flush_broker()
 
 
-def test_the_fast_publish_steps_aside_for_what_it_does_not_mirror(monkeypatch):
-    """A countdown (an ETA) or a publish signal receiver: kombu's own path."""
-    from celery import signals
-
-    from notifyflow import celery as nf_celery
-
+@redis_only
+def test_the_switch_decides_whether_messages_bypass_kombus_producer(
+    fast_publish, producer_publishes
+):
+    """On: the first message of a task declares its queue through kombu's producer, the
+    next ones are pushed onto the queue's list without it. Off: every message goes
+    through Celery's send_task and kombu's producer."""
     flush_broker()
-    send_task_on_commit("notifyflow.execute_node", "declares-the-queue")
+    sent_by_send_task: list[str] = []
+    real_send_task = app.send_task
+
+    def send_task(*args, **kwargs):
+        sent_by_send_task.append(args[0])
+        return real_send_task(*args, **kwargs)
+
+    publisher = Publisher(app)  # a process that has published nothing yet
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(app, "send_task", send_task)
+        with app.producer_or_acquire() as producer:
+            publisher.publish(producer, TASK, [("first",)], None)
+            publisher.publish(producer, TASK, [("second",), ("third",)], None)
+    assert [m["decoded_body"][0] for m in _queued()] == [["first"], ["second"], ["third"]]
+    if fast_publish:
+        assert (len(producer_publishes), sent_by_send_task) == (1, [])
+    else:
+        assert (len(producer_publishes), sent_by_send_task) == (3, [TASK] * 3)
+    flush_broker()
+
+
+@redis_only
+def test_the_mirror_steps_aside_for_what_it_does_not_mirror(producer_publishes, settings):
+    """A countdown (an ETA) or a publish signal receiver: kombu's own producer."""
+    settings.NOTIFYFLOW_FAST_PUBLISH = True
+    flush_broker()
+    send_task_on_commit(TASK, "declares-the-queue")
     seen = []
 
     def receiver(sender=None, headers=None, **kwargs):
@@ -138,11 +174,51 @@ def test_the_fast_publish_steps_aside_for_what_it_does_not_mirror(monkeypatch):
 
     signals.before_task_publish.connect(receiver)
     try:
-        send_task_on_commit("notifyflow.execute_node", "with-a-receiver")
+        send_task_on_commit(TASK, "with-a-receiver")
     finally:
         signals.before_task_publish.disconnect(receiver)
     assert len(seen) == 1
-    with app.producer_or_acquire() as producer:
-        route = nf_celery._routes["notifyflow.execute_node"]
-        assert not nf_celery._fast_publish(producer, "x", route, [("a",)], None, 5.0)
+    before = len(producer_publishes)
+    send_task_on_commit(TASK, "with-a-countdown", countdown=5)
+    assert len(producer_publishes) == before + 1
+    assert _queued()[-1]["headers"]["eta"] is not None
+    flush_broker()
+
+
+@redis_only
+def test_publishing_reuses_the_channels_redis_client():
+    """notifyflow/broker/kombu_patches.py: one client object per channel, not one per
+    message."""
+    from notifyflow.broker.kombu_patches import Channel
+
+    flush_broker()
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        assert isinstance(channel, Channel)
+        with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+            assert first is second
+    send_tasks_on_commit(TASK, [("a",), ("b",)])
+    assert [m["decoded_body"][0] for m in _queued()] == [["a"], ["b"]]
+    flush_broker()
+
+
+@pytest.mark.worker
+def test_a_real_worker_runs_what_either_switch_position_publishes(fast_publish, tmp_path):
+    """Instances dispatched one by one and in a batch run to completion: the worker
+    consumes the messages this process publishes and those it publishes itself for
+    each next step (it runs with the same switch)."""
+    flush_broker()
+    instances = TriggerInstanceFactory.create_batch(4)
+    ids = [str(instance.pk) for instance in instances]
+    with celery_worker(tmp_path, NOTIFYFLOW_FAST_PUBLISH="1" if fast_publish else "0"):
+        dispatch_on_commit(ids[0])
+        dispatch_many_on_commit(ids[1:])
+        wait_until(
+            lambda: (
+                TriggerInstance.objects.filter(pk__in=ids, status=TriggerStatus.COMPLETED).count()
+                == len(ids)
+            ),
+            timeout=180,
+            what="the dispatched instances to complete",
+        )
     flush_broker()

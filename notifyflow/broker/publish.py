@@ -1,0 +1,276 @@
+"""Putting a task's messages on the broker: Celery's own ``send_task``, or a mirror of it.
+
+``NOTIFYFLOW_FAST_PUBLISH`` off: every message goes through ``app.send_task`` (Celery's
+message builder and kombu's producer), nothing of ours on the way.
+
+On (the default): what ``send_task`` redoes on every call is done once per task name
+per process - its router, result and option bookkeeping, kombu's declare of the queue
+(bench "bulk", bench/README.md) - and on kombu's Redis transport, once the queue is
+declared, the envelope kombu would write is built here and LPUSHed onto the queue's
+list, a batch in one pipelined round trip. Whatever that mirror does not cover (another
+transport or serializer, a countdown, publish signal receivers, args that are not plain
+JSON...) goes through Celery's ``create_task_message`` and ``send_task_message`` as
+``send_task`` would. tests/notifyflow/test_task_publish.py compares every path's
+messages with ``send_task``'s, field by field, so a Celery or kombu release that changes
+the format fails there.
+"""
+
+from __future__ import annotations
+
+import json
+from base64 import b64encode
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Celery, signals
+from celery.utils import uuid
+from celery.utils.saferepr import saferepr
+from django.conf import settings
+from kombu.entity import DELIVERY_MODES
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
+
+from .kombu_patches import Channel as RedisChannel
+
+# The stdlib's cached encoder (kombu's ``dumps`` builds a new encoder class instance on
+# every call); ids and strings only go through it, anything else falls back to kombu.
+_json_dumps = json.dumps
+
+# Redis commands one message may add to a kombu batch (LPUSH, plus PEXPIRE per priority
+# queue when queues expire): sizes ``Producer.batch`` so it flushes once, at the end.
+BATCH_COMMANDS_PER_MESSAGE = 16
+
+
+@dataclass(frozen=True)
+class _Envelope:
+    """What every message of one task shares on the Redis mirror, computed once per
+    process from Celery's and kombu's own objects: the queue's list, the delivery mode,
+    and a message Celery built (its headers and body are the template)."""
+
+    queue: str
+    delivery_mode: int
+    headers: dict[str, Any]
+    body_tail: list[Any]  # (kwargs, embed) of protocol 2's (args, kwargs, embed)
+    repr_maxsize: int
+    repr_maxlevels: int
+
+
+class Publisher:
+    """Publishes messages of a task by name on a producer, as ``app.send_task`` would.
+
+    One per Celery app (``notifyflow.celery.publisher``); it keeps, per task name, the
+    route, whether this process declared its queue, and the Redis envelope template."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self._routes: dict[str, dict[str, Any]] = {}
+        self._declared: set[str] = set()
+        self._envelopes: dict[str, _Envelope | None] = {}
+
+    def publish(
+        self,
+        producer: Any,
+        name: str,
+        messages: list[tuple[Any, ...]],
+        headers: dict[str, str] | None,
+        countdown: float | None = None,
+    ) -> None:
+        """``app.send_task(name, args, countdown=..., headers=...)`` for each args of
+        ``messages``, on ``producer`` (inside its ``batch()`` if the caller opened one).
+        A broker error is raised as kombu's OperationalError (or, from a batch's flush,
+        the transport's connection error), after the configured publish retries."""
+        if not settings.NOTIFYFLOW_FAST_PUBLISH:
+            for args in messages:
+                self.app.send_task(
+                    name, args, countdown=countdown, headers=headers, producer=producer
+                )
+            return
+        route = self._routes.get(name)
+        if route is None:
+            route = self._routes[name] = self.app.amqp.router.route({}, name)
+        declared = name in self._declared
+        if declared and self._push(producer, name, route, messages, headers, countdown):
+            return
+        self._send(producer, name, route, messages, headers, countdown)
+
+    def _parent_ids(self) -> tuple[str | None, str | None]:
+        """(root_id, parent_id) of the task sending, as ``send_task`` sets them."""
+        parent = self.app.current_worker_task
+        if parent is None:
+            return None, None
+        return parent.request.root_id or parent.request.id, parent.request.id
+
+    def _send(
+        self,
+        producer: Any,
+        name: str,
+        route: dict[str, Any],
+        messages: list[tuple[Any, ...]],
+        headers: dict[str, str] | None,
+        countdown: float | None,
+    ) -> None:
+        """Celery's own message (``create_task_message``) sent by Celery's
+        ``send_task_message`` - with the configured publish retries - to the route of
+        ``name``; the queue is declared by the first publish of the process."""
+        amqp = self.app.amqp
+        root_id, parent_id = self._parent_ids()
+        limits = self._task_limits(name) or {}
+        for args in messages:
+            message = amqp.create_task_message(
+                uuid(),
+                name,
+                args,
+                {},
+                countdown=countdown,
+                reply_to=self.app.thread_oid,
+                root_id=root_id,
+                parent_id=parent_id,
+                ignore_result=None,  # as send_task sends it
+                **limits,
+            )
+            declare: dict[str, Any] = {"declare": []} if name in self._declared else {}
+            amqp.send_task_message(producer, name, message, headers=headers, **route, **declare)
+            self._declared.add(name)
+
+    def _task_limits(self, name: str) -> dict[str, Any] | None:
+        """The time limits ``send_task`` copies from the task's own options when the
+        task is registered in this process; None if it would copy more than those."""
+        task = self.app.tasks.get(name)
+        options = task._get_exec_options() if task is not None else {}
+        given = {key: value for key, value in options.items() if value is not None}
+        if given.get("serializer") == self.app.conf.task_serializer:
+            del given["serializer"]  # every task has one: the app's
+        if set(given) - {"time_limit", "soft_time_limit"}:
+            return None
+        return given
+
+    def _envelope(self, channel: Any, name: str, route: dict[str, Any]) -> _Envelope | None:
+        """The task's envelope template, or None when its transport part is not the
+        plain one ``_push`` mirrors: another transport, routing other than a direct
+        queue, another serializer, compression, priorities, queue expiry, sent events."""
+        if name in self._envelopes:
+            return self._envelopes[name]
+        queue: Any = route.get("queue")
+        conf = self.app.conf
+        limits = self._task_limits(name)
+        envelope = None
+        if (
+            limits is not None
+            and isinstance(channel, RedisChannel)
+            and channel.body_encoding == "base64"
+            and set(route) == {"queue"}
+            and getattr(queue, "name", None)
+            and queue.exchange.type == "direct"
+            and not queue.queue_arguments
+            and not queue.max_priority
+            and not (channel._expires and queue.name in channel._expires)
+            and conf.task_serializer == "json"
+            and not conf.task_compression
+            and not conf.task_send_sent_event
+        ):
+            sample = self.app.amqp.create_task_message(
+                "template", name, (), {}, ignore_result=None, reply_to="", **limits
+            )
+            mode = queue.exchange.delivery_mode or conf.task_default_delivery_mode
+            envelope = _Envelope(
+                queue=queue.name,
+                delivery_mode=DELIVERY_MODES.get(mode, mode),
+                headers=dict(sample.headers),
+                body_tail=list(sample.body[1:]),
+                repr_maxsize=self.app.amqp.argsrepr_maxsize,
+                repr_maxlevels=conf.task_repr_maxlevels,
+            )
+        self._envelopes[name] = envelope
+        return envelope
+
+    def _push(
+        self,
+        producer: Any,
+        name: str,
+        route: dict[str, Any],
+        messages: list[tuple[Any, ...]],
+        headers: dict[str, str] | None,
+        countdown: float | None,
+    ) -> bool:
+        """Publish ``messages`` as ``send_task`` over kombu's Redis transport would -
+        the same headers, body and envelope, LPUSHed onto the queue's list - in one
+        round trip, without the per-message work of Celery's message builder and kombu's
+        producer (settings lookups, a JSON encoder built per call, retry wrappers,
+        envelope copies).
+
+        False, having sent nothing, when this is not the plain case it mirrors
+        (``_envelope``), for a countdown (an ETA), with publish signal receivers, or
+        args that are not plain JSON: the caller then publishes the usual way. A Redis
+        error is raised as kombu's OperationalError (the caller's "left for the
+        sweeper" path)."""
+        if (
+            countdown is not None
+            or signals.before_task_publish.receivers
+            or signals.after_task_publish.receivers
+        ):
+            return False
+        envelope = self._envelope(producer.channel, name, route)
+        if envelope is None:
+            return False
+        try:
+            encoded = self._encode(envelope, messages, headers)
+        except (TypeError, ValueError):  # not plain JSON: kombu's encoder knows more types
+            return False
+        try:
+            with producer.channel.conn_or_acquire() as client:
+                if len(encoded) == 1:
+                    client.lpush(envelope.queue, encoded[0])
+                else:
+                    with client.pipeline(transaction=False) as pipe:
+                        for raw in encoded:
+                            pipe.lpush(envelope.queue, raw)
+                        pipe.execute()
+        except RedisError as exc:
+            raise KombuOperationalError(str(exc)) from exc
+        return True
+
+    def _encode(
+        self,
+        envelope: _Envelope,
+        messages: list[tuple[Any, ...]],
+        headers: dict[str, str] | None,
+    ) -> list[str]:
+        """Each message's envelope as kombu's Redis transport serializes it."""
+        root_id, parent_id = self._parent_ids()
+        properties_tail = {
+            "reply_to": self.app.thread_oid,
+            "delivery_mode": envelope.delivery_mode,
+            "priority": 0,
+            "delivery_info": {"exchange": "", "routing_key": envelope.queue},
+            "body_encoding": "base64",
+        }
+        encoded = []
+        for args in messages:
+            task_id = uuid()
+            task_headers = {
+                **envelope.headers,
+                "id": task_id,
+                "root_id": root_id or task_id,
+                "parent_id": parent_id,
+                "argsrepr": saferepr(
+                    args, envelope.repr_maxsize, maxlevels=envelope.repr_maxlevels
+                ),
+                **(headers or {}),
+            }
+            body = _json_dumps([list(args), *envelope.body_tail]).encode("utf-8")
+            encoded.append(
+                _json_dumps(
+                    {
+                        "body": b64encode(body).decode("ascii"),
+                        "content-encoding": "utf-8",
+                        "content-type": "application/json",
+                        "headers": task_headers,
+                        "properties": {
+                            "correlation_id": task_id,
+                            **properties_tail,
+                            "delivery_tag": uuid(),
+                        },
+                    }
+                )
+            )
+        return encoded
