@@ -305,7 +305,7 @@ def inbox_event_json(event: InboxEvent) -> dict[str, Any]:
     return _event_json(event.name, event.event_id, event.context, event.received_at)
 
 
-def pending_events(*, instance_id: uuid.UUID | str, name: str) -> list[InboxEvent]:
+def pending_events(*, instance_id: uuid.UUID, name: str) -> list[InboxEvent]:
     """Unconsumed events named ``name`` in the instance's inbox, oldest first
     (inbox_pending)."""
     return list(
@@ -315,7 +315,7 @@ def pending_events(*, instance_id: uuid.UUID | str, name: str) -> list[InboxEven
     )
 
 
-def has_events_after(*, instance_id: uuid.UUID | str, name: str, after_id: int) -> bool:
+def has_events_after(*, instance_id: uuid.UUID, name: str, after_id: int) -> bool:
     return InboxEvent.objects.filter(
         instance_id=instance_id, name=name, consumed_at__isnull=True, id__gt=after_id
     ).exists()

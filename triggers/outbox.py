@@ -20,7 +20,7 @@ from .inbox_models import OutboxEvent
 logger = logging.getLogger("notifyflow.inbox")
 
 
-def outbox_process(*, instance_id: uuid.UUID | str, node_id: str) -> bool:
+def outbox_process(*, instance_id: uuid.UUID, node_id: str) -> bool:
     """Process one emitted event through the events service, exactly once: the row is
     locked and marked processed in the transaction that starts the bound workflows."""
     with transaction.atomic():

@@ -102,12 +102,12 @@ def by_key_sql() -> str:
     if not _by_key:
         meta, version_meta = TriggerInstance._meta, WorkflowVersion._meta
         columns = ", ".join(f't."{f.column}"' for f in meta.concrete_fields)
-        version_fk = meta.get_field("workflow_version").column  # type: ignore[union-attr]
+        version_fk = meta.get_field("workflow_version").column
         _by_key.append(
             f'SELECT {columns}, v."{version_meta.get_field("version").column}"'
             f' FROM "{meta.db_table}" t JOIN "{version_meta.db_table}" v'
             f' ON v."{version_meta.pk.column}" = t."{version_fk}"'
-            f' WHERE t."{meta.get_field("workflow").column}" = %s'  # type: ignore[union-attr]
+            f' WHERE t."{meta.get_field("workflow").column}" = %s'
             f' AND t."{meta.get_field("idempotency_key").column}" = %s'
         )
     return _by_key[0]

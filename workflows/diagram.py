@@ -79,8 +79,8 @@ def to_mermaid(definition: Mapping[str, Any], *, title: str | None = None) -> st
     lines.append("flowchart LR")
     for node_id, kind in nodes:
         open_, close = _MERMAID_SHAPES.get(kind, ("[", "]"))
-        label = f"{mermaid_escape(node_id)}<br/><small>{mermaid_escape(kind)}</small>"
-        lines.append(f'    {ids[node_id]}{open_}"{label}"{close}')
+        text = f"{mermaid_escape(node_id)}<br/><small>{mermaid_escape(kind)}</small>"
+        lines.append(f'    {ids[node_id]}{open_}"{text}"{close}')
     for src, dst, label in _edges(definition):
         if src not in ids or dst not in ids:
             continue  # a validated definition has none; never emit a dangling id
@@ -136,8 +136,8 @@ def to_dot(definition: Mapping[str, Any], *, title: str | None = None) -> str:
         attrs.append(f"tooltip={dot_quote(kind)}")
         lines.append(f"    {dot_quote(node_id)} [{', '.join(attrs)}];")
     for src, dst, label in _edges(definition):
-        attrs = "" if label is None else f" [label={dot_quote(label)}]"
-        lines.append(f"    {dot_quote(src)} -> {dot_quote(dst)}{attrs};")
+        edge_attrs = "" if label is None else f" [label={dot_quote(label)}]"
+        lines.append(f"    {dot_quote(src)} -> {dot_quote(dst)}{edge_attrs};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -31,7 +31,8 @@ class Workflow(models.Model):
 
     @property
     def definition(self) -> dict[str, Any] | None:
-        return self.current_version.definition if self.current_version_id else None
+        version = self.current_version
+        return version.definition if version is not None else None
 
 
 class WorkflowVersion(models.Model):

@@ -11,6 +11,7 @@ class Command(BaseCommand):
         workflow = workflow_save(
             key=DEMO_KEY, name="Welcome demo", definition=DEMO_DEFINITION, actor="load_demo"
         )
+        assert workflow.current_version is not None  # workflow_save always sets it
         self.stdout.write(
             f"Demo workflow {workflow.key!r} at version {workflow.current_version.version}"
         )
