@@ -1,7 +1,8 @@
 """Workers notice a dead database connection and reconnect by themselves.
 
 Workers keep their database connection across tasks (``CELERY_DB_REUSE_MAX``,
-notifyflow/celery.py): reconnecting per task costs about 4x in steps/s. With reuse on,
+notifyflow/celery.py): reconnecting per task costs a multiple of the steps/s
+(docs/measurements.md, "Connection reuse"). With reuse on,
 Celery's Django fixup no longer calls Django's ``close_if_unusable_or_obsolete()``
 between tasks, so once PostgreSQL closed a connection (restart, failover,
 ``pg_terminate_backend``) every later task of that process failed with "the connection
@@ -15,7 +16,7 @@ healthy connection costs a few attribute reads. It also drops a connection older
 
 But it also re-arms Django's ``CONN_HEALTH_CHECKS`` ping (``health_check_done =
 False``), which would then cost a ``SELECT 1`` round trip before the first query of
-every task (measured: 1.00 pings per step, against 0.00 here). So the flag is put back
+every task (docs/measurements.md, "Connection reuse"). So the flag is put back
 as it was: the ping would only spare a task that meets a connection killed while idle,
 and such a task fails on its first statement and ``executions.tasks`` retries it (after
 these receivers dropped the connection).

@@ -2,9 +2,10 @@
 
 Django's psycopg cursors bind client-side, so PostgreSQL parses and plans every
 statement again. A step's statements (the claim, the delivery's 'sending' marker, the
-outcome) are large CTEs whose planning was about half of PostgreSQL's CPU per step:
-they are prepared once per connection and shape (measured by bench/engine_probe.py
---inproc). Every other query keeps Django's usual client-side binding.
+outcome) are large CTEs whose planning was a large share of PostgreSQL's CPU per step
+(docs/measurements.md, "Prepared statements and parsing"; bench/engine_probe.py
+--inproc): they are prepared once per connection and shape. Every other query keeps
+Django's usual client-side binding.
 
 Only statements whose every plan is a primary-key or unique-key probe belong here: a
 prepared statement switches to a generic plan after a few executions, which would not

@@ -201,7 +201,8 @@ TEMPLATES = [
 ]
 
 # Persistent connections: with CONN_MAX_AGE=0 every API request and every Celery task
-# reconnects, which costs 4-5x in throughput (bench/RESULTS.md).
+# reconnects, which costs a multiple of the throughput (docs/measurements.md, "Connection
+# reuse").
 # CONN_HEALTH_CHECKS: a persistent connection is pinged before its first use in each
 # request, so the API reconnects by itself after a database restart or failover
 # (workers: executions/worker_health.py).
