@@ -30,7 +30,7 @@ from .providers.base import ProviderError
 from .providers.failover import collect_attempts
 
 if TYPE_CHECKING:
-    from .nodes.base import StepContext
+    from .step import StepContext
 
 _DELIVERY = Delivery._meta
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..step import NodeResult, StepContext
 from . import delay, email, emit, sms, wait, webhook
-from .base import NodeResult, StepContext
 
 EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "email": email.execute,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from workflows.durations import MAX_DURATION, parse_duration
 
 from ..providers.base import ProviderError
-from .base import NodeResult, StepContext
+from ..step import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from ..deliveries import guarded_send
 from ..providers.email import send_email
-from .base import NodeResult, StepContext
+from ..step import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:

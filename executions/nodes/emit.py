@@ -9,7 +9,7 @@ from typing import Any
 from workflows.templating import TemplateError, render
 
 from ..providers.base import ProviderError
-from .base import NodeResult, StepContext
+from ..step import NodeResult, StepContext
 
 
 def _render_value(value: Any, step: StepContext, path: str) -> Any:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from ..deliveries import guarded_send
 from ..providers.base import ProviderError
 from ..providers.sms import SmsMessage, send_sms
-from .base import NodeResult, StepContext
+from ..step import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:

@@ -14,7 +14,7 @@ from workflows.durations import parse_duration
 from workflows.templating import TemplateError, condition_holds
 
 from ..providers.base import ProviderError
-from .base import NodeResult, StepContext
+from ..step import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:

@@ -29,7 +29,7 @@ from workflows.definition import webhook_host_allowed, webhook_url_port
 from ..deliveries import guarded_send
 from ..providers.base import ProviderError
 from ..providers.failover import ProviderSpec, send_with_failover
-from .base import NodeResult, StepContext
+from ..step import NodeResult, StepContext
 from .emit import _render_value
 
 BODY_LIMIT = 2048

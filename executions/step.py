@@ -1,3 +1,8 @@
+"""A step as a node sees it: what it gets (``StepContext``: the rendered scope, the
+instance and node, the delivery guard's keys) and what it returns (``NodeResult``), plus
+the recipient and header checks every sending node applies. Below ``nodes`` and
+``deliveries``, which both use it."""
+
 from __future__ import annotations
 
 import re
@@ -11,7 +16,7 @@ from django.core.validators import validate_email
 
 from workflows.templating import TemplateError, render
 
-from ..providers.base import ProviderError
+from .providers.base import ProviderError
 
 
 @dataclass
