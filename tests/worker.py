@@ -118,7 +118,7 @@ def celery_worker(
             "-s",
             str(tmp_path / f"beat-{name}"),
         ]
-    with _celery_process(
+    with celery_process(
         tmp_path, args, log_name=f"worker-{name}", ready="ready.", env=env
     ) as proc:
         yield proc
@@ -139,12 +139,12 @@ def celery_beat(tmp_path: Path, *, name: str = "beat", **env: str) -> Iterator[s
         "-s",
         str(tmp_path / name),
     ]
-    with _celery_process(tmp_path, args, log_name=name, ready="beat: Starting", env=env) as proc:
+    with celery_process(tmp_path, args, log_name=name, ready="beat: Starting", env=env) as proc:
         yield proc
 
 
 @contextmanager
-def _celery_process(
+def celery_process(
     tmp_path: Path, args: list[str], *, log_name: str, ready: str, env: dict[str, str]
 ) -> Iterator[subprocess.Popen]:
     log_path = tmp_path / f"{log_name}.log"

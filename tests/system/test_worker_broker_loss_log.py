@@ -14,7 +14,7 @@ import pytest
 
 from notifyflow.celery import app
 from tests.chaos import free_port
-from tests.worker import _celery_process
+from tests.worker import celery_process
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -48,7 +48,7 @@ def test_losing_the_broker_logs_no_gossip_traceback(tmp_path: Path):
     redis = start_redis()
     try:
         broker = f"redis://127.0.0.1:{port}/0"
-        with _celery_process(
+        with celery_process(
             tmp_path,
             _worker_args(),
             log_name="worker",
