@@ -118,9 +118,7 @@ def celery_worker(
             "-s",
             str(tmp_path / f"beat-{name}"),
         ]
-    with celery_process(
-        tmp_path, args, log_name=f"worker-{name}", ready="ready.", env=env
-    ) as proc:
+    with celery_process(tmp_path, args, log_name=f"worker-{name}", ready="ready.", env=env) as proc:
         yield proc
 
 
