@@ -13,6 +13,7 @@ from django.db.models import Count, QuerySet
 from notifyflow.errors import NotFoundError
 from triggers.inbox_models import InboxEvent
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from triggers.selectors import instance_or_404
 from workflows.models import Workflow
 
 from .models import StepExecutionLog
@@ -50,13 +51,7 @@ def instance_timeline(*, instance_id: uuid.UUID | str) -> Timeline:
 
     Raises NotFoundError for an unknown instance.
     """
-    instance = (
-        TriggerInstance.objects.select_related("workflow", "workflow_version")
-        .filter(pk=instance_id)
-        .first()
-    )
-    if instance is None:
-        raise NotFoundError(code="not_found", field=None, message="no such trigger instance")
+    instance = instance_or_404(instance_id)
     # status_change_instance_at and steplog_trigger_started serve these two.
     history = list(TriggerStatusChange.objects.filter(instance=instance).order_by("at", "id"))
     steps = list(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -10,6 +11,7 @@ from django.db import connection
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
+from notifyflow.errors import NotFoundError
 from notifyflow.metrics import QueueFigures
 from workflows.models import Workflow, WorkflowVersion
 
@@ -111,3 +113,15 @@ def by_key_sql() -> str:
             f' AND t."{meta.get_field("idempotency_key").column}" = %s'
         )
     return _by_key[0]
+
+
+def instance_or_404(instance_id: uuid.UUID | str) -> TriggerInstance:
+    """The instance with its workflow and version; NotFoundError if there is none."""
+    instance = (
+        TriggerInstance.objects.select_related("workflow", "workflow_version")
+        .filter(pk=instance_id)
+        .first()
+    )
+    if instance is None:
+        raise NotFoundError(code="not_found", field=None, message="no such trigger instance")
+    return instance

@@ -22,6 +22,7 @@ from workflows.services import workflow_set_paused
 from .. import state
 from ..dispatch import dispatch_on_commit
 from ..models import TriggerInstance, TriggerStatus
+from ..selectors import instance_or_404
 
 logger = logging.getLogger("notifyflow.triggers")
 
@@ -45,14 +46,14 @@ def instance_retry(*, instance_id: uuid.UUID | str, actor: str) -> TriggerInstan
     """
     # The fenced write first: the usual case (a failed instance) costs no read before it.
     if not state.retry(instance_id=instance_id, actor=actor):
-        instance = _instance_or_404(instance_id)
+        instance = instance_or_404(instance_id)
         raise ConflictError(
             code="not_failed",
             field=None,
             message=f"instance {instance.pk} is {instance.status}; only a failed instance "
             "can be retried",
         )
-    return _instance_or_404(instance_id)
+    return instance_or_404(instance_id)
 
 
 def instance_retry_on_latest_version(*, instance_id: uuid.UUID | str, actor: str) -> int:
@@ -63,7 +64,7 @@ def instance_retry_on_latest_version(*, instance_id: uuid.UUID | str, actor: str
     Raises NotFoundError; ConflictError ``not_failed``, ``no_newer_version`` (already on
     the current one: a plain retry does that) or ``node_not_in_version`` (the node the
     instance stopped at is not in the new version)."""
-    instance = _instance_or_404(instance_id)
+    instance = instance_or_404(instance_id)
     _require_failed(instance)
     latest = instance.workflow.current_version
     if latest is None or latest.pk == instance.workflow_version_id:
@@ -117,7 +118,7 @@ def instance_edit_payload_and_retry(
             message=f"payload: {size} bytes is over the limit of "
             f"{settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES} bytes",
         )
-    instance = _instance_or_404(instance_id)
+    instance = instance_or_404(instance_id)
     _require_failed(instance)
     moved = state.retry(
         instance_id=instance.pk,
@@ -154,7 +155,7 @@ def instance_run_now(
     ``not_waiting`` naming the current status (finished, running, or already due).
     """
     if not state.run_now(instance_id=instance_id, actor=actor, reason=reason):
-        instance = _instance_or_404(instance_id)
+        instance = instance_or_404(instance_id)
         why = "already due" if instance.status == TriggerStatus.ENQUEUED else instance.status
         raise ConflictError(
             code="not_waiting",
@@ -162,7 +163,7 @@ def instance_run_now(
             message=f"instance {instance.pk} is {why}; only an enqueued instance waiting "
             "on a delay, a wait or a retry can run now",
         )
-    return _instance_or_404(instance_id)
+    return instance_or_404(instance_id)
 
 
 def instance_cancel(
@@ -173,7 +174,7 @@ def instance_cancel(
     ``reason`` goes into the audit row. Raises NotFoundError, or ConflictError
     ``already_finished`` (naming the status) for a finished instance."""
     for _ in range(3):  # the status may move between the read and the fenced write
-        instance = _instance_or_404(instance_id)
+        instance = instance_or_404(instance_id)
         if instance.is_terminal:
             raise ConflictError(
                 code="already_finished",
@@ -204,17 +205,6 @@ def instance_cancel_by_key(
             message=f"idempotency_key: no instance of workflow {workflow!r} with this key",
         )
     return instance_cancel(instance_id=found.pk, actor=actor, reason=reason)
-
-
-def _instance_or_404(instance_id: uuid.UUID | str) -> TriggerInstance:
-    instance = (
-        TriggerInstance.objects.select_related("workflow", "workflow_version")
-        .filter(pk=instance_id)
-        .first()
-    )
-    if instance is None:
-        raise NotFoundError(code="not_found", field=None, message="no such trigger instance")
-    return instance
 
 
 def workflow_pause(*, workflow: Workflow, actor: str) -> Workflow:
