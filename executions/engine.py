@@ -170,6 +170,7 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
         worker=worker[:200],
         # A wait with no event yet, a delay at the end: parked here, not an attempt.
         parked=result is not None and result.park_until is not None,
+        skip_reason=(result.skip_reason if result is not None and outcome.success else ""),
     )
     return StepRecord(instance, lease, started, finished, outcome, step, result, next_node, log)
 

@@ -19,6 +19,17 @@ def normalize_recipient(value: str) -> str:
     return _PHONE_NOISE.sub("", value)[:320]
 
 
+class SkipReason(models.TextChoices):
+    """Why a node succeeded without sending (SPEC §4: skipped is an outcome)."""
+
+    PREFERENCE_OPT_OUT = "preference_opt_out", "Opted out (preferences)"
+    MISSING_CHANNEL_DATA = "missing_channel_data", "No address for the channel"
+    THROTTLED = "throttled", "Throttled"
+    EXPIRED = "expired", "Expired"
+    BATCHED = "batched", "Batched into another instance"
+    UNSUBSCRIBED = "unsubscribed", "Unsubscribed"
+
+
 class StepExecutionLog(models.Model):
     """One immutable row per executed node attempt."""
 
@@ -58,9 +69,21 @@ class StepExecutionLog(models.Model):
         help_text="parked the instance at this node (a wait, a delay at the end); not an attempt",
     )
 
+    # Why a node that succeeded chose not to send (SPEC §4, SkipReason); empty otherwise.
+    skip_reason = models.CharField(
+        max_length=32, blank=True, default="", db_default="", choices=SkipReason.choices
+    )
+
     class Meta:
         ordering = ["started_at", "id"]
         indexes = [
+            # GET /step-logs/?skip_reason= and the admin filter: skips are few, so a
+            # partial index of them alone, newest first.
+            models.Index(
+                fields=["skip_reason", "-started_at"],
+                name="steplog_skipped",
+                condition=~models.Q(skip_reason=""),
+            ),
             # GET /triggers/{id}/steps/ and the admin inline: by trigger, oldest first.
             models.Index(fields=["trigger", "started_at"], name="steplog_trigger_started"),
             # GET /step-logs/?node= and the admin filter.

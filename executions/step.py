@@ -132,3 +132,5 @@ class NodeResult:
     consume_inbox_id: int | None = None
     # An emit: the outbox row written in the step's outcome transaction.
     emit: dict[str, Any] | None = None
+    # The node chose not to send (SPEC §4): a SkipReason value; the step succeeds.
+    skip_reason: str = ""

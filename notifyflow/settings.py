@@ -132,6 +132,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "axes",
     "workflows",
+    "recipients",
     "triggers",
     "executions",
     "api",

@@ -86,13 +86,38 @@ class TriggerInstance(models.Model):
     # The name of the API key that created the instance ("" for the admin, an event's
     # emit, or rows older than scoped keys): a `trigger` key reads only its own.
     created_by_key = models.CharField(max_length=100, blank=True, default="")
+    # The person this instance notifies (SPEC §12); null for a payload-only instance
+    # and once the person was erased. No index of its own:
+    # trigger_unique_recipient_workflow_key leads with it.
+    recipient = models.ForeignKey(
+        "recipients.Recipient",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="instances",
+        db_index=False,
+    )
+    # Set when its recipient was erased (recipient is then null): the instance keeps
+    # its place under the per-recipient uniqueness instead of taking the payload-only
+    # (workflow, idempotency_key) slot.
+    recipient_erased = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
+            # A payload-only instance: one per (workflow, idempotency_key).
             models.UniqueConstraint(
                 fields=["workflow", "idempotency_key"],
                 name="trigger_unique_workflow_idempotency_key",
+                condition=models.Q(recipient__isnull=True, recipient_erased=False),
+            ),
+            # One instance per recipient of a request (SPEC §12). Recipient first, so it
+            # also serves "instances of a recipient" (GET /triggers/?recipient=, the
+            # admin, erasure).
+            models.UniqueConstraint(
+                fields=["recipient", "workflow", "idempotency_key"],
+                name="trigger_unique_recipient_workflow_key",
+                condition=models.Q(recipient__isnull=False),
             ),
             models.CheckConstraint(
                 condition=models.Q(status__in=TriggerStatus.values), name="trigger_status_valid"
@@ -262,4 +287,5 @@ class ApiKey(models.Model):
 
 # Event bindings live in their own module; imported here so Django registers them.
 from .event_models import EventRecord, WorkflowTrigger  # noqa: E402, F401
+from .fanout_models import FanOut  # noqa: E402, F401
 from .inbox_models import InboxEvent, Interest, OutboxEvent  # noqa: E402, F401

@@ -12,6 +12,12 @@ class Workflow(models.Model):
     # Paused: triggers and events are still accepted, but no step of its instances
     # starts (the claim checks it); resume dispatches the due ones at once.
     is_paused = models.BooleanField(default=False)
+    # Critical (password resets, OTPs): sent whatever the recipient's preferences and
+    # quiet hours say, and without an unsubscribe link (SPEC §12).
+    critical = models.BooleanField(default=False, db_default=False)
+    # Category slugs, most significant first: preferences by category, and the scope of
+    # the unsubscribe link (the first one).
+    categories = models.JSONField(default=list, blank=True, db_default=[])
     # The version new trigger instances pin; every definition change adds a version.
     current_version = models.ForeignKey(
         "workflows.WorkflowVersion",

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RecipientsConfig(AppConfig):
+    name = "recipients"
+    verbose_name = "Recipients"

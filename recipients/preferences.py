@@ -1,0 +1,119 @@
+"""The one rule that decides whether a recipient gets a message (SPEC §12), and the one
+writer of opt-outs.
+
+``evaluate`` is called once per send, when the step runs, and by
+``GET /recipients/{id}/preferences/evaluate/``; the step records its ``rule``. The most
+specific explicit setting wins: workflow x channel, workflow, category x channel,
+category (the workflow's categories in their order), channel, then "send".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from .models import OptOut, Recipient
+
+CHANNELS = ("email", "sms", "in_app")
+# The rule of a send nothing decided against.
+DEFAULT_RULE = "default"
+# The rule of a critical workflow's send: preferences are not read.
+CRITICAL_RULE = "critical"
+
+
+@dataclass(frozen=True)
+class Decision:
+    send: bool
+    # The setting that decided, as a path into the preferences
+    # ("categories.marketing.channels.email"), or DEFAULT_RULE / CRITICAL_RULE.
+    rule: str
+
+
+def _explicit(entry: Any, channel: str) -> tuple[bool | None, bool | None]:
+    """An entry's (channel setting, whole-entry setting): ``true``/``false`` or a
+    ``{channels: {...}}`` object; None where it says nothing."""
+    if isinstance(entry, bool):
+        return None, entry
+    if isinstance(entry, Mapping):
+        value = (entry.get("channels") or {}).get(channel)
+        return (value if isinstance(value, bool) else None), None
+    return None, None
+
+
+def evaluate(
+    *,
+    preferences: Mapping[str, Any] | None,
+    workflow_key: str,
+    categories: Sequence[str],
+    channel: str,
+    critical: bool = False,
+) -> Decision:
+    """Whether a ``channel`` message of workflow ``workflow_key`` (in ``categories``)
+    goes to a recipient with these ``preferences``, and the rule that decided."""
+    if critical:
+        return Decision(True, CRITICAL_RULE)
+    prefs = preferences or {}
+    by_channel, whole = _explicit((prefs.get("workflows") or {}).get(workflow_key), channel)
+    if by_channel is not None:
+        return Decision(by_channel, f"workflows.{workflow_key}.channels.{channel}")
+    if whole is not None:
+        return Decision(whole, f"workflows.{workflow_key}")
+    set_categories = prefs.get("categories") or {}
+    entries = [(slug, _explicit(set_categories.get(slug), channel)) for slug in categories]
+    for slug, (by_channel, _) in entries:
+        if by_channel is not None:
+            return Decision(by_channel, f"categories.{slug}.channels.{channel}")
+    for slug, (_, whole) in entries:
+        if whole is not None:
+            return Decision(whole, f"categories.{slug}")
+    value = (prefs.get("channels") or {}).get(channel)
+    if isinstance(value, bool):
+        return Decision(value, f"channels.{channel}")
+    return Decision(True, DEFAULT_RULE)
+
+
+def unsubscribe_scope(*, workflow_key: str, categories: Sequence[str]) -> str:
+    """What an unsubscribe link of this workflow opts out of: its first category, else
+    the workflow itself (a preference path)."""
+    return f"categories.{categories[0]}" if categories else f"workflows.{workflow_key}"
+
+
+def with_opt_out(preferences: Mapping[str, Any] | None, scope: str) -> dict[str, Any]:
+    """``preferences`` with ``scope`` ("categories.<slug>", "workflows.<key>",
+    "channels.<channel>", or either of the first two + ".channels.<channel>") set false."""
+    prefs: dict[str, Any] = {k: v for k, v in (preferences or {}).items()}
+    section, name, *rest = scope.split(".")
+    entries = dict(prefs.get(section) or {})
+    if section == "channels" or not rest:
+        entries[name] = False
+    else:  # <section>.<name>.channels.<channel>
+        entry = entries.get(name)
+        entry = dict(entry) if isinstance(entry, Mapping) else {}
+        entry["channels"] = {**(entry.get("channels") or {}), rest[-1]: False}
+        entries[name] = entry
+    prefs[section] = entries
+    return prefs
+
+
+def opt_out(
+    *, recipient_id: str, scope: str, source: str, details: Mapping[str, Any] | None = None
+) -> bool:
+    """Write the opt-out ``scope`` into the recipient's preferences with its audit row,
+    in one transaction. Idempotent: False (and no row) when the scope already says
+    false or the recipient is gone (erased)."""
+    with transaction.atomic():
+        recipient = Recipient.objects.select_for_update().filter(pk=recipient_id).first()
+        if recipient is None:
+            return False
+        updated = with_opt_out(recipient.preferences, scope)
+        if updated == recipient.preferences:
+            return False
+        recipient.preferences = updated
+        recipient.save(update_fields=["preferences", "updated_at"])
+        OptOut.objects.create(
+            recipient=recipient, scope=scope, source=source, details=dict(details or {})
+        )
+    return True
