@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("notifyflow", "workflows", "triggers", "executions", "api", "console")
+APPS = ("notifyflow", "workflows", "recipients", "triggers", "executions", "api", "console")
 # How the settings read an environment variable: os.environ.get("X"), os.getenv("X"),
 # os.environ["X"], and the typed helpers of notifyflow/settings.py (env_int("X", ...)).
 READERS = {"get", "getenv", "env_bool", "env_int", "env_float", "env_list", "_env_number"}

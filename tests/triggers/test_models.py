@@ -48,7 +48,7 @@ def test_no_index_is_the_leading_part_of_another() -> None:
     redundant = []
     with connection.cursor() as cursor:
         for model in apps.get_models():
-            if model._meta.app_label not in ("workflows", "triggers", "executions"):
+            if model._meta.app_label not in ("workflows", "recipients", "triggers", "executions"):
                 continue
             constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
             plain = {
