@@ -5,7 +5,17 @@ by ``notifyflow.urls`` (the names are global: ``reverse("trigger-list")``)."""
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from .views import events, health, step_logs, triggers, webhooks, workflow_triggers, workflows
+from .views import (
+    events,
+    health,
+    lists,
+    recipients,
+    step_logs,
+    triggers,
+    webhooks,
+    workflow_triggers,
+    workflows,
+)
 
 v1 = [
     path("triggers/", triggers.TriggerListCreateView.as_view(), name="trigger-list"),
@@ -62,6 +72,23 @@ v1 = [
         name="workflow-resume",
     ),
     path("events/", events.EventReceiveView.as_view(), name="event-receive"),
+    path("recipients/", recipients.RecipientListView.as_view(), name="recipient-list"),
+    # Before <id>/: a recipient whose id is "bulk" cannot be addressed by path.
+    path("recipients/bulk/", recipients.RecipientBulkView.as_view(), name="recipient-bulk"),
+    path("recipients/<str:id>/", recipients.RecipientDetailView.as_view(), name="recipient-detail"),
+    path(
+        "recipients/<str:id>/preferences/",
+        recipients.RecipientPreferencesView.as_view(),
+        name="recipient-preferences",
+    ),
+    path(
+        "recipients/<str:id>/preferences/evaluate/",
+        recipients.RecipientPreferencesEvaluateView.as_view(),
+        name="recipient-preferences-evaluate",
+    ),
+    path("lists/", lists.ListListView.as_view(), name="list-list"),
+    path("lists/<slug:key>/", lists.ListDetailView.as_view(), name="list-detail"),
+    path("lists/<slug:key>/members/", lists.ListMembersView.as_view(), name="list-members"),
     path(
         "workflow-triggers/",
         workflow_triggers.WorkflowTriggerListCreateView.as_view(),

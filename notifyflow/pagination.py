@@ -162,3 +162,19 @@ class WorkflowPages(LimitOffsetPagination):
             super().get_schema_operation_parameters(view),
             {self.limit_query_param: 1, self.offset_query_param: 0},
         )
+
+
+class RecipientsById(CursorPagination):
+    """Recipients (search, a list's members) by id: the primary key's index."""
+
+    ordering = ("id",)
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = MAX_PAGE_SIZE
+
+
+class ListsByKey(CursorPagination):
+    ordering = ("key",)
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = MAX_PAGE_SIZE

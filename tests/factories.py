@@ -157,3 +157,29 @@ def wait_definition(
     if cancel_on is not None:
         definition["cancel_on"] = cancel_on
     return definition
+
+
+# --- recipients (issue 26, helper H1) ---------------------------------------------------
+
+
+class RecipientFactory(factory.django.DjangoModelFactory):
+    """A person with an e-mail address and a phone number of their own."""
+
+    class Meta:
+        model = "recipients.Recipient"
+
+    id = factory.Sequence(lambda n: f"user-{n}")
+    email = factory.LazyAttribute(lambda o: f"{o.id}@example.com")
+    phone = factory.Sequence(lambda n: f"+1555{n:07d}")
+    timezone = "Europe/Paris"
+    locale = "en"
+    properties = factory.LazyFunction(dict)
+    preferences = factory.LazyFunction(dict)
+
+
+class RecipientListFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "recipients.RecipientList"
+
+    key = factory.Sequence(lambda n: f"list-{n}")
+    name = factory.LazyAttribute(lambda o: o.key.replace("-", " ").title())

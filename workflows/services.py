@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -21,8 +22,12 @@ def workflow_save(
     actor: str = "",
     workflow: Workflow | None = None,
     create_only: bool = False,
+    critical: bool | None = None,
+    categories: Sequence[str] | None = None,
 ) -> Workflow:
     """Create or update a workflow. A changed definition adds an immutable version.
+    ``critical`` and ``categories`` (SPEC §12) left None keep what the workflow has
+    (false and none for a new one).
 
     ``workflow`` None saves by ``key`` (creating it if new); ``create_only`` refuses an
     existing key. Raises ``DefinitionError`` (nothing written) for an invalid
@@ -39,6 +44,11 @@ def workflow_save(
                 actor=actor,
                 workflow=workflow,
                 create_only=create_only,
+                settings={
+                    field: value
+                    for field, value in (("critical", critical), ("categories", categories))
+                    if value is not None
+                },
             )
     except IntegrityError as exc:
         if not Workflow.objects.filter(key=key).exists():
@@ -63,6 +73,7 @@ def _save(
     actor: str,
     workflow: Workflow | None,
     create_only: bool,
+    settings: dict[str, Any],
 ) -> Workflow:
     clean = validate_definition(definition)
     if workflow is None:
@@ -75,6 +86,8 @@ def _save(
         workflow = Workflow.objects.create(key=key, name=name, is_active=is_active)
     else:
         workflow.key, workflow.name, workflow.is_active = key, name, is_active
+    for field, value in settings.items():
+        setattr(workflow, field, list(value) if field == "categories" else value)
     current = workflow.current_version
     if current is None or current.definition != clean:
         number = (current.version if current else 0) + 1

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from notifyflow.fields import (
@@ -23,6 +26,42 @@ class DefinitionField(serializers.JSONField):
     generated from the same specs (``api.openapi``)."""
 
 
+MAX_CATEGORIES = 20
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "maxItems": MAX_CATEGORIES,
+        "uniqueItems": True,
+        "items": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$", "maxLength": 100},
+    }
+)
+class CategoriesField(serializers.ListField):
+    """A list of unique slugs: ``not_a_list``, ``invalid`` (a slug), ``duplicate``."""
+
+    default_error_messages = {
+        "too_many": "at most {max} categories",
+        "duplicate": "{slug!r} is listed twice",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=StrictSlugField(max_length=100), **kwargs)
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        if not isinstance(data, list):
+            self.fail("not_a_list", input_type=type(data).__name__)
+        if len(data) > MAX_CATEGORIES:
+            self.fail("too_many", max=MAX_CATEGORIES)
+        slugs = super().to_internal_value(data)
+        seen: set[str] = set()
+        for slug in slugs:
+            if slug in seen:
+                self.fail("duplicate", slug=slug)
+            seen.add(slug)
+        return slugs
+
+
 class WorkflowInputSerializer(InputSerializer):
     key = StrictSlugField(max_length=100, help_text="Stable identifier, e.g. welcome-series")
     name = StrictCharField(max_length=200)
@@ -33,6 +72,18 @@ class WorkflowInputSerializer(InputSerializer):
         help_text="Nodes, edges and entry node; every save adds a version, and running "
         "instances keep the version they started on"
     )
+    critical = StrictBooleanField(
+        required=False,
+        help_text="Sent whatever the recipient's preferences and quiet hours say, without "
+        "an unsubscribe link (password resets, one-time codes). Left out: kept (false for "
+        "a new workflow)",
+    )
+    categories = CategoriesField(
+        required=False,
+        help_text="Category slugs, most significant first: preferences by category, and "
+        "what the unsubscribe link opts out of (the first one). Left out: kept (none for a "
+        "new workflow)",
+    )
 
 
 class WorkflowOutputSerializer(serializers.ModelSerializer):
@@ -40,6 +91,7 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
         source="current_version.version", read_only=True, allow_null=True
     )
     definition = DefinitionField(source="current_version.definition", read_only=True)
+    categories = serializers.ListField(child=serializers.CharField(), read_only=True)
 
     class Meta:
         model = Workflow
@@ -48,6 +100,8 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
             "name",
             "is_active",
             "is_paused",
+            "critical",
+            "categories",
             "version",
             "definition",
             "created_at",

@@ -55,6 +55,8 @@ def _save(request: Request, workflow: Workflow | None) -> Workflow:
         workflow=workflow,
         create_only=workflow is None,
         actor=actor(key),
+        critical=data.get("critical"),
+        categories=data.get("categories"),
     )
 
 

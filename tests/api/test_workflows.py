@@ -79,3 +79,43 @@ def test_bad_key_and_missing_fields(api):
 
 def test_unknown_workflow_is_404(api):
     assert api.get(f"{URL}nope/").status_code == 404
+
+
+def test_critical_and_categories_are_written_read_and_kept_when_left_out(api):
+    created = api.post(URL, body(), format="json")
+    assert (created.json()["critical"], created.json()["categories"]) == (False, [])
+    saved = api.put(
+        f"{URL}welcome/", body(critical=True, categories=["security", "account"]), format="json"
+    )
+    assert saved.status_code == 200, saved.content
+    assert (saved.json()["critical"], saved.json()["categories"]) == (True, ["security", "account"])
+    kept = api.put(f"{URL}welcome/", body(name="Renamed"), format="json")
+    assert (kept.json()["critical"], kept.json()["categories"]) == (True, ["security", "account"])
+    workflow = Workflow.objects.get()
+    assert (workflow.critical, workflow.categories) == (True, ["security", "account"])
+    assert workflow.current_version.version == 1  # settings are not a new version
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "code"),
+    [
+        ({"categories": ["a", "a"]}, "categories", "duplicate"),
+        ({"categories": ["not a slug"]}, "categories.0", "invalid"),
+        ({"categories": "marketing"}, "categories", "not_a_list"),
+        ({"critical": "yes"}, "critical", "invalid"),
+    ],
+)
+def test_bad_workflow_settings_are_400_naming_the_field(api, overrides, field, code):
+    response = api.post(URL, body(**overrides), format="json")
+    assert response.status_code == 400, response.content
+    assert (response.json()["field"], response.json()["code"]) == (field, code)
+    assert not Workflow.objects.exists()
+
+
+def test_the_schema_documents_critical_and_categories(api):
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    request = schema["components"]["schemas"]["WorkflowInput"]["properties"]
+    assert request["critical"]["type"] == "boolean"
+    assert request["categories"]["uniqueItems"] is True
+    response = schema["components"]["schemas"]["WorkflowOutput"]["properties"]
+    assert {"critical", "categories"} <= response.keys()

@@ -1,0 +1,44 @@
+"""Lists (topics) and their members."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from notifyflow.fields import InputSerializer, StrictCharField
+from recipients.models import RecipientList
+
+from .recipients import RecipientIdsField
+
+
+class ListInputSerializer(InputSerializer):
+    """The body of PUT /api/v1/lists/{key}/."""
+
+    name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class ListOutputSerializer(serializers.ModelSerializer):
+    member_count = serializers.IntegerField(
+        read_only=True, required=False, help_text="Members (in GET /lists/)"
+    )
+
+    class Meta:
+        model = RecipientList
+        fields = ["key", "name", "member_count", "created_at", "updated_at"]
+
+
+class MembersInputSerializer(InputSerializer):
+    """The body of POST and DELETE /api/v1/lists/{key}/members/."""
+
+    recipients = RecipientIdsField(
+        help_text="Recipient ids; on POST an id not known yet is created empty, one "
+        "already a member is left alone; on DELETE one not a member is ignored"
+    )
+
+
+class MembersAddedSerializer(serializers.Serializer):
+    added = serializers.IntegerField(help_text="Memberships created")
+    created = serializers.IntegerField(help_text="Recipients created (empty)")
+
+
+class MembersRemovedSerializer(serializers.Serializer):
+    removed = serializers.IntegerField(help_text="Memberships deleted")

@@ -1,0 +1,207 @@
+"""Recipients (people): upsert, merge, read, search, bulk upsert, erase; their
+preferences and what the preferences decide."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from executions.erasure import recipient_erase
+from notifyflow.api import ApiView, paginated_list, validated_body
+from notifyflow.pagination import RecipientsById
+from notifyflow.parsers import PartsCheckedJSONParser
+from recipients.models import Recipient
+from recipients.preference_settings import preference_decision, preferences_of, preferences_set
+from recipients.services import (
+    recipient_or_404,
+    recipient_patch,
+    recipient_put,
+    recipients_bulk_upsert,
+)
+
+from ..auth import request_key
+from ..permissions import actor
+from ..serializers.preferences import (
+    EvaluateOutputSerializer,
+    EvaluateQuerySerializer,
+    PreferencesSerializer,
+)
+from ..serializers.recipients import (
+    _PHONE_NOISE,
+    ID_SCHEMA,
+    RecipientBulkInputSerializer,
+    RecipientBulkOutputSerializer,
+    RecipientFieldsSerializer,
+    RecipientOutputSerializer,
+    RecipientSearchSerializer,
+    valid_recipient_id,
+)
+
+ID_PARAMETER = OpenApiParameter("id", ID_SCHEMA, OpenApiParameter.PATH, description="Recipient id")
+# Writes recipients: trigger (or admin); reads: read (or admin); erasure: admin.
+WRITE_SCOPES = {"PUT": "trigger", "PATCH": "trigger", "POST": "trigger", "GET": "read"}
+
+
+def _search(queryset: QuerySet, term: str) -> QuerySet:
+    condition = Q(pk__startswith=term) | Q(email__istartswith=term)
+    phone = _PHONE_NOISE.sub("", term)
+    if phone:
+        condition |= Q(phone__startswith=phone)
+    return queryset.filter(condition)
+
+
+class RecipientListView(ApiView):
+    serializer_class = RecipientOutputSerializer
+    pagination_class = RecipientsById
+    query_serializer_class = RecipientSearchSerializer
+    required_scope = {"GET": "read"}
+
+    @extend_schema(
+        parameters=[RecipientSearchSerializer],
+        responses=RecipientOutputSerializer(many=True),
+        description="Recipients by id; `search` matches the start of an id, e-mail "
+        "address (any case) or phone number.",
+    )
+    def get(self, request: Request) -> Response:
+        return paginated_list(self, Recipient.objects.all(), {"search": _search})
+
+
+class RecipientBulkView(ApiView):
+    """Create or update up to 1,000 recipients in one request: 200 with one result per
+    item; 400 only for a malformed envelope or too many items."""
+
+    serializer_class = RecipientBulkOutputSerializer
+    parser_classes = [PartsCheckedJSONParser]
+    required_scope = {"POST": "trigger"}
+
+    @extend_schema(
+        request=RecipientBulkInputSerializer,
+        responses={200: RecipientBulkOutputSerializer},
+        operation_id="v1_recipients_bulk_create",
+        description="Each item is created (`created`) or has the fields it names set, the "
+        "others kept (`updated`); an invalid item (`invalid`, with the error PUT would "
+        "answer) writes nothing. The valid items are written in one transaction.",
+    )
+    def post(self, request: Request) -> Response:
+        body = validated_body(
+            request, RecipientBulkInputSerializer, settings.NOTIFYFLOW_MAX_BULK_BODY_BYTES
+        )
+        outcomes = recipients_bulk_upsert(items=body["items"])
+        return Response(RecipientBulkOutputSerializer(outcomes).data)
+
+
+class RecipientDetailView(ApiView):
+    serializer_class = RecipientOutputSerializer
+    required_scope = {**WRITE_SCOPES, "DELETE": "admin"}
+
+    @extend_schema(parameters=[ID_PARAMETER])
+    def get(self, request: Request, id: str) -> Response:
+        recipient = recipient_or_404(valid_recipient_id(id))
+        return Response(self.get_serializer(recipient).data)
+
+    @extend_schema(
+        parameters=[ID_PARAMETER],
+        request=RecipientFieldsSerializer,
+        responses={200: RecipientOutputSerializer, 201: RecipientOutputSerializer},
+        description="201: created. 200: replaced - every field the body leaves out becomes "
+        "null (`properties`: {}). Preferences are kept (they have their own endpoint).",
+    )
+    def put(self, request: Request, id: str) -> Response:
+        recipient_id = valid_recipient_id(id)
+        fields = validated_body(request, RecipientFieldsSerializer)
+        recipient, created = recipient_put(recipient_id=recipient_id, fields=fields)
+        return Response(
+            self.get_serializer(recipient).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+    @extend_schema(
+        parameters=[ID_PARAMETER],
+        request=RecipientFieldsSerializer,
+        responses={200: RecipientOutputSerializer},
+        description="Sets the fields the body names (null clears one), keeps the others; "
+        "404 for an unknown recipient.",
+    )
+    def patch(self, request: Request, id: str) -> Response:
+        recipient_id = valid_recipient_id(id)
+        fields = validated_body(request, RecipientFieldsSerializer)
+        recipient = recipient_patch(recipient_id=recipient_id, fields=fields)
+        return Response(self.get_serializer(recipient).data)
+
+    @extend_schema(
+        parameters=[ID_PARAMETER],
+        request=None,
+        responses={204: None},
+        description="Erases the person (admin scope): the recipient, its preferences, list "
+        "memberships and opt-out history go; its addresses in past deliveries and step logs "
+        "become `[erased]`; its instances not yet finished are cancelled (`recipient "
+        "erased`). One transaction.",
+    )
+    def delete(self, request: Request, id: str) -> Response:
+        recipient_erase(recipient_id=valid_recipient_id(id), actor=actor(request_key(request)))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RecipientPreferencesView(ApiView):
+    serializer_class = PreferencesSerializer
+    required_scope = WRITE_SCOPES
+
+    @extend_schema(parameters=[ID_PARAMETER], responses={200: PreferencesSerializer})
+    def get(self, request: Request, id: str) -> Response:
+        return Response(preferences_of(recipient_or_404(valid_recipient_id(id))))
+
+    @extend_schema(
+        parameters=[ID_PARAMETER],
+        request=PreferencesSerializer,
+        responses={200: PreferencesSerializer},
+        description="Replaces the preferences (sections left out are emptied). Every "
+        "setting that newly says false is an opt-out audit row (source `api`).",
+    )
+    def put(self, request: Request, id: str) -> Response:
+        return self._save(request, id, merge=False)
+
+    @extend_schema(
+        parameters=[ID_PARAMETER],
+        request=PreferencesSerializer,
+        responses={200: PreferencesSerializer},
+        description="Merges: each setting named replaces the one there, null removes it "
+        "(a section set to null is emptied; `quiet_hours` is replaced whole).",
+    )
+    def patch(self, request: Request, id: str) -> Response:
+        return self._save(request, id, merge=True)
+
+    def _save(self, request: Request, id: str, *, merge: bool) -> Response:
+        recipient_id = valid_recipient_id(id)
+        preferences = validated_body(request, PreferencesSerializer)
+        recipient = preferences_set(
+            recipient_id=recipient_id,
+            preferences=preferences,
+            merge=merge,
+            actor=actor(request_key(request)),
+        )
+        return Response(preferences_of(recipient))
+
+
+class RecipientPreferencesEvaluateView(ApiView):
+    """Whether a message of the workflow on the channel would be sent to the recipient,
+    and the setting that decides (the rule every send uses); nothing is sent. 404 for
+    an unknown recipient or workflow."""
+
+    serializer_class = EvaluateOutputSerializer
+    query_serializer_class = EvaluateQuerySerializer
+
+    @extend_schema(
+        parameters=[ID_PARAMETER, EvaluateQuerySerializer],
+        responses={200: EvaluateOutputSerializer},
+    )
+    def get(self, request: Request, id: str) -> Response:
+        decision = preference_decision(
+            recipient_id=valid_recipient_id(id),
+            workflow_key=self.query["workflow"],
+            channel=self.query["channel"],
+        )
+        return Response({"send": decision.send, "rule": decision.rule})

@@ -1,0 +1,142 @@
+"""Erasing a person (``DELETE /recipients/{id}/``, SPEC §12), in one transaction:
+
+1. the recipient's unfinished instances are cancelled (reason ``recipient erased``)
+   through the one cancel service;
+2. its addresses (email, phone) become ``[erased]`` wherever the history of its
+   instances - and of any instance with a delivery to those addresses - holds them:
+   deliveries (address, output, attempts' errors, provider events), step logs,
+   status changes, inbox and outbox events, and the instances' payload, vars and
+   last error. The history tables refuse UPDATE (PostgreSQL triggers) unless the
+   transaction set ``notifyflow.erasure = on`` (executions migration 0011);
+3. its instances are marked ``recipient_erased`` (they keep their history, without
+   the person);
+4. the recipient goes, and with it its preferences, list memberships and opt-out
+   audit rows (they name the person; the opt-out no longer matters once nothing can be
+   sent to them).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models, transaction
+
+from notifyflow import db
+from notifyflow.errors import ConflictError
+from recipients.models import Recipient
+from recipients.services import recipient_or_404
+from triggers.inbox_models import InboxEvent, OutboxEvent
+from triggers.models import TERMINAL_STATUSES, TriggerInstance, TriggerStatusChange
+from triggers.services import instance_cancel
+
+from .models import (
+    Delivery,
+    DeliveryAttempt,
+    DeliveryEvent,
+    StepExecutionLog,
+    instance_ids_sent_to,
+)
+
+logger = logging.getLogger("notifyflow.executions")
+
+ERASED = "[erased]"
+CANCEL_REASON = "recipient erased"
+# What is scrubbed, per model: (model, the field that leads to the instance, fields).
+_HISTORY: list[tuple[type[models.Model], str, tuple[str, ...]]] = [
+    (TriggerInstance, "pk", ("payload", "vars", "last_error")),
+    (StepExecutionLog, "trigger_id", ("input_context", "output", "error")),
+    (TriggerStatusChange, "instance_id", ("reason", "details")),
+    (Delivery, "instance_id", ("recipient", "output")),
+    (DeliveryAttempt, "delivery__instance_id", ("error",)),
+    (DeliveryEvent, "delivery__instance_id", ("raw",)),
+    (InboxEvent, "instance_id", ("context",)),
+    (OutboxEvent, "instance_id", ("subjects", "context")),
+]
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What an erasure did."""
+
+    recipient_id: str
+    instances: int
+    cancelled: int
+    rows_scrubbed: int
+
+
+def _scrubbed(value: Any, pattern: re.Pattern[str]) -> Any:
+    """``value`` (text or JSON) with every match of ``pattern`` in a string (keys
+    included) replaced by ERASED."""
+    if isinstance(value, str):
+        return pattern.sub(ERASED, value)
+    if isinstance(value, list):
+        return [_scrubbed(item, pattern) for item in value]
+    if isinstance(value, dict):
+        return {_scrubbed(k, pattern): _scrubbed(v, pattern) for k, v in value.items()}
+    return value
+
+
+def _address_pattern(recipient: Recipient) -> re.Pattern[str] | None:
+    addresses = sorted({a for a in (recipient.email, recipient.phone) if a}, key=len, reverse=True)
+    if not addresses:
+        return None
+    return re.compile("|".join(re.escape(address) for address in addresses), re.IGNORECASE)
+
+
+def _scrub_history(instance_ids: Iterable[Any], pattern: re.Pattern[str]) -> int:
+    ids = list(instance_ids)
+    changed_rows = 0
+    for model, lookup, fields in _HISTORY:
+        changed = []
+        for row in model._default_manager.filter(**{f"{lookup}__in": ids}).only("pk", *fields):
+            before = [getattr(row, name) for name in fields]
+            after = [_scrubbed(value, pattern) for value in before]
+            if after != before:
+                for name, value in zip(fields, after, strict=True):
+                    setattr(row, name, value)
+                changed.append(row)
+        if changed:
+            # bulk_update: an UPDATE, not save() (the history models refuse save()).
+            model._default_manager.bulk_update(changed, list(fields), batch_size=500)
+            changed_rows += len(changed)
+    return changed_rows
+
+
+def recipient_erase(*, recipient_id: str, actor: str) -> Erasure:
+    """Erase the recipient ``recipient_id`` (NotFoundError if unknown) as the module
+    says, in one transaction: either all of it happens or nothing does."""
+    with transaction.atomic():
+        recipient = recipient_or_404(recipient_id, for_update=True)
+        own = TriggerInstance.objects.filter(recipient=recipient).order_by()
+        cancelled = 0
+        for instance_id in own.exclude(status__in=TERMINAL_STATUSES).values_list("pk", flat=True):
+            try:
+                instance_cancel(instance_id=instance_id, actor=actor, reason=CANCEL_REASON)
+                cancelled += 1
+            except ConflictError:  # finished meanwhile: nothing left to cancel
+                pass
+        instance_ids = set(own.values_list("pk", flat=True))
+        pattern = _address_pattern(recipient)
+        scrubbed = 0
+        if pattern is not None:
+            for address in (recipient.email, recipient.phone):
+                if address:
+                    instance_ids.update(instance_ids_sent_to(address))
+            db.set_local("notifyflow.erasure", "on")
+            try:
+                scrubbed = _scrub_history(instance_ids, pattern)
+            finally:
+                # Off again at once: inside a caller's transaction the setting would
+                # otherwise outlive this erasure.
+                db.set_local("notifyflow.erasure", "off")
+        own.update(recipient_erased=True)
+        recipient.delete()
+    logger.info(
+        "recipient erased",
+        extra={"instances": len(instance_ids), "cancelled": cancelled, "actor": actor},
+    )
+    return Erasure(recipient_id, len(instance_ids), cancelled, scrubbed)

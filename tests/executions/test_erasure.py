@@ -1,0 +1,179 @@
+"""Erasure (DELETE /recipients/{id}/, SPEC §12): in one transaction the person's
+unfinished instances are cancelled, their addresses leave every history row
+(deliveries, attempts, provider events, step logs, status changes, inbox, the
+instances' payload), the recipient, preferences, memberships and opt-outs go - and
+nobody else's rows change. The history tables' UPDATE guard (PostgreSQL) lets erasure
+through and nothing else."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import serializers
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from executions import engine
+from executions.erasure import ERASED, recipient_erase
+from executions.models import Delivery, DeliveryAttempt, DeliveryEvent, StepExecutionLog
+from notifyflow.errors import NotFoundError
+from recipients.models import ListMembership, OptOut, Recipient
+from recipients.preferences import opt_out
+from tests.factories import (
+    RecipientFactory,
+    RecipientListFactory,
+    TriggerInstanceFactory,
+    WorkflowFactory,
+)
+from triggers.inbox_models import InboxEvent
+from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+
+pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
+
+HISTORY = [
+    TriggerInstance,
+    StepExecutionLog,
+    TriggerStatusChange,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryEvent,
+    InboxEvent,
+]
+
+
+def _run_to_the_end(instance: TriggerInstance) -> None:
+    for _ in range(3):
+        instance.refresh_from_db()
+        if instance.is_terminal:
+            return
+        engine.step_execute(instance_id=instance.pk)
+
+
+def _person(workflow, recipient: Recipient) -> tuple[TriggerInstance, TriggerInstance]:
+    """A finished instance (an email and an SMS sent to the person, a provider event, an
+    inbox event) and one still waiting, both of ``recipient``."""
+    payload = {"name": "Ada", "email": recipient.email.upper(), "phone": recipient.phone}
+    done = TriggerInstanceFactory(workflow=workflow, recipient=recipient, payload=payload)
+    _run_to_the_end(done)
+    delivery = Delivery.objects.get(instance=done, channel="email")
+    DeliveryEvent.objects.create(
+        delivery=delivery,
+        provider="anymail",
+        provider_event="delivered",
+        received_at=timezone.now(),
+        raw={"recipient": recipient.email, "tags": [f"to {recipient.phone}"]},
+    )
+    InboxEvent.objects.create(
+        instance=done, name="reply", context={"from": recipient.email}, received_at=timezone.now()
+    )
+    waiting = TriggerInstanceFactory(
+        workflow=workflow, recipient=recipient, payload=payload, available_at=timezone.now()
+    )
+    return done, waiting
+
+
+def _dump(model, **lookup) -> str:
+    return serializers.serialize("json", model.objects.filter(**lookup).order_by("pk"))
+
+
+@pytest.fixture
+def people(dispatched):
+    workflow = WorkflowFactory()
+    ada = RecipientFactory(id="ada", email="ada@example.com", phone="+15550001111")
+    bob = RecipientFactory(id="bob", email="bob@example.com", phone="+15550002222")
+    newsletter = RecipientListFactory()
+    ListMembership.objects.create(list=newsletter, recipient=ada)
+    ListMembership.objects.create(list=newsletter, recipient=bob)
+    opt_out(recipient_id="ada", scope="categories.marketing", source="api")
+    ada_done, ada_waiting = _person(workflow, ada)
+    bob_done, _ = _person(workflow, bob)
+    assert ada_done.status == TriggerStatus.COMPLETED
+    return ada, ada_done, ada_waiting, bob_done
+
+
+def test_nothing_of_the_person_is_left_and_nobody_else_changes(people, api):
+    ada, ada_done, ada_waiting, bob_done = people
+    # Before: the addresses are everywhere in Ada's history (the test would prove nothing).
+    assert "ada@example.com" in _dump(Delivery).lower()
+    assert "+15550001111" in _dump(StepExecutionLog)
+    others = {model: _dump(model, **_of_instance(model, bob_done)) for model in HISTORY}
+
+    response = api.delete("/api/v1/recipients/ada/")
+    assert response.status_code == 204, response.content
+
+    for model in HISTORY:
+        rows = _dump(model).lower()
+        assert "ada@example.com" not in rows, model.__name__
+        assert "+15550001111" not in rows, model.__name__
+    assert Delivery.objects.filter(instance=ada_done, recipient=ERASED).count() == 2
+    for model in HISTORY:
+        assert _dump(model, **_of_instance(model, bob_done)) == others[model], model.__name__
+    assert "bob@example.com" in _dump(Delivery)
+    assert not Recipient.objects.filter(pk="ada").exists()
+    assert not ListMembership.objects.filter(recipient_id="ada").exists()
+    assert not OptOut.objects.filter(recipient_id="ada").exists()
+    assert ListMembership.objects.filter(recipient_id="bob").count() == 1
+
+
+def test_unfinished_instances_are_cancelled_and_all_are_marked_erased(people):
+    ada, ada_done, ada_waiting, bob_done = people
+    erasure = recipient_erase(recipient_id="ada", actor="api:admin")
+    assert (erasure.instances, erasure.cancelled) == (2, 1)
+    ada_waiting.refresh_from_db()
+    assert ada_waiting.status == TriggerStatus.CANCELLED
+    change = ada_waiting.status_changes.order_by("at", "id").last()
+    assert (change.reason, change.actor) == ("recipient erased", "api:admin")
+    ada_done.refresh_from_db()
+    assert ada_done.status == TriggerStatus.COMPLETED
+    for instance in (ada_done, ada_waiting):
+        instance.refresh_from_db()
+        assert (instance.recipient_id, instance.recipient_erased) == (None, True)
+    bob_done.refresh_from_db()
+    assert (bob_done.recipient_id, bob_done.recipient_erased) == ("bob", False)
+
+
+def test_a_failure_midway_leaves_everything_as_it_was(people, monkeypatch):
+    ada, ada_done, ada_waiting, _ = people
+    before = {model: _dump(model) for model in HISTORY}
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(Recipient, "delete", broken)
+    with pytest.raises(RuntimeError):
+        recipient_erase(recipient_id="ada", actor="t")
+    assert Recipient.objects.filter(pk="ada").exists()
+    for model in HISTORY:
+        assert _dump(model) == before[model], model.__name__
+
+
+def test_an_unknown_recipient_is_not_found():
+    with pytest.raises(NotFoundError):
+        recipient_erase(recipient_id="nobody", actor="t")
+
+
+@pytest.mark.postgres
+def test_only_an_erasure_may_update_history_and_only_while_it_runs(people):
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        StepExecutionLog.objects.update(error="rewritten")
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL notifyflow.erasure = on")
+        StepExecutionLog.objects.update(error="rewritten")
+        with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+            StepExecutionLog.objects.all()._raw_delete(StepExecutionLog.objects.db)
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL notifyflow.erasure = off")
+    # An erasure inside a caller's transaction (here: the test's) turns it off again.
+    recipient_erase(recipient_id="ada", actor="t")
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        TriggerStatusChange.objects.update(reason="after the erasure")
+
+
+def _of_instance(model, instance: TriggerInstance) -> dict:
+    if model is TriggerInstance:
+        return {"pk": instance.pk}
+    if model in (DeliveryAttempt, DeliveryEvent):
+        return {"delivery__instance": instance}
+    if model is StepExecutionLog:
+        return {"trigger": instance}
+    return {"instance": instance}
