@@ -45,6 +45,7 @@ v1 = [
         triggers.TriggerDeliveriesView.as_view(),
         name="trigger-deliveries",
     ),
+    path("fanouts/<uuid:id>/", triggers.FanOutDetailView.as_view(), name="fanout-detail"),
     path("step-logs/", step_logs.StepLogListView.as_view(), name="step-log-list"),
     path("workflows/", workflows.WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", workflows.WorkflowDetailView.as_view(), name="workflow-detail"),

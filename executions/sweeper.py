@@ -2,7 +2,8 @@
 
 Expired leases are recovered (the step runs again, or the instance fails when its
 retries are spent), due instances whose message is lost are dispatched again, and
-emitted events whose after-commit processing was lost are processed.
+emitted events whose after-commit processing was lost are processed, and list fan-out
+jobs whose worker died are sent again.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from notifyflow import metrics
-from triggers import outbox, state
+from triggers import fanout, outbox, state
 from triggers.dispatch import dispatch_many_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
 from workflows.definition import node_by_id
@@ -44,6 +45,7 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
         "recovered": recover_expired_leases(now=now, batch=batch),
         "dispatched": redispatch_due(now=now, batch=batch),
         "outbox": outbox.outbox_process_pending(older_than=stale, batch=batch),
+        "fanouts": fanout.fanouts_expired(now=now, batch=batch),
     }
 
 

@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 
 from notifyflow import db
-from triggers import inbox
+from triggers import fanout, inbox
 
 from . import engine, sweeper, worker_health
 
@@ -53,6 +53,25 @@ def wake_waiting(instance_ids: list[str], event: str) -> int:
     """Part of a large delivery: make the instances waiting for ``event`` due and send
     their messages (triggers.inbox sends these instead of holding the request)."""
     return inbox.wake_waiting(instance_ids=instance_ids, event=event)
+
+
+@shared_task(
+    name="notifyflow.fanout_run",
+    ignore_result=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+)
+def fanout_run(fanout_id: str) -> str:
+    """Expand a trigger's lists into instances (triggers.fanout), on the bulk queue; a
+    job runs for NOTIFYFLOW_FANOUT_SLICE_S (under the time limits), then sends itself
+    again."""
+    try:
+        return fanout.fanout_run(fanout_id=fanout_id)
+    except db.DATABASE_LOST as exc:
+        # The lease runs out and the sweeper sends the job again.
+        worker_health.close_dead_connections()
+        logger.warning("fan-out %s: database unavailable (%s)", fanout_id, exc)
+        return "database_lost"
 
 
 @shared_task(name="notifyflow.purge_finished", ignore_result=True)

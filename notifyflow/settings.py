@@ -15,6 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
+from kombu import Queue
 
 from notifyflow.rates import RATE_EXAMPLES, is_rate
 
@@ -483,6 +484,11 @@ NOTIFYFLOW_STEP_TIME_LIMIT_S = env_int("NOTIFYFLOW_STEP_TIME_LIMIT_S", 45)
 NOTIFYFLOW_LEASE_S = env_int("NOTIFYFLOW_LEASE_S", 90)
 NOTIFYFLOW_SWEEP_INTERVAL_S = env_float("NOTIFYFLOW_SWEEP_INTERVAL_S", 5)
 NOTIFYFLOW_SWEEP_BATCH = env_int("NOTIFYFLOW_SWEEP_BATCH", 500)
+# List fan-out jobs (triggers/fanout.py): a job holds its lease this long past each
+# batch (the sweeper resumes it after that when its worker died), and runs for at most
+# this long before sending itself again (under the task time limits).
+NOTIFYFLOW_FANOUT_LEASE_S = env_int("NOTIFYFLOW_FANOUT_LEASE_S", 60)
+NOTIFYFLOW_FANOUT_SLICE_S = env_float("NOTIFYFLOW_FANOUT_SLICE_S", 20)
 # A due instance with no claim after this long is assumed to have lost its message.
 NOTIFYFLOW_REDISPATCH_AFTER_S = env_float("NOTIFYFLOW_REDISPATCH_AFTER_S", 30)
 # Delays longer than this never go to the broker as a countdown; the sweeper wakes them.
@@ -577,6 +583,12 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Two queues, both consumed by a plain `celery -A notifyflow worker`: the default one
+# (steps) and `notifyflow.bulk` (list fan-out jobs), so a 100,000-member fan-out's job is
+# not one more message in the steps' line.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_QUEUES = (Queue("celery"), Queue("notifyflow.bulk"))
+CELERY_TASK_ROUTES = {"notifyflow.fanout_run": {"queue": "notifyflow.bulk"}}
 # Time limits hold only in the prefork pool (solo and threads ignore them): every
 # worker command we document and `make run` use prefork.
 CELERY_TASK_SOFT_TIME_LIMIT = NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S

@@ -111,6 +111,10 @@ def by_key_sql() -> str:
             f' ON v."{version_meta.pk.column}" = t."{version_fk}"'
             f' WHERE t."{meta.get_field("workflow").column}" = %s'
             f' AND t."{meta.get_field("idempotency_key").column}" = %s'
+            # The payload-only instance of the key (SPEC §12: a trigger naming
+            # recipients has one instance per recipient under the same key).
+            f' AND t."{meta.get_field("recipient").column}" IS NULL'
+            f' AND NOT t."{meta.get_field("recipient_erased").column}"'
         )
     return _by_key[0]
 

@@ -33,6 +33,12 @@ from triggers.services import (
 from workflows.models import Workflow
 
 from .step_logs import StepLogOutputSerializer
+from .trigger_recipients import (
+    FanOutSummarySerializer,
+    PeopleTriggerOutputSerializer,
+    RecipientInstanceSerializer,
+    RecipientsField,
+)
 
 
 class TriggerCreateInputSerializer(InputSerializer):
@@ -43,6 +49,13 @@ class TriggerCreateInputSerializer(InputSerializer):
     workflow = StrictCharField(max_length=100, help_text="Workflow key")
     idempotency_key = StrictCharField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
     payload = JsonObjectField(help_text="Any JSON object; templates see it as `payload`")
+    recipients = RecipientsField(
+        required=False,
+        help_text="Optional: one instance per distinct recipient, all under "
+        "`idempotency_key`. Each entry a recipient id (created empty if unknown), an inline "
+        "recipient (upserted in the same transaction) or `{list: key}` (expanded by a "
+        "fan-out job). The answer is then `{workflow, idempotency_key, instances, fanout?}`.",
+    )
 
 
 @extend_schema_field(
@@ -93,6 +106,7 @@ class BulkItemsField(serializers.ListField):
             workflow=data["workflow"],
             idempotency_key=data["idempotency_key"],
             payload=data["payload"],
+            recipients=data.get("recipients"),
         )
 
 
@@ -130,6 +144,10 @@ class BulkResultSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["created", "duplicate", "invalid"])
     id = serializers.UUIDField(required=False, help_text="The instance (created or duplicate)")
     error = ItemErrorSerializer(required=False, help_text="Why the item is invalid")
+    instances = RecipientInstanceSerializer(
+        many=True, required=False, help_text="An item naming recipients: one per recipient"
+    )
+    fanout = FanOutSummarySerializer(required=False, help_text="Its lists' fan-out")
 
 
 class TriggerBulkOutputSerializer(serializers.Serializer):
@@ -144,6 +162,9 @@ class TriggerBulkOutputSerializer(serializers.Serializer):
                 result["id"] = str(outcome.instance_id)
             if outcome.error is not None:
                 result["error"] = error_body(outcome.error)
+            if outcome.people is not None:
+                result.update(PeopleTriggerOutputSerializer(outcome.people).data)
+                del result["workflow"], result["idempotency_key"]
             results.append(result)
         return {"results": results}
 
@@ -158,6 +179,12 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
     )
     workflow_version = serializers.IntegerField(source="workflow_version.version", read_only=True)
     cursor = serializers.SerializerMethodField()
+    recipient = serializers.CharField(
+        source="recipient_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The recipient's id, if the trigger named recipients (null once erased)",
+    )
 
     class Meta:
         model = TriggerInstance
@@ -176,6 +203,8 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
             "created_at",
             "updated_at",
             "finished_at",
+            "recipient",
+            "recipient_erased",
         ]
 
     def get_cursor(self, obj: TriggerInstance) -> dict:
@@ -203,6 +232,8 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
             "created_at": _iso(obj.created_at),
             "updated_at": _iso(obj.updated_at),
             "finished_at": _iso(obj.finished_at),
+            "recipient": obj.recipient_id,
+            "recipient_erased": obj.recipient_erased,
         }
         if self.with_payload():
             data["payload"] = redact(obj.payload)
@@ -243,7 +274,8 @@ class TriggerListFilterSerializer(QuerySerializer):
     recipient = serializers.CharField(
         required=False,
         max_length=320,
-        help_text="An email address or phone number a delivery of the instance was sent to",
+        help_text="A recipient id (instances triggered for that person), or an email address "
+        "or phone number a delivery of the instance was sent to",
     )
 
 

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,23 +15,31 @@ from rest_framework.response import Response
 from executions.models import Delivery, StepExecutionLog, instance_ids_sent_to
 from executions.selectors import instance_timeline
 from notifyflow.api import ApiView, Lookup, no_body, paginated_list, validated_body
-from notifyflow.errors import ApplicationError
+from notifyflow.errors import ApplicationError, NotFoundError
 from notifyflow.pagination import ByIdOldestFirst, NewestFirst, StepLogsOldestFirst
 from notifyflow.parsers import PartsCheckedJSONParser
+from triggers.fanout_models import FanOut
 from triggers.inbox import deliver_to_instance
 from triggers.models import TriggerInstance
 from triggers.services import (
+    KeyCancelResult,
     instance_cancel,
     instance_cancel_by_key,
     instance_retry,
     instance_run_now,
     trigger_create,
     trigger_create_bulk,
+    trigger_create_for_recipients,
 )
 
 from ..auth import request_key
 from ..permissions import actor, require_visible_instance, require_workflow, visible_instances
 from ..serializers.step_logs import StepLogOutputSerializer
+from ..serializers.trigger_recipients import (
+    FanOutOutputSerializer,
+    KeyCancelOutputSerializer,
+    PeopleTriggerOutputSerializer,
+)
 from ..serializers.triggers import (
     CancelByKeyInputSerializer,
     CancelInputSerializer,
@@ -49,9 +57,33 @@ from ..serializers.triggers import (
 
 
 def _sent_to(queryset: QuerySet, recipient: str) -> QuerySet:
-    # The ids first (delivery_recipient index), then the instances by primary key: a
-    # join or IN-subquery lets the planner walk instances by created_at instead.
-    return queryset.filter(pk__in=instance_ids_sent_to(recipient))
+    """Instances triggered for the recipient with id ``recipient``, and those with a
+    delivery sent to it as an address. The ids first (the unique index that leads with
+    the recipient, the delivery_recipient index), then the instances by primary key: a
+    join or IN-subquery lets the planner walk instances by created_at instead."""
+    ids = set(instance_ids_sent_to(recipient))
+    ids.update(
+        TriggerInstance.objects.order_by()
+        .filter(recipient_id=recipient)
+        .values_list("id", flat=True)[:_RECIPIENT_IDS_MAX]
+    )
+    return queryset.filter(pk__in=ids)
+
+
+# The instances of one person a page can be cut from (newest first, by the pagination).
+_RECIPIENT_IDS_MAX = 10_000
+
+
+_CREATED = PolymorphicProxySerializer(
+    component_name="TriggerCreated",
+    serializers=[TriggerOutputSerializer, PeopleTriggerOutputSerializer],
+    resource_type_field_name=None,
+)
+_CANCELLED_BY_KEY = PolymorphicProxySerializer(
+    component_name="CancelledByKey",
+    serializers=[TriggerOutputSerializer, KeyCancelOutputSerializer],
+    resource_type_field_name=None,
+)
 
 
 class TriggerListCreateView(ApiView):
@@ -77,8 +109,12 @@ class TriggerListCreateView(ApiView):
 
     @extend_schema(
         request=TriggerCreateInputSerializer,
-        responses={201: TriggerOutputSerializer, 200: TriggerOutputSerializer},
-        description="201: a new instance. 200 with `Idempotent-Replayed: true`: a repeat of "
+        responses={201: _CREATED, 200: _CREATED},
+        description="With `recipients`: one instance per distinct recipient under the key, "
+        "answered `{workflow, idempotency_key, instances: [{recipient, id, status}], "
+        "fanout?}` - 201 if anything was created, else 200 with `Idempotent-Replayed: true`; "
+        "400 `unknown_list` naming `recipients[i]`. Without: 201: a new instance. 200 with "
+        "`Idempotent-Replayed: true`: a repeat of "
         "(workflow, idempotency_key) - the instance as the first call made it; the repeat's "
         "payload is ignored. 409 `idempotency_conflict`: the key's instance is one this API "
         "key may not read (a `trigger` key reads only what it created); nothing of it is in "
@@ -88,6 +124,16 @@ class TriggerListCreateView(ApiView):
         body = validated_body(request, TriggerCreateInputSerializer)
         key = request_key(request)
         require_workflow(key, body["workflow"])
+        if body.get("recipients") is not None:
+            people = trigger_create_for_recipients(
+                workflow=body["workflow"],
+                idempotency_key=body["idempotency_key"],
+                payload=body["payload"],
+                recipients=body["recipients"],
+                actor=actor(key),
+                api_key=key,
+            )
+            return _answer(PeopleTriggerOutputSerializer(people).data, people.created)
         result = trigger_create(
             workflow=body["workflow"],
             idempotency_key=body["idempotency_key"],
@@ -95,10 +141,7 @@ class TriggerListCreateView(ApiView):
             actor=actor(key),
             api_key=key,
         )
-        data = TriggerOutputSerializer(result.instance).data
-        if result.created:
-            return Response(data, status=status.HTTP_201_CREATED)
-        return Response(data, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
+        return _answer(TriggerOutputSerializer(result.instance).data, result.created)
 
     def get_serializer_class(self):
         if self.request is not None and self.request.method == "GET":
@@ -118,6 +161,12 @@ class TriggerListCreateView(ApiView):
         # Pages carry no payloads unless asked for (?include_payload=true, a lookup that
         # defers the column otherwise): 50 rows of 256 KiB payloads would be 12 MiB.
         return paginated_list(self, self.get_queryset(), self.filter_lookups)
+
+
+def _answer(data: dict, created: bool) -> Response:
+    if created:
+        return Response(data, status=status.HTTP_201_CREATED)
+    return Response(data, status=status.HTTP_200_OK, headers={"Idempotent-Replayed": "true"})
 
 
 class TriggerBulkCreateView(ApiView):
@@ -231,20 +280,42 @@ class TriggerCancelByKeyView(ApiView):
 
     @extend_schema(
         request=CancelByKeyInputSerializer,
-        responses={200: TriggerOutputSerializer},
+        responses={200: _CANCELLED_BY_KEY},
         operation_id="v1_triggers_cancel_by_key",
+        description="The instance of the key; for a trigger that named recipients, its "
+        "running fan-out and every unfinished instance of the key (`cancelled`, "
+        "`already_finished`, `fanout`).",
     )
     def post(self, request: Request) -> Response:
         body = validated_body(request, CancelByKeyInputSerializer)
         key = request_key(request)
         require_workflow(key, body["workflow"])
-        instance = instance_cancel_by_key(
+        found = instance_cancel_by_key(
             workflow=body["workflow"],
             idempotency_key=body["idempotency_key"],
             actor=actor(key),
             reason=body["reason"],
         )
-        return Response(TriggerOutputSerializer(instance).data)
+        if isinstance(found, KeyCancelResult):
+            return Response(KeyCancelOutputSerializer(found).data)
+        return Response(TriggerOutputSerializer(found).data)
+
+
+class FanOutDetailView(ApiView):
+    """A list fan-out's progress: `{id, status, expected, created, duplicates, ...}`."""
+
+    serializer_class = FanOutOutputSerializer
+    required_scope = {"GET": "read_own"}
+
+    @extend_schema(parameters=[OpenApiParameter("id", str, OpenApiParameter.PATH)])
+    def get(self, request: Request, id: UUID) -> Response:
+        fanout = FanOut.objects.select_related("workflow").filter(pk=id).first()
+        key = request_key(request)
+        if fanout is None or not key.may_read(
+            workflow_key=fanout.workflow.key, created_by_key=fanout.created_by_key
+        ):
+            raise NotFoundError(code="not_found", field=None, message="no such fan-out")
+        return Response(FanOutOutputSerializer(fanout).data)
 
 
 class InstanceEventView(ApiView):

@@ -36,7 +36,10 @@ def test_new_trigger_is_enqueued_at_the_entry_node(api, workflow):
         "created_at",
         "updated_at",
         "finished_at",
+        "recipient",
+        "recipient_erased",
     }
+    assert body["recipient"] is None and body["recipient_erased"] is False
     assert "Idempotent-Replayed" not in response
 
 

@@ -29,7 +29,7 @@ def test_due_instance_with_a_lost_message_is_redispatched(dispatched, settings):
     )
     TriggerInstanceFactory(available_at=now + timedelta(hours=1), dispatched_at=None)
     TriggerInstanceFactory(status=TriggerStatus.COMPLETED, available_at=now - timedelta(days=1))
-    assert sweeper.sweep(now=now) == {"recovered": 0, "dispatched": 1, "outbox": 0}
+    assert sweeper.sweep(now=now) == {"recovered": 0, "dispatched": 1, "outbox": 0, "fanouts": 0}
     assert dispatched == [(str(lost.pk), None)]
     # Dispatched once: the next sweep leaves it alone until it looks lost again.
     assert sweeper.sweep(now=now + timedelta(seconds=5))["dispatched"] == 0

@@ -86,6 +86,7 @@ def test_a_cancelled_instances_pending_message_is_a_no_op(dispatched):
         "recovered": 0,
         "dispatched": 0,
         "outbox": 0,
+        "fanouts": 0,
     }
     assert not sms.outbox
 

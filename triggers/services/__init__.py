@@ -5,7 +5,8 @@ arguments and raise ``ApplicationError`` for what only the domain can decide (an
 or inactive workflow, a finished instance).
 
 One module per concern: ``creation`` (one instance), ``bulk`` (many in one request),
-``operator`` (retry, run now, cancel, pause), ``api_keys``.
+``operator`` (retry, run now, cancel, pause), ``people`` (a trigger naming recipients),
+``api_keys``.
 """
 
 from .api_keys import api_key_create, api_key_reuse_or_create, api_key_revoke, api_key_set_rate
@@ -17,6 +18,7 @@ from .creation import (
     workflows_by_key,
 )
 from .operator import (
+    KeyCancelResult,
     instance_cancel,
     instance_cancel_by_key,
     instance_edit_payload_and_retry,
@@ -26,8 +28,21 @@ from .operator import (
     workflow_pause,
     workflow_resume,
 )
+from .people import (
+    MAX_RECIPIENTS,
+    PeopleTriggerResult,
+    RecipientEntry,
+    RecipientInstance,
+    trigger_create_for_recipients,
+)
 
 __all__ = [
+    "MAX_RECIPIENTS",
+    "KeyCancelResult",
+    "PeopleTriggerResult",
+    "RecipientEntry",
+    "RecipientInstance",
+    "trigger_create_for_recipients",
     "MAX_BULK_ITEMS",
     "MAX_IDEMPOTENCY_KEY_LENGTH",
     "BulkOutcome",

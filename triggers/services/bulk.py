@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from django.db import transaction
 from django.utils import timezone
 
 from notifyflow import metrics
@@ -19,6 +20,7 @@ from .. import state
 from ..dispatch import dispatch_many_on_commit
 from ..models import ApiKey, TriggerInstance
 from .creation import idempotency_conflict, new_row, resolve_workflow
+from .people import PeopleTriggerResult, RecipientEntry, trigger_create_for_recipients
 
 logger = logging.getLogger("notifyflow.triggers")
 
@@ -32,6 +34,8 @@ class TriggerItem:
     workflow: str
     idempotency_key: str
     payload: dict[str, Any]
+    # A trigger naming recipients (SPEC §12): created on its own, per-recipient answer.
+    recipients: Sequence[RecipientEntry] | None = None
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,9 @@ class BulkOutcome:
     status: Literal["created", "duplicate", "invalid"]
     instance_id: uuid.UUID | None = None
     error: ApplicationError | None = None
+    # An item naming recipients: its instances and fan-out (status created if anything
+    # was created, else duplicate).
+    people: PeopleTriggerResult | None = None
 
 
 def trigger_create_bulk(
@@ -75,6 +82,7 @@ def trigger_create_bulk(
         created_by_key=api_key.name if api_key is not None else "",
         records=[_BulkRecord(item) for item in items],
     )
+    _people(bulk.records, actor, api_key)
     pending = _bulk_resolve(bulk.records)
     # One batched lookup for the keys that exist already, one batched insert for the rest.
     _bulk_plan(bulk, pending, _existing_ids({record.pair for record in pending}))
@@ -117,12 +125,38 @@ class _Bulk:
         record.outcome = _replay_outcome(existing, record.workflow.key, self.api_key)
 
 
+def _people(records: list[_BulkRecord], actor: str, api_key: ApiKey | None) -> None:
+    """Items naming recipients: each as its own POST, in its own savepoint (one that
+    fails is ``invalid`` and leaves the others' instances in place)."""
+    for record in records:
+        item = record.item
+        if not isinstance(item, TriggerItem) or item.recipients is None:
+            continue
+        try:
+            with transaction.atomic():
+                result = trigger_create_for_recipients(
+                    workflow=item.workflow,
+                    idempotency_key=item.idempotency_key,
+                    payload=item.payload,
+                    recipients=item.recipients,
+                    actor=actor,
+                    api_key=api_key,
+                )
+        except ApplicationError as exc:
+            record.outcome = BulkOutcome("invalid", error=exc)
+        else:
+            status: Literal["created", "duplicate"] = "created" if result.created else "duplicate"
+            record.outcome = BulkOutcome(status, people=result)
+
+
 def _bulk_resolve(records: list[_BulkRecord]) -> list[_BulkRecord]:
     """Refuse what the edge refused or has no key, resolve each item's workflow; the
     records still to decide, in order."""
     pending = []
     for record in records:
         item = record.item
+        if record.outcome is not None:
+            continue  # decided already (an item naming recipients)
         if isinstance(item, ApplicationError):
             record.outcome = BulkOutcome("invalid", error=item)
         elif not item.idempotency_key:

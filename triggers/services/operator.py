@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +22,9 @@ from workflows.services import workflow_set_paused
 
 from .. import state
 from ..dispatch import dispatch_on_commit
+from ..fanout import fanout_cancel
+from ..fanout_models import FanOut
+from ..models import TERMINAL_STATUSES as TERMINAL
 from ..models import TriggerInstance, TriggerStatus
 from ..selectors import instance_or_404
 
@@ -193,10 +197,32 @@ def instance_cancel(
     )
 
 
+@dataclass(frozen=True)
+class KeyCancelResult:
+    """Cancel by key of a trigger that named recipients: how many of the key's instances
+    were cancelled, how many had already finished, and its fan-out (if any)."""
+
+    workflow: Workflow
+    idempotency_key: str
+    cancelled: int
+    already_finished: int
+    fanout: FanOut | None
+
+
 def instance_cancel_by_key(
     *, workflow: str, idempotency_key: str, actor: str, reason: str = ""
-) -> TriggerInstance:
-    """``instance_cancel`` for the instance of (workflow key, idempotency key)."""
+) -> TriggerInstance | KeyCancelResult:
+    """``instance_cancel`` for the instance of (workflow key, idempotency key). A key
+    whose trigger named recipients (SPEC §12) cancels its running fan-out (the job stops
+    at its next batch) and every unfinished instance of the key: a ``KeyCancelResult``."""
+    wf = Workflow.objects.filter(key=workflow).first()
+    if wf is not None and (
+        FanOut.objects.filter(workflow=wf, idempotency_key=idempotency_key).exists()
+        or TriggerInstance.objects.filter(
+            workflow=wf, idempotency_key=idempotency_key, recipient__isnull=False
+        ).exists()
+    ):
+        return _cancel_people(wf, idempotency_key, actor=actor, reason=reason)
     found = _existing(workflow, idempotency_key)
     if found is None:
         raise NotFoundError(
@@ -205,6 +231,27 @@ def instance_cancel_by_key(
             message=f"idempotency_key: no instance of workflow {workflow!r} with this key",
         )
     return instance_cancel(instance_id=found.pk, actor=actor, reason=reason)
+
+
+def _cancel_people(
+    wf: Workflow, idempotency_key: str, *, actor: str, reason: str
+) -> KeyCancelResult:
+    # The fan-out first: once it is cancelled (after any batch in flight committed) no
+    # instance of the key appears any more, so the read below sees them all.
+    fanout = fanout_cancel(workflow=wf, idempotency_key=idempotency_key)
+    why = reason.strip() or "cancelled"
+    rows = TriggerInstance.objects.order_by().filter(workflow=wf, idempotency_key=idempotency_key)
+    cancelled = 0
+    for instance_id, status in rows.exclude(status__in=TERMINAL).values_list("id", "status"):
+        if state.cancel(instance_id=instance_id, from_status=status, reason=why, actor=actor):
+            cancelled += 1
+    metrics.CANCELLED.inc(cancelled)
+    finished = rows.filter(status__in=TERMINAL).count() - cancelled
+    logger.info(
+        "cancelled by key",
+        extra={"nf": {"workflow": wf.key, "cancelled": cancelled, "actor": actor}},
+    )
+    return KeyCancelResult(wf, idempotency_key, cancelled, finished, fanout)
 
 
 def workflow_pause(*, workflow: Workflow, actor: str) -> Workflow:

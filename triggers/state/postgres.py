@@ -214,6 +214,7 @@ VARYING = (
     "idempotency_key",
     "payload",
     "current_node_id",
+    "recipient_id",
 )
 
 
@@ -237,7 +238,7 @@ def _rows_from_arrays() -> str:
     # other's keys in the same order, never in a cycle (a deadlock otherwise).
     return (
         f"SELECT {', '.join(values)} FROM unnest({arrays}) AS v({', '.join(VARYING)})"
-        " ORDER BY v.workflow_id, v.idempotency_key"
+        " ORDER BY v.workflow_id, v.idempotency_key, v.recipient_id"
     )
 
 
@@ -297,6 +298,7 @@ def insert_many(rows: Sequence[NewInstance], now: datetime, actor: str) -> set[u
         [row.idempotency_key for row in rows],
         [json.dumps(row.payload) for row in rows],
         [row.entry_node_id for row in rows],
+        [row.recipient_id for row in rows],
     ]
     params += _creation_params(rows, actor)
     with connection.cursor() as cursor:

@@ -78,6 +78,8 @@ class NewInstance:
     interests: Sequence[str] = ()
     # The API key that created it (scoped keys read only their own instances).
     created_by_key: str = ""
+    # The person it is for (SPEC §12): unique per (recipient, workflow, key) then.
+    recipient_id: str | None = None
 
 
 def as_model(row: NewInstance, now: datetime) -> TriggerInstance:
@@ -97,4 +99,5 @@ def as_model(row: NewInstance, now: datetime) -> TriggerInstance:
         created_at=now,
         updated_at=now,
         created_by_key=row.created_by_key[:100],
+        recipient_id=row.recipient_id,
     )

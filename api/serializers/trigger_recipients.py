@@ -1,0 +1,185 @@
+"""Triggering people (SPEC §12): the ``recipients`` of POST /triggers/ (and of each
+``triggers/bulk/`` item), the per-recipient answer, fan-outs and cancel by key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail
+
+from triggers.fanout_models import FanOut, FanOutStatus
+from triggers.services import (
+    MAX_RECIPIENTS,
+    KeyCancelResult,
+    PeopleTriggerResult,
+    RecipientEntry,
+)
+from workflows.models import Workflow
+
+from .recipients import MAX_RECIPIENT_ID_LENGTH, InlineRecipientSerializer
+
+_ENTRY_SCHEMA = {
+    "oneOf": [
+        {"type": "string", "minLength": 1, "maxLength": MAX_RECIPIENT_ID_LENGTH},
+        {"$ref": "#/components/schemas/InlineRecipient"},
+        {
+            "type": "object",
+            "properties": {"list": {"type": "string", "maxLength": 100}},
+            "required": ["list"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+@extend_schema_field({"type": "array", "maxItems": MAX_RECIPIENTS, "items": _ENTRY_SCHEMA})
+class RecipientsField(serializers.Field):
+    """Up to MAX_RECIPIENTS entries: a recipient id (created empty if unknown), an inline
+    recipient ``{id, email?, phone?, timezone?, locale?, properties?}`` (upserted), or
+    ``{list: key}``. A bad entry is a 400 naming ``recipients[i]`` with its code."""
+
+    default_error_messages = {
+        "not_a_list": "must be a list of recipient ids, recipient objects or {list: key}",
+        "too_many_recipients": "at most {max} entries, got {count}",
+    }
+
+    def to_internal_value(self, data: Any) -> list[RecipientEntry]:
+        if not isinstance(data, list):
+            self.fail("not_a_list")
+        if len(data) > MAX_RECIPIENTS:
+            self.fail("too_many_recipients", max=MAX_RECIPIENTS, count=len(data))
+        entries: list[RecipientEntry] = []
+        errors: list[Any] = []
+        for raw in data:
+            try:
+                entries.append(_entry(raw))
+                errors.append([])
+            except serializers.ValidationError as exc:
+                errors.append(exc.detail)
+        if any(errors):
+            # Per index, so the error names ``recipients[i]`` (api_errors._flatten).
+            raise serializers.ValidationError(errors)
+        return entries
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+def _entry(raw: Any) -> RecipientEntry:
+    if isinstance(raw, str):
+        if not raw or len(raw) > MAX_RECIPIENT_ID_LENGTH:
+            raise serializers.ValidationError(
+                [
+                    ErrorDetail(
+                        f"a recipient id is 1 to {MAX_RECIPIENT_ID_LENGTH} characters",
+                        code="invalid_recipient",
+                    )
+                ]
+            )
+        return RecipientEntry(id=raw)
+    if isinstance(raw, dict) and "list" in raw:
+        key = raw["list"]
+        if set(raw) != {"list"} or not isinstance(key, str) or not key or len(key) > 100:
+            raise serializers.ValidationError(
+                [ErrorDetail("a list entry is {list: key} and nothing else", code="invalid_list")]
+            )
+        return RecipientEntry(list_key=key)
+    if isinstance(raw, dict):
+        serializer = InlineRecipientSerializer(data=raw)
+        serializer.is_valid(raise_exception=True)
+        fields = dict(serializer.validated_data)
+        return RecipientEntry(id=fields.pop("id"), fields=fields)
+    raise serializers.ValidationError(
+        [
+            ErrorDetail(
+                "must be a recipient id, a recipient object or {list: key}",
+                code="invalid_recipient",
+            )
+        ]
+    )
+
+
+class FanOutOutputSerializer(serializers.ModelSerializer):
+    """A list fan-out job and its progress (GET /api/v1/fanouts/{id}/)."""
+
+    workflow: serializers.SlugRelatedField[Workflow] = serializers.SlugRelatedField(
+        slug_field="key", read_only=True
+    )
+    status = serializers.ChoiceField(choices=FanOutStatus.choices)
+
+    class Meta:
+        model = FanOut
+        fields = [
+            "id",
+            "workflow",
+            "idempotency_key",
+            "lists",
+            "status",
+            "expected",
+            "created",
+            "duplicates",
+            "position",
+            "created_at",
+            "updated_at",
+            "finished_at",
+        ]
+
+
+class FanOutSummarySerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=FanOutStatus.choices)
+    expected = serializers.IntegerField()
+
+
+class RecipientInstanceSerializer(serializers.Serializer):
+    recipient = serializers.CharField()
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=["created", "duplicate"])
+
+
+class PeopleTriggerOutputSerializer(serializers.Serializer):
+    """The answer to a trigger naming recipients."""
+
+    workflow = serializers.CharField()
+    idempotency_key = serializers.CharField()
+    instances = RecipientInstanceSerializer(many=True)
+    fanout = FanOutSummarySerializer(required=False)
+
+    def to_representation(self, result: PeopleTriggerResult) -> dict[str, Any]:
+        # Built directly (up to 1,000 instances): the fields above are the schema.
+        data: dict[str, Any] = {
+            "workflow": result.workflow.key,
+            "idempotency_key": result.idempotency_key,
+            "instances": [
+                {"recipient": i.recipient, "id": str(i.id), "status": i.status}
+                for i in result.instances
+            ],
+        }
+        if result.fanout is not None:
+            data["fanout"] = fanout_summary(result.fanout)
+        return data
+
+
+def fanout_summary(fanout: FanOut) -> dict[str, Any]:
+    return {"id": str(fanout.pk), "status": fanout.status, "expected": fanout.expected}
+
+
+class KeyCancelOutputSerializer(serializers.Serializer):
+    """Cancel by key of a trigger that named recipients."""
+
+    workflow = serializers.CharField()
+    idempotency_key = serializers.CharField()
+    cancelled = serializers.IntegerField(help_text="Instances cancelled now")
+    already_finished = serializers.IntegerField()
+    fanout = FanOutSummarySerializer(allow_null=True)
+
+    def to_representation(self, result: KeyCancelResult) -> dict[str, Any]:
+        return {
+            "workflow": result.workflow.key,
+            "idempotency_key": result.idempotency_key,
+            "cancelled": result.cancelled,
+            "already_finished": result.already_finished,
+            "fanout": fanout_summary(result.fanout) if result.fanout else None,
+        }
