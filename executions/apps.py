@@ -8,7 +8,7 @@ class ExecutionsConfig(AppConfig):
     def ready(self) -> None:
         from anymail.signals import tracking
 
-        from . import worker_hooks
+        from . import checks, worker_hooks  # noqa: F401 - checks registers itself
         from .tracking import anymail_tracking_received
 
         worker_hooks.install()

@@ -24,11 +24,13 @@ from triggers.models import TriggerInstance, TriggerStatus
 from workflows.definition import node_by_id, outgoing_edges
 from workflows.templating import TemplateError, condition_holds
 
+from . import audience as audiences
 from .channel_slots import ChannelBusy
 from .nodes import EXECUTORS, NodeResult, StepContext
 from .outcomes import StepOutcome
 from .providers.base import ProviderError
 from .recording import Claimed, Outcome, StepRecord, recorder
+from .step import NO_AUDIENCE, Audience
 from .versions import PinnedVersion
 
 logger = logging.getLogger("notifyflow.engine")
@@ -47,9 +49,15 @@ def claim(
 
 
 def build_context(
-    instance: TriggerInstance, version: PinnedVersion, now: datetime
+    instance: TriggerInstance,
+    version: PinnedVersion,
+    now: datetime,
+    audience: Audience = NO_AUDIENCE,
+    unsubscribe_url: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    """What templates see: also ``recipient`` (as its row reads now; all empty without
+    one) and ``unsubscribe_url`` (a non-critical workflow's, with a recipient; else "")."""
+    context = {
         "payload": instance.payload,
         "trigger": {
             "id": str(instance.pk),
@@ -65,6 +73,22 @@ def build_context(
         "vars": instance.vars,
         "now": now.isoformat(),
     }
+    person = audience.recipient
+    context["recipient"] = person.as_context() if person is not None else NO_RECIPIENT
+    context["unsubscribe_url"] = unsubscribe_url or ""
+    return context
+
+
+# ``recipient`` of an instance without one: every field empty, so a template reading
+# ``recipient.email`` renders nothing rather than failing (a payload-only workflow).
+NO_RECIPIENT: dict[str, Any] = {
+    "id": None,
+    "email": None,
+    "phone": None,
+    "timezone": None,
+    "locale": None,
+    "properties": {},
+}
 
 
 # What a step log holds instead of the payload: the instance keeps it once.
@@ -75,9 +99,17 @@ def logged_context(context: dict[str, Any]) -> dict[str, Any]:
     """The context as a step log keeps it: the payload by reference, unless
     NOTIFYFLOW_STEP_LOG_FULL_CONTEXT asks for a snapshot (then with the redaction paths
     masked)."""
+    logged = {**context, "payload": PAYLOAD_REF}
     if settings.NOTIFYFLOW_STEP_LOG_FULL_CONTEXT:
-        return {**context, "payload": redact(context["payload"])}
-    return {**context, "payload": PAYLOAD_REF}
+        logged["payload"] = redact(context["payload"])
+    # The person by reference, never their data (SPEC §12: erasure leaves none); the
+    # unsubscribe link is theirs too.
+    person_id = (context.get("recipient") or {}).get("id")
+    logged.pop("unsubscribe_url", None)
+    logged.pop("recipient", None)
+    if person_id is not None:
+        logged["recipient"] = {"$ref": "recipient", "id": person_id}
+    return logged
 
 
 def choose_next_node(
@@ -124,7 +156,9 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
     node_id = instance.current_node_id or ""
     logs.bind(workflow=version.workflow_key, node_id=node_id, attempt=instance.attempts + 1)
     started = timezone.now()
-    context = build_context(instance, version, started)
+    audience = claimed.audience
+    unsubscribe_url = audiences.link(audience, workflow_key=version.workflow_key)
+    context = build_context(instance, version, started, audience, unsubscribe_url)
     step: StepContext | None = None
     result: NodeResult | None = None
     next_node: str | None = None
@@ -148,6 +182,9 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
             delivery_output=claimed.delivery_output,
             wait_deadline=instance.wait_deadline,
             waiting_for_event=instance.waiting_for_event,
+            audience=audience,
+            workflow_key=version.workflow_key,
+            unsubscribe_url=unsubscribe_url,
         )
         outcome, result, next_node = _run_node(step, version.definition, instance.vars)
         outcome.retry_policy = node["config"].get("retry")
@@ -180,6 +217,8 @@ def _report(rec: StepRecord, recorded: bool) -> StepOutcome:
     outcome, node_type = rec.outcome, rec.log["node_type"]
     metrics.STEPS.labels(node_type, "success" if outcome.success else outcome.error_kind).inc()
     metrics.STEP_SECONDS.labels(node_type).observe((rec.finished - rec.started).total_seconds())
+    if rec.log["skip_reason"]:
+        metrics.STEPS_SKIPPED.labels(rec.log["skip_reason"]).inc()
     if not outcome.success:
         # Why, where and what next, at WARNING: the line an operator looks for.
         logger.warning(

@@ -21,7 +21,7 @@ from workflows.definition import NODE_CONFIG_SPECS, node_by_id
 from workflows.models import Workflow, WorkflowVersion
 from workflows.templating import TemplateError, TemplateLimitError, render
 
-from .engine import choose_next_node
+from .engine import NO_RECIPIENT, choose_next_node
 from .nodes import EXECUTORS, StepContext
 from .providers.base import ProviderError
 
@@ -95,6 +95,8 @@ def workflow_preview(
         "workflow": {"key": workflow.key, "name": workflow.name, "version": pinned.version},
         "vars": {},
         "now": now.isoformat(),
+        "recipient": NO_RECIPIENT,
+        "unsubscribe_url": "",
     }
     path: list[str] = []
     nodes: list[dict[str, Any]] = []

@@ -19,6 +19,47 @@ from workflows.templating import TemplateError, render
 from .providers.base import ProviderError
 
 
+@dataclass(frozen=True)
+class StepRecipient:
+    """The instance's recipient as its row reads when the step runs (SPEC §12): a changed
+    address or preference is used by the next step. ``preferences`` is for the send's
+    check only; templates see the rest (``as_context``)."""
+
+    id: str
+    email: str | None = None
+    phone: str | None = None
+    timezone: str | None = None
+    locale: str | None = None
+    properties: dict[str, Any] = field(default_factory=dict)
+    preferences: dict[str, Any] = field(default_factory=dict)
+
+    def as_context(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "email": self.email,
+            "phone": self.phone,
+            "timezone": self.timezone,
+            "locale": self.locale,
+            "properties": self.properties,
+        }
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Who a step sends to and under which workflow settings, read when it runs: the
+    recipient (None: a payload-only instance) and the workflow's ``critical`` and
+    ``categories`` (what the preference check and the unsubscribe scope use)."""
+
+    recipient: StepRecipient | None = None
+    critical: bool = False
+    categories: tuple[str, ...] = ()
+    # The instance's recipient was erased (then ``recipient`` is None).
+    recipient_erased: bool = False
+
+
+NO_AUDIENCE = Audience()
+
+
 @dataclass
 class StepContext:
     """Everything a node executor may use. ``context`` is what templates see."""
@@ -45,6 +86,12 @@ class StepContext:
     # A wait node already parked here: its deadline and event (None on the first run).
     wait_deadline: datetime | None = None
     waiting_for_event: str | None = None
+    # The recipient and the workflow's settings, read when the step runs.
+    audience: Audience = NO_AUDIENCE
+    workflow_key: str = ""
+    # The one-click unsubscribe URL of this step's email (None: none applies, or
+    # NOTIFYFLOW_PUBLIC_URL is unset - ``executions.audience``).
+    unsubscribe_url: str | None = None
 
     @property
     def idempotency_key(self) -> str:

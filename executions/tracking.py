@@ -17,6 +17,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from recipients.models import OptOutSource
+from recipients.preferences import opt_out, unsubscribe_scope
 from triggers import inbox
 
 from .models import TRACKING_RANK, Delivery, DeliveryEvent, TrackingStatus
@@ -35,6 +37,12 @@ ANYMAIL_STATUSES = {
     "rejected": TrackingStatus.FAILED,
     "failed": TrackingStatus.FAILED,
     "complained": TrackingStatus.COMPLAINED,
+}
+# anymail's event types that opt the delivery's recipient out (SPEC §12), with the
+# source their audit row names.
+ANYMAIL_OPT_OUTS = {
+    "unsubscribed": OptOutSource.ESP_UNSUBSCRIBED,
+    "complained": OptOutSource.ESP_COMPLAINED,
 }
 # Twilio's MessageStatus -> ours.
 TWILIO_STATUSES = {
@@ -130,11 +138,38 @@ def anymail_tracking_received(sender: Any, event: Any, esp_name: str, **kwargs: 
     raw = event.esp_event
     if not isinstance(raw, dict):  # some ESPs hand a parsed object; keep what we can
         raw = {"esp_event": str(raw)}
-    delivery_status_record(
+    recorded = delivery_status_record(
         provider=esp_name.lower(),
         message_id=str(event.message_id or ""),
         provider_event=str(event.event_type or ""),
         status=ANYMAIL_STATUSES.get(event.event_type),
         raw=raw,
         occurred_at=event.timestamp,
+    )
+    source = ANYMAIL_OPT_OUTS.get(event.event_type)
+    if recorded is not None and source is not None:
+        delivery_recipient_opt_out(
+            delivery_id=recorded.delivery_id, source=source, provider=esp_name.lower()
+        )
+
+
+def delivery_recipient_opt_out(*, delivery_id: int, source: str, provider: str) -> bool:
+    """Opt the recipient of the delivery's instance out of the workflow's unsubscribe
+    scope (its first category, else the workflow), as its List-Unsubscribe link would.
+    False when the instance has no recipient (a payload-only send) or nothing changed."""
+    row = (
+        Delivery.objects.filter(pk=delivery_id)
+        .values_list(
+            "instance__recipient_id", "instance__workflow__key", "instance__workflow__categories"
+        )
+        .first()
+    )
+    if row is None or row[0] is None:
+        return False
+    recipient_id, workflow_key, categories = row
+    return opt_out(
+        recipient_id=recipient_id,
+        scope=unsubscribe_scope(workflow_key=workflow_key, categories=categories or []),
+        source=source,
+        details={"provider": provider, "delivery": delivery_id},
     )

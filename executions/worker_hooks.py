@@ -19,6 +19,7 @@ def install() -> None:
     worker_init.connect(_fix_kombu_timers, weak=False, dispatch_uid="nf_kombu_timers")
     worker_init.connect(_channel_slots, weak=False, dispatch_uid="nf_channel_slots")
     worker_init.connect(_metric_files, weak=False, dispatch_uid="nf_metric_files")
+    worker_init.connect(_send_checks, weak=False, dispatch_uid="nf_send_checks")
     beat_init.connect(_ensure_schedule, weak=False, dispatch_uid="nf_sweeper_schedule")
     task_prerun.connect(_bind_task_context, weak=False, dispatch_uid="nf_log_context_bind")
     task_postrun.connect(_unbind_task_context, weak=False, dispatch_uid="nf_log_context_unbind")
@@ -89,6 +90,15 @@ def _metric_files(**kwargs: Any) -> None:
     removed = metrics.remove_dead_process_files()
     if removed:
         logger.info("removed %d metric files of finished processes", removed)
+
+
+def _send_checks(**kwargs: Any) -> None:
+    """What sending needs and lacks (``executions.checks``), as ERROR lines at start: the
+    worker still runs every other workflow; the affected sends fail naming the cause."""
+    from .checks import check_public_url
+
+    for message in check_public_url(databases=["default"]):
+        logger.error("%s: %s (%s)", message.id, message.msg, message.hint)
 
 
 def _ensure_schedule(**kwargs: Any) -> None:

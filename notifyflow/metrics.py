@@ -98,6 +98,13 @@ STEPS = Counter(
     ["node_type", "outcome"],
     registry=REGISTRY,
 )
+STEPS_SKIPPED = Counter(
+    "notifyflow_steps_skipped",
+    "Steps that succeeded without sending (SPEC §4), by skip reason (preference_opt_out, "
+    "missing_channel_data, ...)",
+    ["reason"],
+    registry=REGISTRY,
+)
 STEP_SECONDS = Histogram(
     "notifyflow_step_duration_seconds",
     "Wall time of one step, claim to recorded outcome excluded (render + send)",

@@ -5,9 +5,12 @@ from django.contrib import admin
 from django.urls import include, path
 
 from api import urls as api_urls
+from api.views.unsubscribe import unsubscribe
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # One-click unsubscribe links of emails (SPEC §12): recipients.unsubscribe builds them.
+    path("u/<str:token>/", unsubscribe, name="unsubscribe"),
     path("", include(api_urls)),
 ]
 

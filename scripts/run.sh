@@ -36,6 +36,8 @@ KEPT="$(grep -s '^NOTIFYFLOW_DEMO_API_KEY=' "$ENV_FILE" || true)"
         echo "NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS='${NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS:-1}'"
         echo "EMAIL_BACKEND='${EMAIL_BACKEND:-django.core.mail.backends.console.EmailBackend}'"
         echo "SMS_BACKEND='${SMS_BACKEND:-console}'"
+        # Where the unsubscribe links of emails point (the demo workflow sends email).
+        echo "NOTIFYFLOW_PUBLIC_URL='${NOTIFYFLOW_PUBLIC_URL:-http://127.0.0.1:${PORT}}'"
         if [ -n "${DATABASE_URL:-}" ]; then echo "DATABASE_URL='${DATABASE_URL}'"; fi
         if [ -n "${CELERY_BROKER_URL:-}" ]; then echo "CELERY_BROKER_URL='${CELERY_BROKER_URL}'"; fi
         if [ -n "$KEPT" ]; then echo "$KEPT"; fi

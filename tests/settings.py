@@ -13,6 +13,8 @@ os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-" + "012345678
 os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,testserver")
 os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.locmem.EmailBackend")
 os.environ.setdefault("SMS_BACKEND", "locmem")
+# Emails of non-critical workflows to recipients carry unsubscribe links under it.
+os.environ.setdefault("NOTIFYFLOW_PUBLIC_URL", "http://notifyflow.test")
 # A metrics directory of this run's own (its workers inherit it), not the checkout's
 # var/prometheus that a `make run` next to the tests writes to.
 if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

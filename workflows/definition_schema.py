@@ -266,7 +266,7 @@ def definition_schemas(prefix: str = "#/components/schemas/") -> dict[str, dict[
         "description": "A workflow's graph: nodes (by type, each with its config), edges "
         "between them, the entry node, and optionally the interests and cancel_on rules "
         "of running instances. String values marked as templates are Liquid, rendered "
-        "against {payload, trigger, workflow, vars, now}.",
+        "against {payload, trigger, workflow, vars, now, recipient, unsubscribe_url}.",
         "properties": {
             "entry_node_id": node_id | {"description": "id of the first node"},
             "nodes": {

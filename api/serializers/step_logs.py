@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from executions.models import StepExecutionLog
+from executions.models import SkipReason, StepExecutionLog
 from notifyflow.fields import QuerySerializer
 from notifyflow.redaction import redact
 from workflows.models import Workflow
@@ -40,6 +40,7 @@ class StepLogOutputSerializer(serializers.ModelSerializer):
             "task_id",
             "worker",
             "parked",
+            "skip_reason",
         ]
 
     def to_representation(self, instance: StepExecutionLog) -> dict[str, Any]:
@@ -53,3 +54,8 @@ class StepLogOutputSerializer(serializers.ModelSerializer):
 class StepLogFilterSerializer(QuerySerializer):
     trigger = serializers.UUIDField(required=False)
     node = serializers.CharField(required=False, max_length=64)
+    skip_reason = serializers.ChoiceField(
+        choices=SkipReason.choices,
+        required=False,
+        help_text="Only the steps that skipped their send for this reason (SPEC §4).",
+    )

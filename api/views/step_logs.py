@@ -1,4 +1,4 @@
-"""Step logs across instances, filtered by instance or node."""
+"""Step logs across instances, filtered by instance, node or skip reason."""
 
 from __future__ import annotations
 
@@ -31,5 +31,5 @@ class StepLogListView(ApiView):
                 request_key(request),
                 prefix="trigger__",
             ),
-            {"trigger": "trigger_id", "node": "node_id"},
+            {"trigger": "trigger_id", "node": "node_id", "skip_reason": "skip_reason"},
         )

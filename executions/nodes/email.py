@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+from .. import audience
 from ..deliveries import guarded_send
 from ..providers.email import send_email
 from ..step import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:
-    to = step.render_recipients("to", kind="email")
+    skip = audience.check(step, "email")
+    if skip is not None:
+        return skip
+    to = audience.addresses(step, "email")
+    headers = audience.unsubscribe_headers(step)
     subject = step.render_header("subject")
     body = step.render("body")
     html_body = step.render_optional("html_body", html=True)
@@ -25,6 +30,7 @@ def execute(step: StepContext) -> NodeResult:
             reply_to=reply_to,
             message_id=f"<{step.instance_id}.{step.node_id}@notifyflow>",
             idempotency_key=step.idempotency_key,
+            headers=headers,
         )
         return {
             "message_id": result.message_id,
@@ -33,5 +39,5 @@ def execute(step: StepContext) -> NodeResult:
             "sent_at": step.now.isoformat(),
         }
 
-    output = guarded_send(step=step, channel="email", recipient=to[0], send=send)
+    output = guarded_send(step=step, channel="email", recipient=to[0] if to else "", send=send)
     return NodeResult(output=output, vars_key=f"email_{step.node_id}")

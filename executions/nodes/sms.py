@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from .. import audience
 from ..deliveries import guarded_send
 from ..providers.base import ProviderError
 from ..providers.sms import SmsMessage, send_sms
@@ -7,7 +8,10 @@ from ..step import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:
-    (to,) = step.render_recipients("to", kind="sms")
+    skip = audience.check(step, "sms")
+    if skip is not None:
+        return skip
+    to = next(iter(audience.addresses(step, "sms")), "")
     body = step.render("body")
     if not body.strip():
         raise ProviderError("body: rendered to an empty message", permanent=True)

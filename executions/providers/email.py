@@ -53,12 +53,14 @@ def send_email(
     reply_to: list[str] | None,
     message_id: str,
     idempotency_key: str,
+    headers: dict[str, str] | None = None,
 ) -> EmailSendResult:
     """Send one message through the first email provider that accepts it (failover:
     a transient error tries the next one); raise ProviderError classified per SPEC §2.
 
     ``message_id`` is set as the Message-ID header: stable per (instance, node), so a
     re-send after an unknown outcome carries the same id and receivers can dedupe it.
+    ``headers`` are added to the message (List-Unsubscribe, ...).
     """
     message = EmailMultiAlternatives(
         subject=subject,
@@ -66,7 +68,11 @@ def send_email(
         from_email=from_email or settings.DEFAULT_FROM_EMAIL,
         to=to,
         reply_to=reply_to or None,
-        headers={"Message-ID": message_id, "X-NotifyFlow-Idempotency-Key": idempotency_key},
+        headers={
+            **(headers or {}),
+            "Message-ID": message_id,
+            "X-NotifyFlow-Idempotency-Key": idempotency_key,
+        },
     )
     if html_body:
         message.attach_alternative(html_body, "text/html")

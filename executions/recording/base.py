@@ -10,18 +10,21 @@ from typing import Any
 from triggers.models import TriggerInstance
 
 from ..nodes import NodeResult, StepContext
+from ..step import NO_AUDIENCE, Audience
 from ..versions import PinnedVersion
 
 
 @dataclass
 class Claimed:
-    """A claimed instance with what its step needs: the pinned version and what the
-    claim saw of this node's delivery record."""
+    """A claimed instance with what its step needs: the pinned version, what the claim
+    saw of this node's delivery record, and the recipient and workflow settings as they
+    read now."""
 
     instance: TriggerInstance
     version: PinnedVersion
     delivery_status: str | None
     delivery_output: dict[str, Any] | None
+    audience: Audience = NO_AUDIENCE
 
 
 @dataclass

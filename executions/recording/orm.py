@@ -8,12 +8,15 @@ from datetime import datetime
 
 from django.db import transaction
 
+from recipients.models import Recipient
 from triggers import state
 from triggers.inbox_models import InboxEvent, OutboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
+from workflows.models import Workflow
 
 from ..deliveries import record_delivery
 from ..models import Delivery, StepExecutionLog
+from ..step import Audience, StepRecipient
 from ..versions import pinned_version
 from .advance import apply_outcome
 from .base import Claimed, StepRecord
@@ -29,7 +32,33 @@ def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime) -> Claime
         .first()
     )
     status, output = delivery if delivery else (None, None)
-    return Claimed(instance, pinned_version(instance.workflow_version_id), status, output)
+    return Claimed(
+        instance, pinned_version(instance.workflow_version_id), status, output, _audience(instance)
+    )
+
+
+# The recipient's columns the step reads (templates and the preference check).
+RECIPIENT_FIELDS = ("id", "email", "phone", "timezone", "locale", "properties", "preferences")
+
+
+def _audience(instance: TriggerInstance) -> Audience:
+    """The recipient and the workflow's settings as they read now (SPEC §12)."""
+    person = None
+    if instance.recipient_id is not None:
+        values = (
+            Recipient.objects.filter(pk=instance.recipient_id).values(*RECIPIENT_FIELDS).first()
+        )
+        if values is not None:
+            person = StepRecipient(**values)
+    critical, categories = Workflow.objects.values_list("critical", "categories").get(
+        pk=instance.workflow_id
+    )
+    return Audience(
+        recipient=person,
+        critical=critical,
+        categories=tuple(categories or ()),
+        recipient_erased=instance.recipient_erased,
+    )
 
 
 def record(rec: StepRecord) -> bool:

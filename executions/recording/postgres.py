@@ -23,11 +23,14 @@ from django.db import connection
 from django.utils import timezone
 
 from notifyflow import db
+from recipients.models import Recipient
 from triggers import inbox, state
 from triggers.models import TriggerInstance, TriggerStatus
+from workflows.models import Workflow
 
 from ..deliveries import delivery_outcome_statements
 from ..models import Delivery, StepExecutionLog
+from ..step import Audience, StepRecipient
 from ..versions import pinned_version
 from .advance import apply_outcome
 from .base import Claimed, StepRecord
@@ -47,39 +50,68 @@ RECORD_RETRY_MARGIN_S = 2.0
 _DELIVERY = Delivery._meta
 _DELIVERY_OUTPUT = _DELIVERY.get_field("output")
 _INSTANCE = TriggerInstance._meta
+_RECIPIENT = Recipient._meta
+_WORKFLOW = Workflow._meta
+# The recipient's columns the step reads (templates and the preference check).
+RECIPIENT_FIELDS = ("id", "email", "phone", "timezone", "locale", "properties", "preferences")
 
 
 def _q(meta: Any, name: str) -> str:
     return f'"{meta.get_field(name).column}"'
 
 
-# The claim's statement also reads this node's delivery record.
-DELIVERY_JOIN = state.Join(
+# The claim's statement also reads this node's delivery record, the instance's recipient
+# (addresses and preferences as they are now: SPEC §12) and its workflow's critical and
+# categories settings - primary-key lookups in the same statement.
+CLAIM_JOIN = state.Join(
     clause=(
         f'LEFT JOIN "{_DELIVERY.db_table}" d'
         f' ON d.{_q(_DELIVERY, "instance")} = {state.CLAIMED}."{_INSTANCE.pk.column}"'
         f" AND d.{_q(_DELIVERY, 'node_id')} = {state.CLAIMED}.{_q(_INSTANCE, 'current_node_id')}"
+        f' LEFT JOIN "{_RECIPIENT.db_table}" r'
+        f' ON r."{_RECIPIENT.pk.column}" = {state.CLAIMED}.{_q(_INSTANCE, "recipient")}'
+        f' JOIN "{_WORKFLOW.db_table}" w'
+        f' ON w."{_WORKFLOW.pk.column}" = {state.CLAIMED}.{_q(_INSTANCE, "workflow")}'
     ),
     columns=(
         f"d.{_q(_DELIVERY, 'status')} AS delivery_status",
         f'd."{_DELIVERY_OUTPUT.column}" AS delivery_output',
+        *(f"r.{_q(_RECIPIENT, name)} AS rcp_{name}" for name in RECIPIENT_FIELDS),
+        f"w.{_q(_WORKFLOW, 'critical')} AS workflow_critical",
+        f"w.{_q(_WORKFLOW, 'categories')} AS workflow_categories",
     ),
 )
 
 
+def _json(raw: Any) -> Any:
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
 def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime) -> Claimed | None:
-    instance = state.claim(instance_id=instance_id, worker=worker, now=now, join=DELIVERY_JOIN)
+    instance = state.claim(instance_id=instance_id, worker=worker, now=now, join=CLAIM_JOIN)
     if instance is None:
         return None
     # The joined columns arrive as attributes of the raw row; JSON still needs decoding.
     status = getattr(instance, "delivery_status", None)
     raw = getattr(instance, "delivery_output", None)
-    output = (
-        None
-        if raw is None
-        else _DELIVERY_OUTPUT.to_python(json.loads(raw) if isinstance(raw, str) else raw)
+    output = None if raw is None else _DELIVERY_OUTPUT.to_python(_json(raw))
+    person = None
+    if getattr(instance, "recipient_id", None) is not None:
+        values: dict[str, Any] = {
+            name: getattr(instance, f"rcp_{name}", None) for name in RECIPIENT_FIELDS
+        }
+        if values["id"] is not None:
+            values["properties"] = _json(values["properties"]) or {}
+            values["preferences"] = _json(values["preferences"]) or {}
+            person = StepRecipient(**values)
+    audience = Audience(
+        recipient=person,
+        critical=bool(getattr(instance, "workflow_critical", False)),
+        categories=tuple(_json(getattr(instance, "workflow_categories", None)) or ()),
+        recipient_erased=instance.recipient_erased,
     )
-    return Claimed(instance, pinned_version(instance.workflow_version_id), status, output)
+    version = pinned_version(instance.workflow_version_id)
+    return Claimed(instance, version, status, output, audience)
 
 
 def record(rec: StepRecord) -> bool:

@@ -56,3 +56,50 @@ def test_step_logs_bad_filter_is_400_naming_it(api, db):
 
 def test_step_logs_need_auth(client, db):
     assert client.get("/api/v1/step-logs/").status_code == 401
+
+
+def test_step_logs_filter_by_skip_reason_and_the_timeline_shows_it(api, dispatched):
+    """Skips (SPEC §4) are successful steps with a reason: filterable, and shown in the
+    instance's timeline."""
+    from tests.factories import RecipientFactory
+
+    definition = {
+        "entry_node_id": "hello",
+        "nodes": [{"id": "hello", "type": "email", "config": {"subject": "s", "body": "b"}}],
+        "edges": [],
+    }
+    workflow = WorkflowFactory(definition=definition)
+    opted_out = RecipientFactory(preferences={"channels": {"email": False}})
+    no_email = RecipientFactory(email=None)
+    sent = RecipientFactory()
+    instances = {
+        person.pk: TriggerInstanceFactory(workflow=workflow, recipient=person)
+        for person in (opted_out, no_email, sent)
+    }
+    for instance in instances.values():
+        engine.step_execute(instance_id=instance.pk)
+    rows = api.get("/api/v1/step-logs/", {"skip_reason": "preference_opt_out"}).json()["results"]
+    assert [(r["trigger"], r["skip_reason"], r["success"]) for r in rows] == [
+        (str(instances[opted_out.pk].pk), "preference_opt_out", True)
+    ]
+    assert rows[0]["output"] == {
+        "skipped": True,
+        "reason": "preference_opt_out",
+        "rule": "channels.email",
+    }
+    assert rows[0]["input_context"]["recipient"] == {"$ref": "recipient", "id": opted_out.pk}
+    rows = api.get("/api/v1/step-logs/", {"skip_reason": "missing_channel_data"}).json()
+    assert [r["trigger"] for r in rows["results"]] == [str(instances[no_email.pk].pk)]
+    everything = api.get("/api/v1/step-logs/").json()["results"]
+    assert sorted(r["skip_reason"] for r in everything) == [
+        "",
+        "missing_channel_data",
+        "preference_opt_out",
+    ]
+    timeline = api.get(f"/api/v1/triggers/{instances[opted_out.pk].pk}/timeline/").json()
+    assert [s["skip_reason"] for s in timeline["steps"]] == ["preference_opt_out"]
+
+
+def test_step_logs_unknown_skip_reason_is_400(api, db):
+    response = api.get("/api/v1/step-logs/", {"skip_reason": "bored"})
+    assert response.status_code == 400 and response.json()["field"] == "skip_reason"

@@ -42,10 +42,11 @@ _RETRY = FieldSpec(
 NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
     "email": {
         "to": FieldSpec(
-            True,
+            False,
             "recipients",
             "Recipient: a template rendering to exactly one email address, or a list of "
-            "such templates (one address each).",
+            "such templates (one address each). Optional: without it, the instance's "
+            "recipient's email (`{{ recipient.email }}`); an instance with neither fails.",
         ),
         "subject": FieldSpec(True, "template", "Subject line (template)."),
         "body": FieldSpec(True, "template", "Plain-text body (template)."),
@@ -62,7 +63,11 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
     },
     "sms": {
         "to": FieldSpec(
-            True, "template", "Recipient: a template rendering to one E.164 phone number."
+            False,
+            "template",
+            "Recipient: a template rendering to one E.164 phone number. Optional: without "
+            "it, the instance's recipient's phone (`{{ recipient.phone }}`); an instance "
+            "with neither fails.",
         ),
         "body": FieldSpec(True, "template", "Message text (template); must not render empty."),
         "retry": _RETRY,

@@ -15,7 +15,8 @@ from .specs import NODE_CONFIG_SPECS
 # What a template sees (the engine builds this context): a node's fields and the edge
 # conditions; a condition in a node (a wait's match) also sees the event. Interests are
 # rendered when the instance is created, cancel_on against each delivered event.
-NODE_SCOPE = ("payload", "trigger", "workflow", "vars", "now")
+# ``recipient`` and ``unsubscribe_url``: with a recipient (SPEC §12); empty otherwise.
+NODE_SCOPE = ("payload", "trigger", "workflow", "vars", "now", "recipient", "unsubscribe_url")
 INTEREST_SCOPE = ("payload", "trigger")
 CANCEL_SCOPE = ("payload", "trigger", "event")
 # Node types whose output the engine keeps as ``vars.<type>_<node id>``.
