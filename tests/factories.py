@@ -157,3 +157,29 @@ def wait_definition(
     if cancel_on is not None:
         definition["cancel_on"] = cancel_on
     return definition
+
+
+class RecipientFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "recipients.Recipient"
+
+    id = factory.Sequence(lambda n: f"user-{n}")
+    email = factory.LazyAttribute(lambda o: f"{o.id}@example.com")
+
+
+class RecipientListFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "recipients.RecipientList"
+
+    key = factory.Sequence(lambda n: f"list-{n}")
+    name = factory.LazyAttribute(lambda o: o.key.replace("-", " ").title())
+
+
+class FanOutFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "triggers.FanOut"
+
+    workflow = factory.SubFactory(WorkflowFactory)
+    workflow_version = factory.LazyAttribute(lambda o: o.workflow.current_version)
+    idempotency_key = factory.Sequence(lambda n: f"fanout-{n}")
+    lists = factory.LazyFunction(lambda: ["list-0"])
