@@ -1,6 +1,14 @@
 """Django's admin autodiscovery imports this module: each import registers its admins,
 every model exactly once."""
 
-from . import api_keys, bindings, history, instances, workflows
+from . import api_keys, bindings, fanouts, history, instances, recipients, workflows
 
-__all__ = ["api_keys", "bindings", "history", "instances", "workflows"]
+__all__ = [
+    "api_keys",
+    "bindings",
+    "fanouts",
+    "history",
+    "instances",
+    "recipients",
+    "workflows",
+]

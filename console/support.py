@@ -44,6 +44,9 @@ STATUS_COLOURS = {
     "cancelled": "#5f6b7a",
     "sending": "#b35c00",
     "sent": "#1a7f37",
+    "skipped": "#8a6d00",
+    "running": "#0b6bcb",
+    "done": "#1a7f37",
 }
 
 

@@ -6,11 +6,13 @@ activate / deactivate, pause / resume (triggers.services) and a preview page
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import QuerySet
 from django.forms.fields import InvalidJSONInput
 from django.http import HttpRequest, HttpResponse
@@ -60,7 +62,49 @@ class DefinitionJSONField(forms.JSONField):
         return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+SLUG = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
+
+
+class CategoriesField(forms.Field):
+    """A list of category slugs typed as ``marketing, product-news``: order kept (the
+    first is the unsubscribe scope), duplicates dropped, each a lowercase slug."""
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, list):
+            return ", ".join(str(item) for item in value)
+        return value or ""
+
+    def to_python(self, value: Any) -> list[str]:
+        if isinstance(value, list):
+            items = [str(item).strip() for item in value]
+        else:
+            items = [item.strip() for item in (value or "").split(",")]
+        seen: list[str] = []
+        for item in items:
+            if item and item not in seen:
+                seen.append(item)
+        return seen
+
+    def validate(self, value: list[str]) -> None:
+        bad = [item for item in value if not SLUG.match(item) or len(item) > 100]
+        if bad:
+            raise forms.ValidationError(
+                "Not a category slug (lowercase letters, digits, - or _): %(bad)s",
+                code="invalid_category",
+                params={"bad": ", ".join(repr(item) for item in bad)},
+            )
+
+
 class WorkflowForm(forms.ModelForm):
+    categories = CategoriesField(
+        required=False,
+        widget=forms.TextInput(attrs={"class": "vTextField", "placeholder": "marketing, product"}),
+        help_text=(
+            "Comma-separated category slugs, most significant first: recipients' "
+            "preferences can opt out of a category, and an unsubscribe link opts out of "
+            "the first one (the workflow itself when there is none)."
+        ),
+    )
     definition = DefinitionJSONField(
         widget=forms.Textarea(
             attrs={
@@ -82,7 +126,12 @@ class WorkflowForm(forms.ModelForm):
 
     class Meta:
         model = Workflow
-        fields = ("key", "name", "is_active")
+        fields = ("key", "name", "is_active", "critical", "categories")
+        help_texts = {
+            "critical": "Security and transactional mail (password resets, receipts): "
+            "sent whatever the recipient's preferences and quiet hours say, with no "
+            "unsubscribe link.",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -146,8 +195,17 @@ class PreviewForm(forms.Form):
 class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
     form = WorkflowForm
     change_form_template = "admin/executions/workflow_change_form.html"
-    list_display = ("key", "name", "is_active", "version_display", "updated", "is_paused")
-    list_filter = ("is_active", "is_paused")
+    list_display = (
+        "key",
+        "name",
+        "is_active",
+        "critical",
+        "categories_display",
+        "version_display",
+        "updated",
+        "is_paused",
+    )
+    list_filter = ("is_active", "is_paused", "critical")
     list_select_related = ("current_version",)
     changelist_defer = ("current_version__definition",)
     search_fields = ("key", "name")
@@ -170,7 +228,7 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
             if obj is None
             else self.has_change_permission(request, obj)
         )
-        head: tuple[str, ...] = ("key", "name", "is_active")
+        head: tuple[str, ...] = ("key", "name", "is_active", "critical", "categories")
         if obj is not None:
             head += ("version_display", "created", "updated")
         fieldsets: list = [(None, {"fields": head})]
@@ -184,19 +242,32 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: Workflow, form: forms.ModelForm, change: bool
     ) -> None:
-        saved = workflow_save(
-            key=form.cleaned_data["key"],
-            name=form.cleaned_data["name"],
-            is_active=form.cleaned_data["is_active"],
-            definition=form.cleaned_data["definition"],
-            actor=request.user.get_username(),
-            workflow=obj if change else None,
-        )
+        with transaction.atomic():
+            saved = workflow_save(
+                key=form.cleaned_data["key"],
+                name=form.cleaned_data["name"],
+                is_active=form.cleaned_data["is_active"],
+                definition=form.cleaned_data["definition"],
+                actor=request.user.get_username(),
+                workflow=obj if change else None,
+            )
+            # The send settings (SPEC §12) are not versioned: they apply from the next
+            # step of every instance, so they are written beside the definition's save.
+            settings = {
+                "critical": form.cleaned_data.get("critical", False),
+                "categories": form.cleaned_data.get("categories") or [],
+            }
+            Workflow.objects.filter(pk=saved.pk).update(**settings)
+        obj.critical, obj.categories = settings["critical"], settings["categories"]
         # The admin goes on with ``obj`` (change message, redirect): make it the saved row.
         obj.pk, obj.current_version = saved.pk, saved.current_version
         obj.created_at, obj.updated_at = saved.created_at, saved.updated_at
         obj._state.adding = False
         obj._state.db = saved._state.db
+
+    @admin.display(description="categories")
+    def categories_display(self, obj: Workflow) -> str:
+        return ", ".join(obj.categories or []) or "-"
 
     @admin.display(description="version")
     def version_display(self, obj: Workflow) -> str:

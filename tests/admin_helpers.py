@@ -16,12 +16,14 @@ from .factories import TriggerInstanceFactory
 
 PASSWORD = "correct horse battery staple"
 _migration = importlib.import_module("workflows.migrations.0002_operators_group")
+_people_migration = importlib.import_module("console.migrations.0001_operators_view_people")
 
 
 def operators_group() -> Group:
     """The group the migration made. A transactional test flushes every table (the
     migration's rows included), so re-run the migration's idempotent function."""
     _migration.create_operators_group(apps, None)
+    _people_migration.grant_view(apps, None)
     return Group.objects.get(name=_migration.GROUP)
 
 

@@ -183,3 +183,13 @@ class RecipientListFactory(factory.django.DjangoModelFactory):
 
     key = factory.Sequence(lambda n: f"list-{n}")
     name = factory.LazyAttribute(lambda o: o.key.replace("-", " ").title())
+
+
+class FanOutFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "triggers.FanOut"
+
+    workflow = factory.SubFactory(WorkflowFactory)
+    workflow_version = factory.LazyAttribute(lambda o: o.workflow.current_version)
+    idempotency_key = factory.Sequence(lambda n: f"fanout-{n}")
+    lists = factory.LazyFunction(lambda: ["list-0"])

@@ -19,7 +19,13 @@ from ..support import (
     timestamp_column,
 )
 from .actions import InstanceActionsMixin
-from .columns import HasErrorFilter, InstanceErrorKindFilter, InstanceListMixin, WaitingFilter
+from .columns import (
+    HasErrorFilter,
+    InstanceErrorKindFilter,
+    InstanceListMixin,
+    RecipientFilter,
+    WaitingFilter,
+)
 from .detail import InstanceDetailMixin
 from .inlines import InboxInline, StatusChangeInline, StepLogInline
 from .pages import InstancePagesMixin
@@ -54,6 +60,7 @@ class TriggerInstanceAdmin(
         HasErrorFilter,
         InstanceErrorKindFilter,
         "workflow",
+        RecipientFilter,
         ("created_at", admin.DateFieldListFilter),
     )
     list_select_related = ("workflow",)
@@ -77,6 +84,7 @@ class TriggerInstanceAdmin(
                     "workflow",
                     "version_display",
                     "idempotency_key",
+                    "recipient_display",
                     "status_display",
                     "waiting_display",
                     "current_node_id",
@@ -102,6 +110,7 @@ class TriggerInstanceAdmin(
         ),
     )
     readonly_fields = (
+        "recipient_display",
         "waiting_display",
         "version_display",
         "status_display",

@@ -76,6 +76,15 @@ class HasErrorFilter(InputListFilter):
         return queryset.filter(status=TriggerStatus.FAILED, last_error__icontains=value)
 
 
+class RecipientFilter(InputListFilter):
+    """Instances of one recipient, by exact id (trigger_unique_recipient_workflow_key
+    leads with the recipient); the recipient's console page links here."""
+
+    title = "recipient (id)"
+    parameter_name = "recipient"
+    field_path = "recipient_id"
+
+
 class InstanceErrorKindFilter(admin.SimpleListFilter):
     """Failed instances by the kind of their last failure: a permanent one (render
     error, rejected recipient) fails again on a plain retry."""

@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.utils import quote
 from django.db.models import Field
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -128,6 +129,17 @@ class InstanceDetailMixin(admin.ModelAdmin):
             else "then the workflow completes"
         )
         return format_html("{}, {}; {}", delay_description(obj), until, then)
+
+    @admin.display(description="recipient")
+    def recipient_display(self, obj: TriggerInstance) -> SafeString | str:
+        """The person the instance notifies (a link to their page), "erased" after an
+        erasure, "-" for a payload-only instance."""
+        if obj.recipient_id is not None:
+            url = reverse("admin:recipients_recipient_change", args=[quote(obj.recipient_id)])
+            return format_html('<a href="{}"><code>{}</code></a>', url, obj.recipient_id)
+        if obj.recipient_erased:
+            return "[erased] (the recipient was erased; their addresses were removed)"
+        return "- (payload only: addresses come from the payload)"
 
     @admin.display(description="workflow version")
     def version_display(self, obj: TriggerInstance) -> str:

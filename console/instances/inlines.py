@@ -14,7 +14,13 @@ from executions.models import StepExecutionLog
 from triggers.inbox_models import InboxEvent
 from triggers.models import TriggerStatusChange
 
-from ..support import ReadOnlyAdminMixin, pretty_json, timestamp_column, truncated
+from ..support import (
+    ReadOnlyAdminMixin,
+    pretty_json,
+    status_badge,
+    timestamp_column,
+    truncated,
+)
 
 
 def run_label(obj: StepExecutionLog) -> str:
@@ -28,6 +34,23 @@ def run_label(obj: StepExecutionLog) -> str:
     return str(run) if run == obj.attempt else f"{run} (retry budget {obj.attempt})"
 
 
+def step_outcome(obj: StepExecutionLog) -> SafeString:
+    """succeeded / failed, or "skipped" with its reason (SPEC §4: a skip is a success
+    that sent nothing) and, for a preference opt-out, the rule that decided."""
+    if obj.skip_reason:
+        rule = obj.output.get("rule") if isinstance(obj.output, dict) else None
+        return format_html(
+            '{} <code class="nf-skip-reason" title="{}">{}</code>{}',
+            status_badge("skipped", "skipped"),
+            obj.get_skip_reason_display(),
+            obj.skip_reason,
+            format_html(' <span class="nf-rule">rule <code>{}</code></span>', rule) if rule else "",
+        )
+    if obj.success:
+        return status_badge("completed", "succeeded")
+    return status_badge("failed", "failed")
+
+
 class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = StepExecutionLog
     fk_name = "trigger"
@@ -39,7 +62,7 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
         "run",
         "started",
         "duration",
-        "success",
+        "outcome",
         "error_kind",
         "error_short",
         "output_json",
@@ -75,6 +98,10 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
     @admin.display(description="error")
     def error_short(self, obj: StepExecutionLog) -> SafeString | str:
         return truncated(obj.error, 90)
+
+    @admin.display(description="outcome")
+    def outcome(self, obj: StepExecutionLog) -> SafeString:
+        return step_outcome(obj)
 
     started = timestamp_column("started_at", "started")
 

@@ -310,3 +310,34 @@ def test_step_log_link_from_instance_filters_by_instance(superuser_client):
     rows = list(response.context["cl"].result_list)
     assert {row.trigger_id for row in rows} == {instance.pk}
     assert StepExecutionLog.objects.filter(trigger=other).count() == 2
+
+
+def test_detail_shows_the_recipient_and_a_skipped_step_with_its_reason(superuser_client):
+    from django.utils import timezone
+
+    from tests.factories import RecipientFactory
+
+    ada = RecipientFactory(id="u-ada")
+    instance = TriggerInstanceFactory(recipient=ada, status=TriggerStatus.COMPLETED)
+    now = timezone.now()
+    StepExecutionLog.objects.create(
+        trigger=instance,
+        workflow=instance.workflow,
+        workflow_version=1,
+        node_id="hello",
+        node_type="email",
+        attempt=1,
+        started_at=now,
+        finished_at=now,
+        input_context={"recipient": {"$ref": "recipient", "id": "u-ada"}},
+        output={"skipped": True, "reason": "preference_opt_out", "rule": "categories.marketing"},
+        success=True,
+        skip_reason="preference_opt_out",
+    )
+    body = superuser_client.get(change_url(instance)).content.decode()
+    assert reverse("admin:recipients_recipient_change", args=["u-ada"]) in body
+    assert "preference_opt_out" in body and "categories.marketing" in body
+    assert "skipped" in body
+
+    erased = TriggerInstanceFactory(recipient=None, recipient_erased=True)
+    assert "[erased]" in superuser_client.get(change_url(erased)).content.decode()

@@ -8,7 +8,7 @@ from pathlib import Path
 from django.apps import apps
 from django.contrib import admin
 
-PRODUCT_APPS = ("workflows", "triggers", "executions")
+PRODUCT_APPS = ("workflows", "recipients", "triggers", "executions")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -21,6 +21,9 @@ def test_every_registered_product_model_has_its_admin_in_the_console():
     }
     assert set(registered) == {
         "workflows.Workflow",
+        "recipients.Recipient",
+        "recipients.RecipientList",
+        "triggers.FanOut",
         "triggers.TriggerInstance",
         "triggers.TriggerStatusChange",
         "triggers.ApiKey",

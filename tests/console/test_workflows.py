@@ -221,3 +221,46 @@ def test_change_page_shows_the_mermaid_text_next_to_the_drawing(admin_client_):
     assert "flowchart LR" in block
     assert "n0[&quot;hello&lt;br/&gt;&lt;small&gt;email&lt;/small&gt;&quot;]" in block
     assert "n1 --&gt; n2" in block
+
+
+def test_critical_and_categories_are_editable_from_a_friendly_input(admin_client_):
+    workflow = WorkflowFactory(key="news")
+    data = form_data("news", email_sms_definition())
+    data.update(critical="on", categories=" marketing, product-news ,marketing,")
+    response = admin_client_.post(change_url(workflow), data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    workflow.refresh_from_db()
+    assert workflow.critical is True
+    # Order kept (the first is the unsubscribe scope), duplicates and blanks dropped.
+    assert workflow.categories == ["marketing", "product-news"]
+    assert workflow.current_version.version == 1  # settings are no new version
+
+    page = admin_client_.get(change_url(workflow)).content.decode()
+    assert 'value="marketing, product-news"' in page
+    listing = admin_client_.get(reverse(CHANGELIST)).content.decode()
+    assert "marketing, product-news" in listing
+
+    cleared = form_data("news", email_sms_definition())
+    assert admin_client_.post(change_url(workflow), cleared).status_code == 302
+    workflow.refresh_from_db()
+    assert (workflow.critical, workflow.categories) == (False, [])
+
+
+def test_categories_must_be_slugs(admin_client_):
+    workflow = WorkflowFactory(key="news")
+    data = form_data("news", email_sms_definition())
+    data["categories"] = "marketing, Product News, ok_1"
+    response = admin_client_.post(change_url(workflow), data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors["categories"]
+    assert errors == ["Not a category slug (lowercase letters, digits, - or _): 'Product News'"]
+    workflow.refresh_from_db()
+    assert workflow.categories == []
+
+
+def test_add_with_categories(admin_client_):
+    data = form_data("digest", email_sms_definition())
+    data["categories"] = "digest"
+    assert admin_client_.post(reverse(ADD), data).status_code == 302
+    workflow = Workflow.objects.get(key="digest")
+    assert (workflow.categories, workflow.critical) == (["digest"], False)
