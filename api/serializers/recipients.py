@@ -27,7 +27,7 @@ from recipients.lists import MAX_MEMBERS_PER_REQUEST
 from recipients.models import Recipient
 from recipients.services import RecipientBulkOutcome
 
-from .triggers import ItemErrorSerializer
+from .items import ItemErrorSerializer
 
 MAX_RECIPIENT_ID_LENGTH = Recipient._meta.get_field("id").max_length or 255
 MAX_BULK_RECIPIENTS = 1000

@@ -32,6 +32,7 @@ from triggers.services import (
 )
 from workflows.models import Workflow
 
+from .items import ItemErrorSerializer
 from .step_logs import StepLogOutputSerializer
 from .trigger_recipients import (
     FanOutSummarySerializer,
@@ -127,16 +128,6 @@ class TriggerBulkInputSerializer(InputSerializer):
         if isinstance(data, dict):
             check_storable({key: value for key, value in data.items() if key != "items"})
         return super().to_internal_value(data)
-
-
-class ItemErrorSerializer(serializers.Serializer):
-    """Why one item was refused: the error shape of the single POST."""
-
-    code = serializers.CharField()
-    field = serializers.CharField(allow_null=True)
-    message = serializers.CharField()
-    # The API's field name; mypy sees it shadow DRF's own ``errors``.
-    errors = serializers.ListField(child=serializers.DictField())  # type: ignore[assignment]
 
 
 class BulkResultSerializer(serializers.Serializer):
