@@ -70,15 +70,15 @@ def test_add_saves_through_the_service_with_a_first_version(superuser, admin_cli
 
 def test_invalid_definition_names_node_and_field_and_saves_nothing(admin_client_):
     definition = email_sms_definition()
-    del definition["nodes"][1]["config"]["to"]
+    del definition["nodes"][1]["config"]["body"]
     definition["edges"].append({"from": "text", "to": "nowhere"})
     response = admin_client_.post(reverse(ADD), form_data("broken", definition))
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors["definition"]
-    assert "Node “text”, field nodes[1].config.to: is required" in errors
+    assert "Node “text”, field nodes[1].config.body: is required" in errors
     assert "Node “nowhere”, field edges[1].to: no node has id 'nowhere'" in errors
     body = response.content.decode()
-    assert "Node “text”, field nodes[1].config.to: is required" in body
+    assert "Node “text”, field nodes[1].config.body: is required" in body
     # The textarea keeps what the user typed.
     assert "nowhere" in body
     assert not Workflow.objects.filter(key="broken").exists()
