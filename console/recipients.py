@@ -158,9 +158,7 @@ class MembershipInline(ReadOnlyAdminMixin, admin.TabularInline):
     @admin.display(description="list")
     def list_link(self, obj: ListMembership) -> SafeString:
         url = reverse("admin:recipients_recipientlist_change", args=[obj.list_id])
-        return format_html(
-            '<a href="{}"><code>{}</code></a> {}', url, obj.list.key, obj.list.name or ""
-        )
+        return format_html('<a href="{}">{}</a> {}', url, obj.list.key, obj.list.name or "")
 
 
 class OptOutInline(ReadOnlyAdminMixin, admin.TabularInline):

@@ -136,7 +136,7 @@ class InstanceDetailMixin(admin.ModelAdmin):
         erasure, "-" for a payload-only instance."""
         if obj.recipient_id is not None:
             url = reverse("admin:recipients_recipient_change", args=[quote(obj.recipient_id)])
-            return format_html('<a href="{}"><code>{}</code></a>', url, obj.recipient_id)
+            return format_html('<a href="{}">{}</a>', url, obj.recipient_id)
         if obj.recipient_erased:
             return "[erased] (the recipient was erased; their addresses were removed)"
         return "- (payload only: addresses come from the payload)"
