@@ -10,7 +10,6 @@ from __future__ import annotations
 from contextlib import ExitStack
 from datetime import timedelta
 
-import pytest
 from django.utils import timezone
 
 from executions.models import Delivery, DeliveryStatus, SkipReason, StepExecutionLog
@@ -32,7 +31,6 @@ from tests.factories import (
     RecipientListFactory,
     TriggerInstanceFactory,
     WorkflowFactory,
-    email_sms_definition,
 )
 from triggers.fanout_models import FanOutStatus
 from triggers.models import TriggerInstance, TriggerStatus
@@ -44,9 +42,9 @@ def people() -> tuple[Recipient, TriggerInstance]:
     news = WorkflowFactory(key="product-news", name="Product news")
     news.categories = ["marketing", "product"]
     news.save(update_fields=["categories"])
-    WorkflowFactory(key="password-reset", name="Password reset").__class__.objects.filter(
-        key="password-reset"
-    ).update(critical=True)
+    reset = WorkflowFactory(key="password-reset", name="Password reset")
+    reset.critical = True
+    reset.save(update_fields=["critical"])
     ada = RecipientFactory(
         id="user_1842",
         email="Ada.Lovelace@example.com",
