@@ -30,6 +30,7 @@ from triggers.models import TriggerInstance
 
 from .support import (
     InputListFilter,
+    LargeTableAdminMixin,
     ReadOnlyAdminMixin,
     instance_link,
     log_admin_change,
@@ -188,12 +189,10 @@ class OptOutInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(Recipient)
-class RecipientAdmin(admin.ModelAdmin):
+class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     form = RecipientForm
     list_display = ("id", "email", "phone", "timezone", "locale", "updated")
     list_filter = (ListKeyFilter,)
-    list_per_page = 50
-    show_full_result_count = False
     ordering = ("id",)
     search_fields = ("id",)
     search_help_text = (

@@ -46,15 +46,18 @@ def delay_description(obj: TriggerInstance) -> SafeString | str:
 
 
 def node_states(obj: TriggerInstance) -> dict[str, tuple[str, str]]:
-    """node id -> ("succeeded" / "failed", error of that latest attempt)."""
+    """node id -> ("succeeded" / "skipped" / "failed", error of that latest attempt)."""
     states: dict[str, tuple[str, str]] = {}
     # Oldest first, so each node ends with the outcome of its latest attempt.
-    for node_id, success, error in (
+    for node_id, success, error, skip_reason in (
         StepExecutionLog.objects.filter(trigger=obj)
         .order_by("started_at", "id")
-        .values_list("node_id", "success", "error")
+        .values_list("node_id", "success", "error", "skip_reason")
     ):
-        states[node_id] = ("succeeded", "") if success else ("failed", error)
+        if not success:
+            states[node_id] = ("failed", error)
+        else:
+            states[node_id] = ("skipped" if skip_reason else "succeeded", "")
     return states
 
 
