@@ -199,3 +199,13 @@ def test_operators_get_no_erase_action(operator_client, monkeypatch):
     monkeypatch.setattr("console.recipients.recipient_erase_service", lambda: lambda **kw: None)
     RecipientFactory()
     assert "erase" not in offered_actions(operator_client)
+
+
+def test_instance_search_finds_a_recipients_instances_by_id(admin_client_):
+    ada = RecipientFactory(id="u-ada")
+    mine = TriggerInstanceFactory(recipient=ada)
+    TriggerInstanceFactory()
+    response = admin_client_.get(
+        reverse("admin:triggers_triggerinstance_changelist"), {"q": "u-ada"}
+    )
+    assert [i.pk for i in response.context["cl"].result_list] == [mine.pk]
