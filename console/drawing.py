@@ -40,6 +40,8 @@ STATE_STYLES = {
     # state -> (fill, stroke, caption)
     "succeeded": ("#dff3e4", "#1a7f37", "executed"),
     "failed": ("#fbe3e3", "#c62828", "failed"),
+    # Succeeded without sending (SPEC §4: a preference opt-out, no address, ...).
+    "skipped": ("#fff6d6", "#8a6d00", "skipped"),
     None: ("#ffffff", "#8a94a3", ""),
 }
 CURRENT_STROKE = "#e07b00"
@@ -154,7 +156,7 @@ def draw_workflow_svg(
     """An inline <svg> of ``definition``, in a sideways-scrolling box; empty string when
     there is nothing to draw.
 
-    ``node_states`` maps node id -> ``"succeeded"`` or ``"failed"`` (the outcome of
+    ``node_states`` maps node id -> ``"succeeded"``, ``"skipped"`` or ``"failed"`` (the outcome of
     that node's latest attempt); ``node_errors`` node id -> the error of that failed
     attempt, shown in the node; ``current_node`` is outlined, and captioned "waiting
     until ``waiting_until``" when the instance is waiting for that time.
@@ -181,6 +183,9 @@ def draw_workflow_svg(
     if any(states.get(node) == "failed" for node in (node_errors or {})):
         height += 2 * ERROR_LINE_H  # a failed node's error lines
     show_legend = bool(states) or current_node is not None
+    skipped = "skipped" in states.values()
+    if show_legend:
+        width = max(width, _legend_width(skipped) + PAD)
     total_height = height + (LEGEND_H if show_legend else 0)
 
     parts: list[str] = [
@@ -213,7 +218,7 @@ def draw_workflow_svg(
     # Labels last: drawn over edges and never under a node.
     parts.extend(label_parts)
     if show_legend:
-        parts.append(_legend_svg(height))
+        parts.append(_legend_svg(height, skipped=skipped))
     parts.append("</svg></div>")
     # Safe: every piece of text interpolated above went through escape().
     return mark_safe("".join(parts))
@@ -370,20 +375,36 @@ def _node_svg(
     return "".join(parts)
 
 
-def _legend_svg(top: int) -> str:
-    items = [
+def _legend_items(skipped: bool) -> list[tuple[str, str, float, str]]:
+    return [
         ("#dff3e4", "#1a7f37", 1.5, "executed"),
+        *([("#fff6d6", "#8a6d00", 1.5, "skipped (sent nothing)")] if skipped else []),
         ("#fbe3e3", "#c62828", 1.5, "failed (latest attempt)"),
         ("#ffffff", CURRENT_STROKE, 3, "current node (or waiting)"),
         ("#ffffff", "#8a94a3", 1.5, "not run"),
     ]
+
+
+def _legend_step(label: str) -> int:
+    return 48 + int(len(label) * 6.8)
+
+
+def _legend_width(skipped: bool) -> int:
+    """From the left edge to the end of the last label (the drawing is at least this
+    wide, so no label is cut off)."""
+    items = _legend_items(skipped)
+    last = items[-1][3]
+    return PAD + sum(_legend_step(label) for *_, label in items[:-1]) + 20 + int(len(last) * 6.8)
+
+
+def _legend_svg(top: int, *, skipped: bool = False) -> str:
     out = []
     x = PAD
-    for fill, stroke, width, label in items:
+    for fill, stroke, width, label in _legend_items(skipped):
         out.append(
             f'<rect x="{x}" y="{top}" width="14" height="12" rx="3" fill="{fill}" '
             f'stroke="{stroke}" stroke-width="{width}"/>'
             f'<text x="{x + 20}" y="{top + 10}" font-size="11" fill="#37414f">{label}</text>'
         )
-        x += 48 + int(len(label) * 6.8)
+        x += _legend_step(label)
     return "".join(out)

@@ -39,7 +39,7 @@ def progress_bar(obj: FanOut) -> SafeString:
         colour = "#5f6b7a"
     duplicates = f" + {obj.duplicates:,} duplicate(s)" if obj.duplicates else ""
     return format_html(
-        '<div class="nf-progress" title="{}%" style="width:12em;height:8px;border-radius:4px;'
+        '<div class="nf-progress" title="{}%" style="width:10em;height:8px;border-radius:4px;'
         'background:var(--darkened-bg,#eee);overflow:hidden;margin:2px 0">'
         '<div style="width:{}%;height:100%;background:{}"></div></div>'
         '<span class="nf-progress-text">{} created{} of {} expected</span>',
@@ -61,7 +61,7 @@ class FanOutAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
         "status_display",
         "progress",
         "lists_display",
-        "created",
+        "started",
         "finished",
     )
     list_display_links = ("short",)
@@ -70,7 +70,7 @@ class FanOutAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
     # The membership snapshot can be 100,000 ids: never loaded for the list.
     changelist_defer = ("recipient_ids", "payload", "excluded")
     ordering = ("-created_at",)
-    sortable_by = ("created",)
+    sortable_by = ("started",)
     search_fields = ("idempotency_key",)
     search_help_text = "Exact fan-out id (UUID) or exact idempotency key of the trigger request."
     fieldsets = (
@@ -89,7 +89,7 @@ class FanOutAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
                     "members_read",
                     "created_by_key",
                     "actor",
-                    "created",
+                    "started",
                     "updated",
                     "finished",
                     "locked",
@@ -106,14 +106,15 @@ class FanOutAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
         "lists_display",
         "excluded_display",
         "members_read",
-        "created",
+        "started",
         "updated",
         "finished",
         "locked",
         "instances_link",
         "payload_json",
     )
-    created = timestamp_column("created_at", "created", sortable=True)
+    # Not "created": that is the model's count of instances created.
+    started = timestamp_column("created_at", "started", sortable=True)
     updated = timestamp_column("updated_at", "updated")
     finished = timestamp_column("finished_at", "finished")
     locked = timestamp_column("locked_until", "held by a worker until")

@@ -18,6 +18,7 @@ from executions.models import (
     Delivery,
     DeliveryAttempt,
     DeliveryEvent,
+    SkipReason,
     StepExecutionLog,
     looks_like_recipient,
     normalize_recipient,
@@ -26,7 +27,7 @@ from notifyflow.redaction import redact
 from triggers.models import TriggerStatusChange
 from workflows.definition import NODE_TYPES
 
-from .instances.inlines import run_label
+from .instances.inlines import run_label, step_outcome
 from .support import (
     LargeTableAdminMixin,
     LeanChangeListMixin,
@@ -66,6 +67,22 @@ class ErrorKindFilter(admin.SimpleListFilter):
         return queryset.filter(error_kind=self.value()) if self.value() else queryset
 
 
+class SkipReasonFilter(admin.SimpleListFilter):
+    """Steps that succeeded without sending, by reason (the partial index
+    steplog_skipped holds only them)."""
+
+    title = "skipped"
+    parameter_name = "skip_reason"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return [("any", "any reason"), *SkipReason.choices]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "any":
+            return queryset.exclude(skip_reason="")
+        return queryset.filter(skip_reason=self.value()) if self.value() else queryset
+
+
 class ChannelFilter(admin.SimpleListFilter):
     title = "channel"
     parameter_name = "channel"
@@ -100,7 +117,7 @@ class StepExecutionLogAdmin(
         "node_id",
         "node_type",
         "run",
-        "success",
+        "outcome",
         "duration",
         "error_short",
     )
@@ -110,6 +127,7 @@ class StepExecutionLogAdmin(
         ("workflow", admin.RelatedFieldListFilter),
         NodeTypeFilter,
         ErrorKindFilter,
+        SkipReasonFilter,
     )
     list_select_related = ("workflow",)
     changelist_defer = ("input_context", "output")
@@ -134,6 +152,7 @@ class StepExecutionLogAdmin(
                     "finished",
                     "duration",
                     "success",
+                    "skip_reason",
                     "error_kind",
                     "error",
                     "task_id",
@@ -181,6 +200,10 @@ class StepExecutionLogAdmin(
     @admin.display(description="attempt")
     def run(self, obj: StepExecutionLog) -> str:
         return run_label(obj)
+
+    @admin.display(description="outcome")
+    def outcome(self, obj: StepExecutionLog) -> SafeString:
+        return step_outcome(obj)
 
     @admin.display(description="instance")
     def instance_display(self, obj: StepExecutionLog) -> SafeString:

@@ -30,6 +30,7 @@ from triggers.models import TriggerInstance
 
 from .support import (
     InputListFilter,
+    LargeTableAdminMixin,
     ReadOnlyAdminMixin,
     instance_link,
     log_admin_change,
@@ -158,9 +159,7 @@ class MembershipInline(ReadOnlyAdminMixin, admin.TabularInline):
     @admin.display(description="list")
     def list_link(self, obj: ListMembership) -> SafeString:
         url = reverse("admin:recipients_recipientlist_change", args=[obj.list_id])
-        return format_html(
-            '<a href="{}"><code>{}</code></a> {}', url, obj.list.key, obj.list.name or ""
-        )
+        return format_html('<a href="{}">{}</a> {}', url, obj.list.key, obj.list.name or "")
 
 
 class OptOutInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -190,12 +189,10 @@ class OptOutInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(Recipient)
-class RecipientAdmin(admin.ModelAdmin):
+class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     form = RecipientForm
     list_display = ("id", "email", "phone", "timezone", "locale", "updated")
     list_filter = (ListKeyFilter,)
-    list_per_page = 50
-    show_full_result_count = False
     ordering = ("id",)
     search_fields = ("id",)
     search_help_text = (

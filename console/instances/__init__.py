@@ -71,8 +71,8 @@ class TriggerInstanceAdmin(
     ordering = ("-created_at",)
     search_fields = ("idempotency_key",)
     search_help_text = (
-        "Exact instance id (UUID), exact idempotency key, or a recipient: an email "
-        "address or phone number a delivery was sent to."
+        "Exact instance id (UUID), exact idempotency key, or a recipient: their id, or "
+        "an email address or phone number a delivery was sent to."
     )
     inlines = (StepLogInline, InboxInline, StatusChangeInline)
     fieldsets = (

@@ -115,12 +115,13 @@ class InstanceListMixin(admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
         """Exact matches only, each served by an index (the primary key,
-        trigger_idempotency_key, delivery_recipient); a LIKE '%term%' over a million rows
-        is a full scan."""
+        trigger_idempotency_key, trigger_unique_recipient_workflow_key,
+        delivery_recipient); a LIKE '%term%' over a million rows is a full scan."""
         term = search_term.strip()
         if not term:
             return queryset, False
-        condition = Q(idempotency_key=term)
+        # trigger_unique_recipient_workflow_key leads with the recipient.
+        condition = Q(idempotency_key=term) | Q(recipient_id=term)
         as_uuid = parse_uuid(term)
         if as_uuid is not None:
             condition |= Q(pk=as_uuid)

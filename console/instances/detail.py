@@ -46,15 +46,18 @@ def delay_description(obj: TriggerInstance) -> SafeString | str:
 
 
 def node_states(obj: TriggerInstance) -> dict[str, tuple[str, str]]:
-    """node id -> ("succeeded" / "failed", error of that latest attempt)."""
+    """node id -> ("succeeded" / "skipped" / "failed", error of that latest attempt)."""
     states: dict[str, tuple[str, str]] = {}
     # Oldest first, so each node ends with the outcome of its latest attempt.
-    for node_id, success, error in (
+    for node_id, success, error, skip_reason in (
         StepExecutionLog.objects.filter(trigger=obj)
         .order_by("started_at", "id")
-        .values_list("node_id", "success", "error")
+        .values_list("node_id", "success", "error", "skip_reason")
     ):
-        states[node_id] = ("succeeded", "") if success else ("failed", error)
+        if not success:
+            states[node_id] = ("failed", error)
+        else:
+            states[node_id] = ("skipped" if skip_reason else "succeeded", "")
     return states
 
 
@@ -136,7 +139,7 @@ class InstanceDetailMixin(admin.ModelAdmin):
         erasure, "-" for a payload-only instance."""
         if obj.recipient_id is not None:
             url = reverse("admin:recipients_recipient_change", args=[quote(obj.recipient_id)])
-            return format_html('<a href="{}"><code>{}</code></a>', url, obj.recipient_id)
+            return format_html('<a href="{}">{}</a>', url, obj.recipient_id)
         if obj.recipient_erased:
             return "[erased] (the recipient was erased; their addresses were removed)"
         return "- (payload only: addresses come from the payload)"

@@ -38,7 +38,9 @@ def step_outcome(obj: StepExecutionLog) -> SafeString:
     """succeeded / failed, or "skipped" with its reason (SPEC §4: a skip is a success
     that sent nothing) and, for a preference opt-out, the rule that decided."""
     if obj.skip_reason:
-        rule = obj.output.get("rule") if isinstance(obj.output, dict) else None
+        # Not on the step-log list, which defers the output (a query per row).
+        output = None if "output" in obj.get_deferred_fields() else obj.output
+        rule = output.get("rule") if isinstance(output, dict) else None
         return format_html(
             '{} <code class="nf-skip-reason" title="{}">{}</code>{}',
             status_badge("skipped", "skipped"),

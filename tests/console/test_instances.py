@@ -341,3 +341,37 @@ def test_detail_shows_the_recipient_and_a_skipped_step_with_its_reason(superuser
 
     erased = TriggerInstanceFactory(recipient=None, recipient_erased=True)
     assert "[erased]" in superuser_client.get(change_url(erased)).content.decode()
+
+
+def test_step_log_list_filters_skips_and_the_graph_marks_the_skipped_node(superuser_client):
+    from django.utils import timezone
+
+    instance = TriggerInstanceFactory(status=TriggerStatus.COMPLETED)
+    now = timezone.now()
+    common = {
+        "trigger": instance,
+        "workflow": instance.workflow,
+        "workflow_version": 1,
+        "attempt": 1,
+        "started_at": now,
+        "finished_at": now,
+        "input_context": {},
+        "success": True,
+    }
+    StepExecutionLog.objects.create(
+        **common,
+        node_id="hello",
+        node_type="email",
+        output={"skipped": True, "reason": "missing_channel_data"},
+        skip_reason="missing_channel_data",
+    )
+    StepExecutionLog.objects.create(**common, node_id="text", node_type="sms", output={})
+    logs = reverse("admin:executions_stepexecutionlog_changelist")
+    for value, expected in (("any", ["hello"]), ("missing_channel_data", ["hello"]), ("", None)):
+        response = superuser_client.get(logs, {"skip_reason": value} if value else {})
+        nodes = sorted(log.node_id for log in response.context["cl"].result_list)
+        assert nodes == (expected or ["hello", "text"])
+    assert "missing_channel_data" in superuser_client.get(logs).content.decode()
+
+    body = superuser_client.get(change_url(instance)).content.decode()
+    assert 'class="nf-node nf-node-skipped' in body and "skipped (sent nothing)" in body

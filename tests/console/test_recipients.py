@@ -168,3 +168,44 @@ def test_operators_view_recipients_and_change_nothing(operator_client):
     assert operator_client.post(change_url(ada), {"email": "x@example.com"}).status_code == 403
     ada.refresh_from_db()
     assert ada.email != "x@example.com"
+
+
+def offered_actions(client: Client) -> set[str]:
+    form = client.get(reverse(CHANGELIST)).context["action_form"]
+    return set(dict(form.fields["action"].choices)) if form is not None else set()
+
+
+def test_erase_action_appears_with_the_erasure_service_and_calls_it(admin_client_, monkeypatch):
+    ada = RecipientFactory()
+    # Until executions/erasure.py is installed the action is not offered.
+    monkeypatch.setattr("console.recipients.recipient_erase_service", lambda: None)
+    assert "erase" not in offered_actions(admin_client_)
+
+    calls = []
+    monkeypatch.setattr(
+        "console.recipients.recipient_erase_service",
+        lambda: lambda **kwargs: calls.append(kwargs),
+    )
+    assert "erase" in offered_actions(admin_client_)
+    response = admin_client_.post(
+        reverse(CHANGELIST), {"action": "erase", "_selected_action": [ada.pk]}, follow=True
+    )
+    assert response.status_code == 200
+    assert calls == [{"recipient_id": ada.pk, "actor": "root"}]
+    assert "Erased 1 recipient(s)." in response.content.decode()
+
+
+def test_operators_get_no_erase_action(operator_client, monkeypatch):
+    monkeypatch.setattr("console.recipients.recipient_erase_service", lambda: lambda **kw: None)
+    RecipientFactory()
+    assert "erase" not in offered_actions(operator_client)
+
+
+def test_instance_search_finds_a_recipients_instances_by_id(admin_client_):
+    ada = RecipientFactory(id="u-ada")
+    mine = TriggerInstanceFactory(recipient=ada)
+    TriggerInstanceFactory()
+    response = admin_client_.get(
+        reverse("admin:triggers_triggerinstance_changelist"), {"q": "u-ada"}
+    )
+    assert [i.pk for i in response.context["cl"].result_list] == [mine.pk]
