@@ -33,8 +33,10 @@ from django.utils import timezone
 
 from bench.scenarios.common import PAYLOAD, Ctx, S, ms
 from executions import engine
+from executions.recording import postgres as pg_recording
 from notifyflow.ids import uuid7
 from recipients.models import Recipient
+from triggers import state
 from triggers.models import TriggerInstance
 from workflows.models import Workflow
 from workflows.services import workflow_save
@@ -70,8 +72,8 @@ OPTED_OUT = {"categories": {"product": False}}
 GROUPS = {"with": PREFERENCES, "without": {}, "opted_out": OPTED_OUT}
 
 
-def _workflow() -> Workflow:
-    wf = workflow_save(key=WORKFLOW_KEY, name=WORKFLOW_KEY, definition=DEFINITION, actor="bench")
+def _workflow(key: str = WORKFLOW_KEY) -> Workflow:
+    wf = workflow_save(key=key, name=key, definition=DEFINITION, actor="bench")
     Workflow.objects.filter(pk=wf.pk).update(categories=["product", "marketing"])
     return wf
 
@@ -121,6 +123,39 @@ def _run(ids: list[uuid.UUID]) -> tuple[list[float], list[float]]:
     return wall, cpu
 
 
+def _claims(ids: list[uuid.UUID], how: str) -> list[float]:
+    """Each claim's wall time: ``join`` = the product's statement (delivery, recipient
+    and workflow joined); ``delivery`` = the delivery join alone (as before issue 26);
+    ``extra`` = that plus one query for the recipient and one for the workflow."""
+    delivery_only = state.Join(
+        clause=pg_recording.CLAIM_JOIN.clause.split(' LEFT JOIN "recipients')[0],
+        columns=pg_recording.CLAIM_JOIN.columns[:2],
+    )
+    times = []
+    for instance_id in ids:
+        t0 = time.perf_counter()
+        join = pg_recording.CLAIM_JOIN if how == "join" else delivery_only
+        row = state.claim(instance_id=instance_id, worker="bench", now=timezone.now(), join=join)
+        if how == "extra" and row is not None:
+            Recipient.objects.filter(pk=row.recipient_id).values_list(
+                *pg_recording.RECIPIENT_FIELDS
+            ).first()
+            Workflow.objects.filter(pk=row.workflow_id).values_list(
+                "critical", "categories"
+            ).first()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _claim_costs(wf: Workflow, rounds: int, n: int, tag: str) -> dict[str, float]:
+    """Median claim time of each way of reading the recipient, alternating rounds."""
+    times: dict[str, list[float]] = {"join": [], "delivery": [], "extra": []}
+    for r in range(rounds):
+        for how in times if r % 2 == 0 else reversed(list(times)):
+            times[how] += _claims(_instances(wf, "with", n, f"{tag}-c{r}-{how}"), how)
+    return {how: statistics.median(t) for how, t in times.items()}
+
+
 def _queries_per_step(ids: list[uuid.UUID]) -> float:
     with CaptureQueriesContext(connection) as captured:
         _run(ids)
@@ -150,6 +185,8 @@ def scenario_preferences(ctx: Ctx) -> None:
                 w, c = _run(ids[group][start : start + chunk])
                 wall[group] += w
                 cpu[group] += c
+    # On a workflow of their own: these claims are left processing.
+    claims = _claim_costs(_workflow(f"{WORKFLOW_KEY}-claims"), rounds, per_round // 2, tag)
     unfinished = TriggerInstance.objects.filter(workflow=wf).exclude(status=S.COMPLETED).count()
     if unfinished:
         raise RuntimeError(f"preferences: {unfinished} instances did not complete")
@@ -168,6 +205,7 @@ def scenario_preferences(ctx: Ctx) -> None:
         "cpu_ratio_with_to_without": ratio,
         "cpu_mean_ratio_with_to_without": cpu_mean["with"] / cpu_mean["without"],
         "wall_ratio_with_to_without": wall_ratio,
+        "claim_median_s": claims,
     }
     ctx.results["preferences"] = result
     ctx.row(
@@ -192,6 +230,12 @@ def scenario_preferences(ctx: Ctx) -> None:
         f"{ms(cpu_median['opted_out'])} / {ms(median['opted_out'])}",
         f"queries/step with {queries['with']:.1f}, without {queries['without']:.1f}, "
         f"opted out {queries['opted_out']:.1f}",
+    )
+    ctx.row(
+        "8 preferences",
+        "claim with recipient + workflow joined (median)",
+        ms(claims["join"]),
+        f"delivery join only {ms(claims['delivery'])}; + 2 queries instead {ms(claims['extra'])}",
     )
     ctx.target(
         "preference check: step with / without preferences",
