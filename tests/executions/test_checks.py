@@ -44,3 +44,14 @@ def test_no_error_when_set_or_when_no_email_would_need_it(settings):
     WorkflowFactory(key="texts", definition=SMS_ONLY)
     assert check_public_url(databases=["default"]) == []
     assert check_public_url(databases=None) == []  # a check without the database
+
+
+def test_a_worker_start_logs_the_error(settings, caplog):
+    from executions import worker_hooks
+
+    settings.NOTIFYFLOW_PUBLIC_URL = ""
+    RecipientFactory()
+    WorkflowFactory(key="news", definition=email_definition("hello"))
+    with caplog.at_level("ERROR", logger="notifyflow.celery"):
+        worker_hooks._send_checks()
+    assert "notifyflow.E010" in caplog.text and "NOTIFYFLOW_PUBLIC_URL" in caplog.text
