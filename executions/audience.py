@@ -28,12 +28,14 @@ def skipped(step: StepContext, channel: str, reason: str, rule: str | None = Non
     return NodeResult(output=output, vars_key=f"{channel}_{step.node_id}", skip_reason=reason)
 
 
-def check(step: StepContext, channel: str) -> NodeResult | None:
-    """A skip when this send must not happen (the recipient opted out, or has no address
-    for the channel and the node no ``to``); None to send. A permanent ProviderError
-    when there is nobody to send to: no ``to`` and no recipient."""
+def check(step: StepContext, channel: str) -> tuple[NodeResult | None, str | None]:
+    """``(skip, rule)``: a skip when this send must not happen (the recipient opted out,
+    or has no address for the channel and the node no ``to``), else None; and the
+    preference rule that decided (None without a recipient), which a send records in
+    its output too. A permanent ProviderError when there is nobody to send to: no ``to``
+    and no recipient."""
     if step.preview or step.delivery_status == DeliveryStatus.SENT:
-        return None  # nothing is sent either way (the guard answers a sent one)
+        return None, None  # nothing is sent either way (the guard answers a sent one)
     audience = step.audience
     person = audience.recipient
     if person is None:
@@ -43,7 +45,7 @@ def check(step: StepContext, channel: str) -> NodeResult | None:
                 f"node {step.node_id} has no `to` and instance has no recipient{erased}",
                 permanent=True,
             )
-        return None
+        return None, None
     decision = evaluate(
         preferences=person.preferences,
         workflow_key=step.workflow_key,
@@ -52,10 +54,15 @@ def check(step: StepContext, channel: str) -> NodeResult | None:
         critical=audience.critical,
     )
     if not decision.send:
-        return skipped(step, channel, SkipReason.PREFERENCE_OPT_OUT, decision.rule)
+        return skipped(step, channel, SkipReason.PREFERENCE_OPT_OUT, decision.rule), decision.rule
     if not step.config.get("to") and not getattr(person, ADDRESS_FIELD[channel]):
-        return skipped(step, channel, SkipReason.MISSING_CHANNEL_DATA)
-    return None
+        return skipped(step, channel, SkipReason.MISSING_CHANNEL_DATA), decision.rule
+    return None, decision.rule
+
+
+def with_rule(output: dict[str, Any], rule: str | None) -> dict[str, Any]:
+    """A send's output with the preference rule that let it go (a recipient's send)."""
+    return output if rule is None else {**output, "rule": rule}
 
 
 def addresses(step: StepContext, channel: str) -> list[str]:

@@ -10,12 +10,17 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
 from django.db import DatabaseError
 
+from recipients.models import Recipient
 from workflows.models import Workflow
 
 
 def workflows_needing_public_url() -> list[str]:
-    """Keys of the active, non-critical workflows with an email node: their emails to
-    recipients carry a List-Unsubscribe link under NOTIFYFLOW_PUBLIC_URL."""
+    """Keys of the active, non-critical workflows with an email node, once recipients
+    exist: their emails to recipients carry a List-Unsubscribe link under
+    NOTIFYFLOW_PUBLIC_URL. None before the first recipient (payload-only installations,
+    a fresh start: nothing would use the link)."""
+    if not Recipient.objects.exists():
+        return []
     rows = Workflow.objects.filter(is_active=True, critical=False).values_list(
         "key", "current_version__definition"
     )
@@ -41,9 +46,10 @@ def check_public_url(
     shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
     return [
         Error(
-            "NOTIFYFLOW_PUBLIC_URL is not set, but active non-critical workflows send email "
-            f"({shown}): every such email to a recipient needs it for its one-click "
-            "unsubscribe link (List-Unsubscribe, RFC 8058), and fails without it",
+            "NOTIFYFLOW_PUBLIC_URL is not set, but recipients exist and active non-critical "
+            f"workflows send email ({shown}): every such email to a recipient needs it for "
+            "its one-click unsubscribe link (List-Unsubscribe, RFC 8058), and fails "
+            "without it",
             hint="set NOTIFYFLOW_PUBLIC_URL to the URL recipients reach this installation "
             "at (e.g. https://notify.example.com), or mark transactional workflows critical",
             id="notifyflow.E010",

@@ -475,8 +475,8 @@ NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = [
 NOTIFYFLOW_WEBHOOK_SECRET = os.environ.get("NOTIFYFLOW_WEBHOOK_SECRET", "")
 NOTIFYFLOW_WEBHOOK_TIMEOUT_S = env_float("NOTIFYFLOW_WEBHOOK_TIMEOUT_S", 10)
 # Where recipients reach this installation: the one-click unsubscribe links of emails
-# (``{NOTIFYFLOW_PUBLIC_URL}/u/{token}/``, SPEC §12). Required as soon as an active,
-# non-critical workflow has an email node (system check notifyflow.E010).
+# (``{NOTIFYFLOW_PUBLIC_URL}/u/{token}/``, SPEC §12). Required once recipients exist and
+# an active, non-critical workflow has an email node (system check notifyflow.E010).
 NOTIFYFLOW_PUBLIC_URL = os.environ.get("NOTIFYFLOW_PUBLIC_URL", "").strip().rstrip("/")
 
 # --- Engine ---------------------------------------------------------------------------

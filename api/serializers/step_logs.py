@@ -57,5 +57,5 @@ class StepLogFilterSerializer(QuerySerializer):
     skip_reason = serializers.ChoiceField(
         choices=SkipReason.choices,
         required=False,
-        help_text="Only the steps that skipped their send for this reason (SPEC §4).",
+        help_text="Only the steps that chose not to send, for this reason (a skip is a success).",
     )

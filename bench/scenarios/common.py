@@ -252,6 +252,7 @@ EXPECTED_TARGETS = [
     "cost at 1M rows: POST (trigger_create) new key p50",
     "cost at 1M rows: POST (trigger_create) repeated key p50",
     "cost at 1M rows: event delivery p50",
+    "preference check: step with / without preferences",  # issue 26
 ]
 
 

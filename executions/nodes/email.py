@@ -7,7 +7,7 @@ from ..step import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:
-    skip = audience.check(step, "email")
+    skip, rule = audience.check(step, "email")
     if skip is not None:
         return skip
     to = audience.addresses(step, "email")
@@ -40,4 +40,4 @@ def execute(step: StepContext) -> NodeResult:
         }
 
     output = guarded_send(step=step, channel="email", recipient=to[0] if to else "", send=send)
-    return NodeResult(output=output, vars_key=f"email_{step.node_id}")
+    return NodeResult(output=audience.with_rule(output, rule), vars_key=f"email_{step.node_id}")

@@ -8,7 +8,7 @@ from ..step import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:
-    skip = audience.check(step, "sms")
+    skip, rule = audience.check(step, "sms")
     if skip is not None:
         return skip
     to = next(iter(audience.addresses(step, "sms")), "")
@@ -23,4 +23,4 @@ def execute(step: StepContext) -> NodeResult:
         return {"message_id": result.message_id, "to": to, "sent_at": step.now.isoformat()}
 
     output = guarded_send(step=step, channel="sms", recipient=to, send=send)
-    return NodeResult(output=output, vars_key=f"sms_{step.node_id}")
+    return NodeResult(output=audience.with_rule(output, rule), vars_key=f"sms_{step.node_id}")

@@ -242,3 +242,24 @@ def test_wait_node_takes_the_opened_branch_from_a_tracking_webhook(
     assert event["context"]["channel"] == "email" and event["context"]["node_id"] == "hello"
     assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     assert TriggerInstance.objects.get(pk=instance.pk).status == TriggerStatus.COMPLETED
+
+
+def test_a_mailgun_complaint_opts_the_recipient_out(client):
+    """Over HTTP, as the ESP sends it: a spam complaint about a recipient's email opts
+    them out of the workflow's scope (audit source esp_complained)."""
+    from recipients.models import OptOut
+    from tests.factories import RecipientFactory
+
+    person = RecipientFactory()
+    instance = TriggerInstanceFactory(recipient=person)
+    Delivery.objects.create(
+        instance=instance,
+        node_id="hello",
+        channel="email",
+        status="sent",
+        provider_message_id="<complaint-1@example.org>",
+        attempts=1,
+    )
+    assert mailgun(client, "complained", "complaint-1@example.org").status_code == 200
+    row = OptOut.objects.get(recipient=person)
+    assert (row.scope, row.source) == (f"workflows.{instance.workflow.key}", "esp_complained")

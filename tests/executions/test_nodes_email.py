@@ -92,6 +92,8 @@ def test_an_email_without_to_goes_to_the_recipient_with_one_click_unsubscribe_he
     token = unsubscribe_token(message)
     assert read_token(token) == ("ada", f"workflows.{flow.key}")
     assert f"Bye: http://notifyflow.test/u/{token}/" in message.get_payload()
+    # The rule that let it go is recorded with the send, as with a skip.
+    assert last_log(instance).output["rule"] == "default"
 
 
 def test_the_unsubscribe_scope_is_the_workflows_first_category(smtp, dispatched):
@@ -109,14 +111,18 @@ def test_a_critical_workflow_ignores_preferences_and_adds_no_unsubscribe_headers
     (message,) = received(smtp)
     assert message["To"] == person.email
     assert message["List-Unsubscribe"] is None and message["List-Unsubscribe-Post"] is None
+    instance = TriggerInstance.objects.get(workflow=flow)
+    assert instance.vars["email_hello"]["rule"] == "critical"
     assert "Bye: \n" in message.get_payload() or message.get_payload().strip() == "Bye:"
 
 
 def test_a_payload_only_email_carries_no_unsubscribe_headers(smtp, dispatched):
     flow = workflow(to_recipient(to="{{ payload.email }}"))
-    run(TriggerInstanceFactory(workflow=flow))
+    instance = TriggerInstanceFactory(workflow=flow)
+    run(instance)
     (message,) = received(smtp)
     assert message["List-Unsubscribe"] is None
+    assert "rule" not in last_log(instance).output  # no recipient, no preferences
 
 
 def test_an_opted_out_recipient_is_skipped_with_the_deciding_rule(dispatched):

@@ -193,3 +193,32 @@ def test_preview_leaves_no_template_field_of_any_node_type_unrendered():
                 config[key] = "https://h.example.com/{{ payload.v }}"
         rendered = render_fields({"type": node_type, "config": config}, context)
         assert "{{" not in json.dumps(rendered), (node_type, rendered)
+
+
+def test_preview_of_nodes_sending_to_the_recipient_renders_without_one(api):
+    """A preview has no recipient: nodes without `to` render, `recipient` fields and
+    `unsubscribe_url` are empty, nothing fails."""
+    WorkflowFactory(
+        key="to-people",
+        definition={
+            "entry_node_id": "mail",
+            "nodes": [
+                {
+                    "id": "mail",
+                    "type": "email",
+                    "config": {
+                        "subject": "Hi{{ recipient.email }}",
+                        "body": "{{ unsubscribe_url }}",
+                    },
+                },
+                {"id": "text", "type": "sms", "config": {"body": "x"}},
+            ],
+            "edges": [{"from": "mail", "to": "text"}],
+        },
+    )
+    body = api.post("/api/v1/workflows/to-people/preview/", {"payload": {}}, format="json").json()
+    assert body["path"] == ["mail", "text"]
+    mail_node, sms_node = body["nodes"]
+    assert mail_node["error"] is None and sms_node["error"] is None
+    assert mail_node["rendered"] == {"subject": "Hi", "body": ""}
+    assert mail.outbox == [] and sms.outbox == []
