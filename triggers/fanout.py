@@ -5,8 +5,9 @@ instance per member, created by a worker in set-based batches, resumably.
   the job is sent after commit, by name, on the ``notifyflow.bulk`` queue.
 - ``fanout_run`` (the job): takes the lease (``locked_until``), reads the membership
   ONCE into ``recipient_ids`` (deduplicated across lists, sorted, minus the ids the
-  request named itself), then inserts ``NOTIFYFLOW_FANOUT_BATCH`` instances per statement (INSERT ...
-  ON CONFLICT DO NOTHING: a resumed batch creates only what is missing), advancing
+  request named itself), then inserts ``NOTIFYFLOW_FANOUT_BATCH`` instances per
+  statement (INSERT ... ON CONFLICT DO NOTHING: a resumed batch creates only what is
+  missing), advancing
   ``position`` and the counters in the same transaction as each batch. It runs for at
   most ``NOTIFYFLOW_FANOUT_SLICE_S`` and then sends itself again, so no task outlives
   the workers' time limit.
