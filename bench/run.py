@@ -20,7 +20,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SCENARIOS = ["ingestion", "bulk", "execution", "delay", "profile", "cost", "hold", "running"]
+SCENARIOS = [
+    "ingestion",
+    "bulk",
+    "execution",
+    "delay",
+    "profile",
+    "cost",
+    "hold",
+    "running",
+    "people",
+]
 
 
 def _scenario(scenarios: Any, name: str) -> Any:

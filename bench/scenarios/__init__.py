@@ -23,6 +23,7 @@ from bench.scenarios.delay import scenario_delay
 from bench.scenarios.execution import scenario_execution
 from bench.scenarios.hold import scenario_hold_and_rss
 from bench.scenarios.ingestion import scenario_ingestion
+from bench.scenarios.people import scenario_people
 from bench.scenarios.profile import scenario_profile
 from bench.scenarios.running import scenario_running
 
@@ -40,6 +41,7 @@ __all__ = [
     "scenario_execution",
     "scenario_hold_and_rss",
     "scenario_ingestion",
+    "scenario_people",
     "scenario_profile",
     "scenario_running",
     "setup",
