@@ -249,3 +249,43 @@ def test_concurrent_identical_requests_create_each_instance_once(live_server):
             created += i["status"] == "created"
     assert created == 50
     assert all(len(ids) == 1 for ids in ids_by_recipient.values())
+
+
+def test_an_events_context_recipients_trigger_those_people_through_its_bindings(api, welcome):
+    from tests.factories import WorkflowTriggerFactory
+    from triggers.idempotency.config import IdempotencySettings
+
+    WorkflowTriggerFactory(
+        event_name="signup",
+        workflow=welcome,
+        idempotency_setting=IdempotencySettings.parse(
+            {"strategy": "EVENT_BASED", "includeEventId": True}
+        ).to_json(),
+    )
+    body = {
+        "name": "signup",
+        "event_id": "e-1",
+        "context": {"plan": "pro", "recipients": ["u1", {"id": "u2", "email": "u2@example.com"}]},
+    }
+    response = api.post("/api/v1/events/", body, format="json")
+    assert response.status_code == 202, response.json()
+    (outcome,) = response.json()["outcomes"]
+    assert outcome["status"] == "created"
+    assert [(i["recipient"], i["status"]) for i in outcome["instances"]] == [
+        ("u1", "created"),
+        ("u2", "created"),
+    ]
+    rows = TriggerInstance.objects.filter(workflow=welcome)
+    assert sorted(rows.values_list("recipient_id", flat=True)) == ["u1", "u2"]
+    assert rows.first().payload == {"plan": "pro"}
+    again = api.post("/api/v1/events/", body, format="json").json()["outcomes"][0]
+    assert again["status"] == "duplicate"
+    assert {i["status"] for i in again["instances"]} == {"duplicate"}
+
+
+def test_a_bad_context_recipient_is_a_400_naming_it(api, welcome):
+    body = {"name": "signup", "context": {"recipients": ["ok", {"id": "x", "phone": "1"}]}}
+    response = api.post("/api/v1/events/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "context.recipients[1].phone"
+    assert response.json()["code"] == "invalid_phone"
