@@ -176,3 +176,31 @@ def test_an_empty_list_finishes_at_once(welcome):
     job = start(RecipientEntry(list_key="empty"))
     assert job.expected == 0
     assert fanout.fanout_run(fanout_id=job.pk) == "done"
+
+
+def test_cancel_by_key_cancels_running_and_waiting_instances_with_their_audit_rows(welcome):
+    from triggers import state
+    from triggers.models import TriggerStatusChange
+
+    result = trigger_create_for_recipients(
+        workflow="welcome",
+        idempotency_key="k",
+        payload=PAYLOAD,
+        recipients=[RecipientEntry(id="a"), RecipientEntry(id="b"), RecipientEntry(id="c")],
+    )
+    running = result.instances[0].id
+    assert state.claim(instance_id=running, worker="w", now=timezone.now()) is not None
+    TriggerInstance.objects.filter(pk=result.instances[2].id).update(
+        status="completed", current_node_id=None, finished_at=timezone.now()
+    )
+    outcome = instance_cancel_by_key(
+        workflow="welcome", idempotency_key="k", actor="op", reason="x"
+    )
+    assert (outcome.cancelled, outcome.already_finished) == (2, 1)
+    row = TriggerInstance.objects.get(pk=running)
+    assert (row.status, row.lease_token, row.locked_until) == ("cancelled", None, None)
+    audit = TriggerStatusChange.objects.filter(to_status="cancelled").order_by("from_status")
+    assert [(a.from_status, a.reason, a.actor) for a in audit] == [
+        ("enqueued", "x", "op"),
+        ("processing", "x", "op"),
+    ]
