@@ -289,3 +289,19 @@ def test_a_bad_context_recipient_is_a_400_naming_it(api, welcome):
     assert response.status_code == 400
     assert response.json()["field"] == "context.recipients[1].phone"
     assert response.json()["code"] == "invalid_phone"
+
+
+def test_a_trigger_key_reads_only_its_own_fanouts(api, welcome):
+    from rest_framework.test import APIClient
+
+    from triggers.services import api_key_create
+
+    RecipientList.objects.create(key="team")
+    fanout_id = post(api, [{"list": "team"}]).json()["fanout"]["id"]
+    other = APIClient()
+    other.credentials(
+        HTTP_AUTHORIZATION=f"Bearer {api_key_create(name='other', scope='trigger')[1]}"
+    )
+    assert other.get(f"/api/v1/fanouts/{fanout_id}/").status_code == 404
+    assert api.get(f"/api/v1/fanouts/{fanout_id}/").status_code == 200
+    assert api.get("/api/v1/fanouts/0191a2b3-1111-7abc-8def-000000000001/").status_code == 404
