@@ -223,16 +223,23 @@ def _continue(fanout_id: uuid.UUID, lease: datetime) -> str:
 def fanouts_expired(*, now: datetime, batch: int) -> int:
     """The sweeper's part: re-send the jobs of running fan-outs whose lease expired (a
     worker died mid-job) or that never started within a lease (their message was
-    lost). Returns how many were sent."""
+    lost). Each re-send releases the lease and restarts the clock, so a job waiting in
+    a busy queue gets one more message per lease period, not one per sweep; a worker
+    still running it finds its lease gone at its next batch and stops. Returns how many
+    were sent."""
     stale = now - timedelta(seconds=settings.NOTIFYFLOW_FANOUT_LEASE_S)
-    ids = list(
-        FanOut.objects.filter(status=FanOutStatus.RUNNING)
-        .filter(Q(locked_until__lt=now) | Q(locked_until__isnull=True, updated_at__lt=stale))
-        .order_by("locked_until")
-        .values_list("pk", flat=True)[:batch]
-    )
-    for fanout_id in ids:
-        send_task_on_commit(FANOUT_TASK, str(fanout_id))
+    with transaction.atomic():
+        ids = list(
+            FanOut.objects.select_for_update(skip_locked=True)
+            .filter(status=FanOutStatus.RUNNING)
+            .filter(Q(locked_until__lt=now) | Q(locked_until__isnull=True, updated_at__lt=stale))
+            .order_by("locked_until")
+            .values_list("pk", flat=True)[:batch]
+        )
+        if ids:
+            FanOut.objects.filter(pk__in=ids).update(locked_until=None, updated_at=now)
+        for fanout_id in ids:
+            send_task_on_commit(FANOUT_TASK, str(fanout_id))
     return len(ids)
 
 

@@ -34,7 +34,9 @@ _ENTRY_SCHEMA = {
 }
 
 
-@extend_schema_field({"type": "array", "maxItems": MAX_RECIPIENTS, "items": _ENTRY_SCHEMA})
+@extend_schema_field(
+    {"type": "array", "minItems": 1, "maxItems": MAX_RECIPIENTS, "items": _ENTRY_SCHEMA}
+)
 class RecipientsField(serializers.Field):
     """Up to MAX_RECIPIENTS entries: a recipient id (created empty if unknown), an inline
     recipient ``{id, email?, phone?, timezone?, locale?, properties?}`` (upserted), or
@@ -43,11 +45,14 @@ class RecipientsField(serializers.Field):
     default_error_messages = {
         "not_a_list": "must be a list of recipient ids, recipient objects or {list: key}",
         "too_many_recipients": "at most {max} entries, got {count}",
+        "empty_recipients": "name at least one recipient, or leave `recipients` out",
     }
 
     def to_internal_value(self, data: Any) -> list[RecipientEntry]:
         if not isinstance(data, list):
             self.fail("not_a_list")
+        if not data:
+            self.fail("empty_recipients")
         if len(data) > MAX_RECIPIENTS:
             self.fail("too_many_recipients", max=MAX_RECIPIENTS, count=len(data))
         entries: list[RecipientEntry] = []

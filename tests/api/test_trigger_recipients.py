@@ -156,6 +156,12 @@ def test_more_than_1000_entries_is_a_400(api, welcome):
     assert response.json()["field"] == "recipients"
 
 
+def test_an_empty_recipients_list_is_a_400(api, welcome):
+    response = post(api, [])
+    assert response.status_code == 400
+    assert (response.json()["code"], response.json()["field"]) == ("empty_recipients", "recipients")
+
+
 def test_1000_entries_create_1000_instances(api, welcome):
     response = post(api, [{"id": f"r{n}", "email": f"r{n}@example.com"} for n in range(1000)])
     assert response.status_code == 201
