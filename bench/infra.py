@@ -223,10 +223,15 @@ class Procs:
         raise RuntimeError(f"{name} did not listen on {port}:\n{proc.tail()}")
 
     def celery_workers(
-        self, count: int, *, tag: str, extra_env: dict[str, str] | None = None
+        self,
+        count: int,
+        *,
+        tag: str,
+        extra_env: dict[str, str] | None = None,
+        queues: str = "celery",
     ) -> list[Proc]:
         """``count`` worker nodes, ``-P solo`` each (one process per node: a node's
-        consumer loop is the ceiling, so scale by nodes)."""
+        consumer loop is the ceiling, so scale by nodes), consuming ``queues``."""
         marker_dir = self.run_dir / f"markers-{tag}"
         marker_dir.mkdir(parents=True, exist_ok=True)
         for old in marker_dir.iterdir():
@@ -249,7 +254,7 @@ class Procs:
                 "--without-mingle",
                 "--without-heartbeat",
                 "-Q",
-                "celery",
+                queues,
             ]
             procs.append(self.start(f"worker{n}-{tag}", argv, env))
         deadline = time.monotonic() + 60

@@ -30,6 +30,7 @@ SCENARIOS = [
     "hold",
     "running",
     "preferences",
+    "people",
 ]
 
 

@@ -493,6 +493,8 @@ NOTIFYFLOW_SWEEP_BATCH = env_int("NOTIFYFLOW_SWEEP_BATCH", 500)
 # this long before sending itself again (under the task time limits).
 NOTIFYFLOW_FANOUT_LEASE_S = env_int("NOTIFYFLOW_FANOUT_LEASE_S", 60)
 NOTIFYFLOW_FANOUT_SLICE_S = env_float("NOTIFYFLOW_FANOUT_SLICE_S", 20)
+# Instances per INSERT of a fan-out (one transaction each, with its progress).
+NOTIFYFLOW_FANOUT_BATCH = env_int("NOTIFYFLOW_FANOUT_BATCH", 2000)
 # A due instance with no claim after this long is assumed to have lost its message.
 NOTIFYFLOW_REDISPATCH_AFTER_S = env_float("NOTIFYFLOW_REDISPATCH_AFTER_S", 30)
 # Delays longer than this never go to the broker as a countdown; the sweeper wakes them.

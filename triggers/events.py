@@ -32,7 +32,7 @@ from .idempotency import (
 )
 from .inbox import deliver
 from .models import ApiKey
-from .services import trigger_create
+from .services import RecipientEntry, trigger_create, trigger_create_for_recipients
 
 logger = logging.getLogger("notifyflow.events")
 
@@ -58,9 +58,17 @@ class BindingOutcome:
     idempotency_key: str | None
     reason: str | None = None
     code: str | None = None
+    # A binding of an event whose context names ``recipients``: one entry per recipient
+    # ({recipient, id, status}) and its lists' fan-out ({id, status, expected}).
+    instances: list[dict[str, Any]] | None = None
+    fanout: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for name in ("instances", "fanout"):
+            if data[name] is None:
+                del data[name]
+        return data
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,7 @@ def _binding_run(
     at: datetime,
     actor: str,
     api_key: ApiKey | None,
+    recipients: Sequence[RecipientEntry] | None = None,
 ) -> BindingOutcome:
     workflow_key = binding.workflow.key
 
@@ -179,6 +188,8 @@ def _binding_run(
         # Each binding in its own transaction (a savepoint under an outer one), so one
         # failing binding leaves the others' instances in place.
         with transaction.atomic():
+            if recipients is not None:
+                return _binding_people(binding, generated, context, recipients, actor, api_key)
             result = trigger_create(
                 workflow=binding.workflow,
                 idempotency_key=generated.key,
@@ -223,6 +234,43 @@ def _binding_run(
     )
 
 
+def _binding_people(
+    binding: WorkflowTrigger,
+    generated: GeneratedKey,
+    context: dict[str, Any],
+    recipients: Sequence[RecipientEntry],
+    actor: str,
+    api_key: ApiKey | None,
+) -> BindingOutcome:
+    """A binding's trigger for the people the event's context names: created if
+    anything was, else duplicate; the per-recipient outcome and fan-out ride along."""
+    result = trigger_create_for_recipients(
+        workflow=binding.workflow,
+        idempotency_key=generated.key,
+        payload={name: value for name, value in context.items() if name != "recipients"},
+        recipients=recipients,
+        actor=actor,
+        api_key=api_key,
+    )
+    fanout = result.fanout
+    return BindingOutcome(
+        binding.pk,
+        binding.workflow.key,
+        OutcomeStatus.CREATED if result.created else OutcomeStatus.DUPLICATE,
+        None,
+        generated.key,
+        None if result.created else "every recipient has an instance with this key",
+        None if result.created else "duplicate_key",
+        instances=[
+            {"recipient": i.recipient, "id": str(i.id), "status": i.status}
+            for i in result.instances
+        ],
+        fanout=None
+        if fanout is None
+        else {"id": str(fanout.pk), "status": fanout.status, "expected": fanout.expected},
+    )
+
+
 def event_receive(
     *,
     name: str,
@@ -233,6 +281,7 @@ def event_receive(
     workflows: Sequence[str] | None = None,
     actor: str = "api",
     api_key: ApiKey | None = None,
+    recipients: Sequence[RecipientEntry] | None = None,
 ) -> EventResult:
     """Fan an event out to every active workflow trigger bound to ``name``, and deliver
     it to every running instance interested in one of ``subjects``.
@@ -244,6 +293,9 @@ def event_receive(
     an instance a binding just created hears the event too when it is interested.
     ``workflows``, when given, limits the bindings to those workflow keys (a key limited
     to workflows); ``actor`` and ``api_key`` are recorded on created instances.
+    ``recipients`` (the context's ``recipients``, validated by the caller): each binding
+    triggers those people, as POST /triggers/ with ``recipients`` does, with the rest of
+    the context as payload.
 
     A binding whose key has an instance ``api_key`` may not read is ``skipped`` with
     code ``idempotency_conflict`` and no instance id (as ``trigger_create`` refuses
@@ -269,6 +321,7 @@ def event_receive(
             at=at,
             actor=actor,
             api_key=api_key,
+            recipients=recipients,
         )
         for b in bindings
     ]

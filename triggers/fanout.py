@@ -5,8 +5,9 @@ instance per member, created by a worker in set-based batches, resumably.
   the job is sent after commit, by name, on the ``notifyflow.bulk`` queue.
 - ``fanout_run`` (the job): takes the lease (``locked_until``), reads the membership
   ONCE into ``recipient_ids`` (deduplicated across lists, sorted, minus the ids the
-  request named itself), then inserts ``BATCH`` instances per statement (INSERT ...
-  ON CONFLICT DO NOTHING: a resumed batch creates only what is missing), advancing
+  request named itself), then inserts ``NOTIFYFLOW_FANOUT_BATCH`` instances per
+  statement (INSERT ... ON CONFLICT DO NOTHING: a resumed batch creates only what is
+  missing), advancing
   ``position`` and the counters in the same transaction as each batch. It runs for at
   most ``NOTIFYFLOW_FANOUT_SLICE_S`` and then sends itself again, so no task outlives
   the workers' time limit.
@@ -44,8 +45,6 @@ logger = logging.getLogger("notifyflow.triggers")
 
 # The job's task (executions.tasks), sent by name: nothing below executions imports it.
 FANOUT_TASK = "notifyflow.fanout_run"
-# Instances per INSERT (one transaction each, with the fan-out's progress).
-BATCH = 2000
 
 
 def fanout_start(
@@ -124,20 +123,23 @@ def _acquire(fanout_id: uuid.UUID | str) -> tuple[FanOut, datetime] | None:
     return fanout, lease
 
 
-def _fenced(fanout_id: uuid.UUID, lease: datetime) -> str | None:
-    """Lock the fan-out row for this batch; its status if still ours, else None."""
+def _fenced(fanout_id: uuid.UUID, lease: datetime) -> str:
+    """Lock the fan-out row for this batch: ``running`` if it is still ours, its status
+    if it ended (cancelled), ``lost`` if another run took the lease over."""
     row = (
         FanOut.objects.select_for_update()
         .filter(pk=fanout_id)
         .values_list("status", "locked_until")
         .first()
     )
-    if row is None or row[1] != lease:
-        return None
-    return str(row[0])
+    if row is None:
+        return "lost"
+    if row[0] != FanOutStatus.RUNNING:
+        return str(row[0])
+    return FanOutStatus.RUNNING if row[1] == lease else "lost"
 
 
-def fanout_run(*, fanout_id: uuid.UUID | str, batch: int = BATCH) -> str:
+def fanout_run(*, fanout_id: uuid.UUID | str, batch: int | None = None) -> str:
     """Run (or resume) a fan-out job; what became of it: ``busy`` (another worker holds
     it, or it is finished), ``done``, ``cancelled``, ``lost`` (lease taken over),
     ``continued`` (slice used up; sent again)."""
@@ -148,12 +150,14 @@ def fanout_run(*, fanout_id: uuid.UUID | str, batch: int = BATCH) -> str:
     if fanout.recipient_ids is None:
         ids = _members(fanout)
         with transaction.atomic():
-            if _fenced(fanout.pk, lease) != FanOutStatus.RUNNING:
-                return "lost"
+            status = _fenced(fanout.pk, lease)
+            if status != FanOutStatus.RUNNING:
+                return status
             fanout.recipient_ids = ids
             FanOut.objects.filter(pk=fanout.pk).update(
                 recipient_ids=ids, expected=len(ids), updated_at=timezone.now()
             )
+    batch = batch or settings.NOTIFYFLOW_FANOUT_BATCH
     deadline = time.monotonic() + settings.NOTIFYFLOW_FANOUT_SLICE_S
     ids = fanout.recipient_ids or []
     position = fanout.position
@@ -171,10 +175,8 @@ def _batch(fanout: FanOut, lease: datetime, chunk: Sequence[str]) -> tuple[str, 
     """Create the instances of ``chunk`` and advance the fan-out, in one transaction."""
     with transaction.atomic():
         status = _fenced(fanout.pk, lease)
-        if status is None:
-            return "lost", lease
         if status != FanOutStatus.RUNNING:
-            return str(status), lease
+            return status, lease
         rows = recipient_rows(
             workflow_id=fanout.workflow_id,
             version=fanout.workflow_version,
@@ -221,16 +223,23 @@ def _continue(fanout_id: uuid.UUID, lease: datetime) -> str:
 def fanouts_expired(*, now: datetime, batch: int) -> int:
     """The sweeper's part: re-send the jobs of running fan-outs whose lease expired (a
     worker died mid-job) or that never started within a lease (their message was
-    lost). Returns how many were sent."""
+    lost). Each re-send releases the lease and restarts the clock, so a job waiting in
+    a busy queue gets one more message per lease period, not one per sweep; a worker
+    still running it finds its lease gone at its next batch and stops. Returns how many
+    were sent."""
     stale = now - timedelta(seconds=settings.NOTIFYFLOW_FANOUT_LEASE_S)
-    ids = list(
-        FanOut.objects.filter(status=FanOutStatus.RUNNING)
-        .filter(Q(locked_until__lt=now) | Q(locked_until__isnull=True, updated_at__lt=stale))
-        .order_by("locked_until")
-        .values_list("pk", flat=True)[:batch]
-    )
-    for fanout_id in ids:
-        send_task_on_commit(FANOUT_TASK, str(fanout_id))
+    with transaction.atomic():
+        ids = list(
+            FanOut.objects.select_for_update(skip_locked=True)
+            .filter(status=FanOutStatus.RUNNING)
+            .filter(Q(locked_until__lt=now) | Q(locked_until__isnull=True, updated_at__lt=stale))
+            .order_by("locked_until")
+            .values_list("pk", flat=True)[:batch]
+        )
+        if ids:
+            FanOut.objects.filter(pk__in=ids).update(locked_until=None, updated_at=now)
+        for fanout_id in ids:
+            send_task_on_commit(FANOUT_TASK, str(fanout_id))
     return len(ids)
 
 

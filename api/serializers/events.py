@@ -10,6 +10,8 @@ from triggers.event_models import EventRecord
 from triggers.events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
 from triggers.inbox import MAX_SUBJECTS
 
+from .trigger_recipients import FanOutSummarySerializer, RecipientInstanceSerializer
+
 
 class EventInputSerializer(InputSerializer):
     name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
@@ -47,6 +49,12 @@ class BindingOutcomeSerializer(serializers.Serializer):
         "`idempotency_conflict`: the key's instance is one this API key may not read (no "
         "`instance_id` is given)",
     )
+    instances = RecipientInstanceSerializer(
+        many=True,
+        required=False,
+        help_text="When the event's `context.recipients` named people: one per recipient",
+    )
+    fanout = FanOutSummarySerializer(required=False, help_text="Their lists' fan-out")
 
 
 class EventOutputSerializer(serializers.Serializer):

@@ -7,13 +7,14 @@ import uuid
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from notifyflow.api import ApiView, validated_body
 from triggers.events import event_receive
 from triggers.models import ApiKey, TriggerInstance
+from triggers.services import RecipientEntry
 
 from ..auth import request_key
 from ..permissions import actor, is_restricted, visible_instances
@@ -22,6 +23,7 @@ from ..serializers.events import (
     EventOutputSerializer,
     EventRecordSerializer,
 )
+from ..serializers.trigger_recipients import RecipientsField
 
 
 class EventReceiveView(ApiView):
@@ -43,6 +45,7 @@ class EventReceiveView(ApiView):
             workflows=key.workflows or None,
             actor=actor(key),
             api_key=key,
+            recipients=_recipients(body["context"]),
         )
         return Response(
             {
@@ -53,6 +56,17 @@ class EventReceiveView(ApiView):
             },
             status=status.HTTP_202_ACCEPTED,
         )
+
+
+def _recipients(context: dict) -> list[RecipientEntry] | None:
+    """``context.recipients`` as a trigger's ``recipients`` (each binding triggers those
+    people); a bad entry is a 400 naming ``context.recipients[i]``."""
+    if "recipients" not in context:
+        return None
+    try:
+        return RecipientsField().run_validation(context["recipients"])
+    except ValidationError as exc:
+        raise ValidationError({"context": {"recipients": exc.detail}}) from exc
 
 
 def _readable(key: ApiKey, instance_ids: list[uuid.UUID], most: int) -> list[uuid.UUID]:

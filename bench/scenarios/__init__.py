@@ -24,6 +24,7 @@ from bench.scenarios.execution import scenario_execution
 from bench.scenarios.hold import scenario_hold_and_rss
 from bench.scenarios.ingestion import scenario_ingestion
 from bench.scenarios.preferences import scenario_preferences
+from bench.scenarios.people import scenario_people
 from bench.scenarios.profile import scenario_profile
 from bench.scenarios.running import scenario_running
 
@@ -42,6 +43,7 @@ __all__ = [
     "scenario_hold_and_rss",
     "scenario_ingestion",
     "scenario_preferences",
+    "scenario_people",
     "scenario_profile",
     "scenario_running",
     "setup",

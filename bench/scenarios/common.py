@@ -253,6 +253,8 @@ EXPECTED_TARGETS = [
     "cost at 1M rows: POST (trigger_create) repeated key p50",
     "cost at 1M rows: event delivery p50",
     "preference check: step with / without preferences",  # issue 26
+    "people: list fan-out instances/s",
+    "people: POST /triggers/ with 100 inline recipients, instances/s",
 ]
 
 

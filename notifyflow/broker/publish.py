@@ -18,6 +18,7 @@ the format fails there.
 from __future__ import annotations
 
 import json
+import re
 from base64 import b64encode
 from dataclasses import dataclass
 from typing import Any
@@ -252,9 +253,7 @@ class Publisher:
                 "id": task_id,
                 "root_id": root_id or task_id,
                 "parent_id": parent_id,
-                "argsrepr": saferepr(
-                    args, envelope.repr_maxsize, maxlevels=envelope.repr_maxlevels
-                ),
+                "argsrepr": _argsrepr(args, envelope),
                 **(headers or {}),
             }
             body = _json_dumps([list(args), *envelope.body_tail]).encode("utf-8")
@@ -274,3 +273,16 @@ class Publisher:
                 )
             )
         return encoded
+
+
+# Ids and names: their repr is what Celery's saferepr writes (no quoting, no truncation).
+_PLAIN = re.compile(r"[A-Za-z0-9_:.-]{0,100}")
+
+
+def _argsrepr(args: tuple[Any, ...], envelope: _Envelope) -> str:
+    """The message's ``argsrepr`` header, as Celery writes it. A few plain id strings
+    (every step's message) are their ``repr`` - Celery's ``saferepr`` was most of a
+    100,000-message publish."""
+    if len(args) <= 4 and all(type(a) is str and _PLAIN.fullmatch(a) for a in args):
+        return repr(args)
+    return saferepr(args, envelope.repr_maxsize, maxlevels=envelope.repr_maxlevels)

@@ -156,6 +156,12 @@ def test_more_than_1000_entries_is_a_400(api, welcome):
     assert response.json()["field"] == "recipients"
 
 
+def test_an_empty_recipients_list_is_a_400(api, welcome):
+    response = post(api, [])
+    assert response.status_code == 400
+    assert (response.json()["code"], response.json()["field"]) == ("empty_recipients", "recipients")
+
+
 def test_1000_entries_create_1000_instances(api, welcome):
     response = post(api, [{"id": f"r{n}", "email": f"r{n}@example.com"} for n in range(1000)])
     assert response.status_code == 201
@@ -249,3 +255,59 @@ def test_concurrent_identical_requests_create_each_instance_once(live_server):
             created += i["status"] == "created"
     assert created == 50
     assert all(len(ids) == 1 for ids in ids_by_recipient.values())
+
+
+def test_an_events_context_recipients_trigger_those_people_through_its_bindings(api, welcome):
+    from tests.factories import WorkflowTriggerFactory
+    from triggers.idempotency.config import IdempotencySettings
+
+    WorkflowTriggerFactory(
+        event_name="signup",
+        workflow=welcome,
+        idempotency_setting=IdempotencySettings.parse(
+            {"strategy": "EVENT_BASED", "includeEventId": True}
+        ).to_json(),
+    )
+    body = {
+        "name": "signup",
+        "event_id": "e-1",
+        "context": {"plan": "pro", "recipients": ["u1", {"id": "u2", "email": "u2@example.com"}]},
+    }
+    response = api.post("/api/v1/events/", body, format="json")
+    assert response.status_code == 202, response.json()
+    (outcome,) = response.json()["outcomes"]
+    assert outcome["status"] == "created"
+    assert [(i["recipient"], i["status"]) for i in outcome["instances"]] == [
+        ("u1", "created"),
+        ("u2", "created"),
+    ]
+    rows = TriggerInstance.objects.filter(workflow=welcome)
+    assert sorted(rows.values_list("recipient_id", flat=True)) == ["u1", "u2"]
+    assert rows.first().payload == {"plan": "pro"}
+    again = api.post("/api/v1/events/", body, format="json").json()["outcomes"][0]
+    assert again["status"] == "duplicate"
+    assert {i["status"] for i in again["instances"]} == {"duplicate"}
+
+
+def test_a_bad_context_recipient_is_a_400_naming_it(api, welcome):
+    body = {"name": "signup", "context": {"recipients": ["ok", {"id": "x", "phone": "1"}]}}
+    response = api.post("/api/v1/events/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "context.recipients[1].phone"
+    assert response.json()["code"] == "invalid_phone"
+
+
+def test_a_trigger_key_reads_only_its_own_fanouts(api, welcome):
+    from rest_framework.test import APIClient
+
+    from triggers.services import api_key_create
+
+    RecipientList.objects.create(key="team")
+    fanout_id = post(api, [{"list": "team"}]).json()["fanout"]["id"]
+    other = APIClient()
+    other.credentials(
+        HTTP_AUTHORIZATION=f"Bearer {api_key_create(name='other', scope='trigger')[1]}"
+    )
+    assert other.get(f"/api/v1/fanouts/{fanout_id}/").status_code == 404
+    assert api.get(f"/api/v1/fanouts/{fanout_id}/").status_code == 200
+    assert api.get("/api/v1/fanouts/0191a2b3-1111-7abc-8def-000000000001/").status_code == 404

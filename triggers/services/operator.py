@@ -241,10 +241,8 @@ def _cancel_people(
     fanout = fanout_cancel(workflow=wf, idempotency_key=idempotency_key)
     why = reason.strip() or "cancelled"
     rows = TriggerInstance.objects.order_by().filter(workflow=wf, idempotency_key=idempotency_key)
-    cancelled = 0
-    for instance_id, status in rows.exclude(status__in=TERMINAL).values_list("id", "status"):
-        if state.cancel(instance_id=instance_id, from_status=status, reason=why, actor=actor):
-            cancelled += 1
+    unfinished = list(rows.exclude(status__in=TERMINAL).values_list("id", flat=True))
+    cancelled = state.cancel_many(instance_ids=unfinished, reason=why, actor=actor)
     metrics.CANCELLED.inc(cancelled)
     finished = rows.filter(status__in=TERMINAL).count() - cancelled
     logger.info(

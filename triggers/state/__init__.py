@@ -1,7 +1,7 @@
 """Every write of a trigger instance's state, in one place.
 
 - ``machine``: the transition table and the operations built on ``transition()`` -
-  ``claim``, ``requeue``, ``cancel``, ``retry``, ``run_now``.
+  ``claim``, ``requeue``, ``cancel`` (and ``cancel_many``), ``retry``, ``run_now``.
 - ``creation``: ``create_or_find`` (a POST) and ``create_bulk``.
 - ``shapes``: the data handed to a store (a change, a statement, a new row).
 - ``store``: where the writes go, chosen once per process: ``postgres`` (named
@@ -15,6 +15,7 @@ from .machine import (
     ALLOWED_TRANSITIONS,
     IllegalTransition,
     cancel,
+    cancel_many,
     check_transition,
     claim,
     requeue,
@@ -36,6 +37,7 @@ __all__ = [
     "Statement",
     "as_model",
     "cancel",
+    "cancel_many",
     "check_transition",
     "claim",
     "create_bulk",

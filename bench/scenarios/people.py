@@ -1,0 +1,262 @@
+"""Scenario "people" (issue 26): triggers that name recipients.
+
+(a) **List fan-out.** One trigger to an N-member list (100,000 full / 2,000 quick); a
+real worker node (``-Q notifyflow.bulk``, the fan-out's queue) runs the job: instances/s
+= created / (FanOut.created_at -> finished_at), which includes the request's own
+transaction, the worker's pick-up, the membership snapshot, every batch (INSERT ... ON
+CONFLICT with its audit rows) and the publish of every first step. Reference in the same
+run: a bare ``TriggerInstance.objects.bulk_create`` of the same rows (same table, same
+indexes, batch 2,000, no audit rows, no publish), in this process. Target >= 20,000/s.
+
+(b) **POST /triggers/ with 100 inline recipients** through gunicorn (``-w 2``, 2 client
+threads, bodies built before the clock starts): instances/s = instances created / wall
+time. Reference: ``POST /triggers/bulk/`` with 100 payload-only items, same gunicorn,
+alternating rounds. Target >= 3,000 instances/s. No worker runs while it is timed (as
+scenario 1); the instances are closed out afterwards, not drained.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from bench.infra import free_port
+from bench.scenarios.common import EMAIL, PAYLOAD, Ctx, chain, close_out, flush_broker, verdict
+from notifyflow.ids import uuid7
+from recipients.models import RecipientList
+from triggers.fanout_models import FanOut
+from triggers.models import TriggerInstance, TriggerStatus
+from triggers.services import RecipientEntry, trigger_create_for_recipients
+from workflows.services import workflow_save
+
+WORKFLOW = "bench-people"
+FANOUT_TARGET = "people: list fan-out instances/s"
+FANOUT_TARGET_RATE = 20_000.0
+INLINE_TARGET = "people: POST /triggers/ with 100 inline recipients, instances/s"
+INLINE_TARGET_RATE = 3_000.0
+PER_REQUEST = 100
+
+
+def _members(n: int, key: str) -> None:
+    """N recipients with an email and their memberships of list ``key``, set-based."""
+    group = RecipientList.objects.create(key=key, name=key)
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO recipients_recipient (id, email, properties, preferences, created_at,"
+            " updated_at) SELECT 'member-' || g, 'member' || g || '@example.com', '{}', '{}',"
+            " now(), now() FROM generate_series(1, %s) g ON CONFLICT DO NOTHING",
+            [n],
+        )
+        cur.execute(
+            "INSERT INTO recipients_listmembership (list_id, recipient_id, created_at)"
+            " SELECT %s, 'member-' || g, now() FROM generate_series(1, %s) g",
+            [group.pk, n],
+        )
+        cur.execute("ANALYZE recipients_recipient; ANALYZE recipients_listmembership")
+
+
+def _reference_bulk_create(wf: Any, n: int) -> float:
+    """Bare bulk_create of the fan-out's rows (another key): instances/s."""
+    now = timezone.now()
+    version = wf.current_version
+    rows = [
+        TriggerInstance(
+            id=uuid7(),
+            workflow_id=wf.pk,
+            workflow_version_id=version.pk,
+            idempotency_key="reference",
+            payload=PAYLOAD,
+            status=TriggerStatus.ENQUEUED,
+            current_node_id="e1",
+            vars={},
+            available_at=now,
+            dispatched_at=now,
+            recipient_id=f"member-{g}",
+        )
+        for g in range(1, n + 1)
+    ]
+    started = time.perf_counter()
+    TriggerInstance.objects.bulk_create(rows, batch_size=2000)
+    return n / (time.perf_counter() - started)
+
+
+def _fanout(ctx: Ctx, wf: Any, n: int) -> dict[str, Any]:
+    workers = ctx.procs.celery_workers(1, tag="fanout", queues="notifyflow.bulk")
+    try:
+        result = trigger_create_for_recipients(
+            workflow=wf.key,
+            idempotency_key=f"fanout-{uuid.uuid4().hex[:6]}",
+            payload=PAYLOAD,
+            recipients=[RecipientEntry(list_key="bench-everyone")],
+            actor="bench",
+        )
+        assert result.fanout is not None
+        deadline = time.monotonic() + ctx.sizes.drain_timeout_s
+        while not FanOut.objects.filter(pk=result.fanout.pk, status="done").exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("fan-out did not finish in time")
+            if not workers[0].alive():
+                raise RuntimeError(f"fan-out worker died:\n{workers[0].tail()}")
+            time.sleep(0.05)
+    finally:
+        ctx.procs.stop_workers(workers)
+    job = FanOut.objects.get(pk=result.fanout.pk)
+    assert job.finished_at is not None
+    span = (job.finished_at - job.created_at).total_seconds()
+    if job.created != n:
+        raise RuntimeError(f"fan-out created {job.created} of {n}")
+    return {"n": n, "span_s": span, "instances_per_s": n / span if span else 0.0}
+
+
+def _bodies(kind: str, prefix: str, requests: int) -> list[bytes]:
+    out = []
+    for r in range(requests):
+        if kind == "app":
+            body: dict[str, Any] = {
+                "workflow": WORKFLOW,
+                "idempotency_key": f"{prefix}-{r}",
+                "payload": PAYLOAD,
+                "recipients": [
+                    {"id": f"{prefix}-{r}-{i}", "email": f"p{r}x{i}@example.com"}
+                    for i in range(PER_REQUEST)
+                ],
+            }
+        else:
+            body = {
+                "items": [
+                    {
+                        "workflow": WORKFLOW,
+                        "idempotency_key": f"{prefix}-{r}-{i}",
+                        "payload": PAYLOAD,
+                    }
+                    for i in range(PER_REQUEST)
+                ]
+            }
+        out.append(json.dumps(body).encode())
+    return out
+
+
+def _post_all(port: int, path: str, token: str, bodies: list[bytes]) -> dict[str, Any]:
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    queue = list(reversed(bodies))
+    lock = threading.Lock()
+    statuses: dict[int, int] = {}
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                body = queue.pop()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            try:
+                conn.request("POST", path, body, headers)
+                resp = conn.getresponse()
+                resp.read()
+            finally:
+                conn.close()
+            with lock:
+                statuses[resp.status] = statuses.get(resp.status, 0) + 1
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - start
+    ok = sum(count for code, count in statuses.items() if code in (200, 201))
+    if ok != len(bodies):
+        raise RuntimeError(f"{path}: not every request succeeded: {statuses}")
+    return {"wall_s": wall, "instances": ok * PER_REQUEST}
+
+
+def _inline(ctx: Ctx) -> dict[str, Any]:
+    rounds, per_round = (1, 3) if ctx.quick else (3, 20)
+    port = free_port()
+    app = ctx.procs.gunicorn("gunicorn-people", port, workers=2)
+    run = uuid.uuid4().hex[:6]
+    totals = {"app": [0.0, 0], "reference": [0.0, 0]}
+    try:
+        # Warm-up (first-request imports, caches), not timed.
+        _post_all(port, "/api/v1/triggers/", ctx.token, _bodies("app", f"warm-{run}", 1))
+        for rnd in range(rounds):
+            for kind, path in (
+                ("reference", "/api/v1/triggers/bulk/"),
+                ("app", "/api/v1/triggers/"),
+            ):
+                res = _post_all(
+                    port, path, ctx.token, _bodies(kind, f"{kind}-{run}-{rnd}", per_round)
+                )
+                totals[kind][0] += res["wall_s"]
+                totals[kind][1] += res["instances"]
+    finally:
+        ctx.procs.stop(app)
+    return {
+        kind: {"wall_s": wall, "instances": count, "instances_per_s": count / wall if wall else 0.0}
+        for kind, (wall, count) in totals.items()
+    }
+
+
+def scenario_people(ctx: Ctx) -> None:
+    n = 2_000 if ctx.quick else 100_000
+    wf = ctx.workflows.get(WORKFLOW) or workflow_save(
+        key=WORKFLOW, name=WORKFLOW, definition=chain([("e1", "email", EMAIL)]), actor="bench"
+    )
+    ctx.workflows[WORKFLOW] = wf
+    flush_broker()
+    _members(n, "bench-everyone")
+    out: dict[str, Any] = {}
+    out["reference_bulk_create_per_s"] = _reference_bulk_create(wf, n)
+    out["fanout"] = _fanout(ctx, wf, n)
+    close_out(wf)
+    flush_broker()
+    out["inline"] = _inline(ctx)
+    close_out(wf)
+    flush_broker()
+    ctx.results["people"] = out
+
+    rate, ref = out["fanout"]["instances_per_s"], out["reference_bulk_create_per_s"]
+    ctx.row(
+        "26 people",
+        f"list fan-out of {n:,} members, instances/s (request -> job done)",
+        f"{rate:.0f}",
+        f"{ref:.0f} (bare bulk_create, {rate / ref:.0%})",
+        f">= {FANOUT_TARGET_RATE:.0f}",
+        verdict(rate >= FANOUT_TARGET_RATE),
+    )
+    ctx.target(
+        FANOUT_TARGET,
+        rate,
+        FANOUT_TARGET_RATE,
+        "instances/s",
+        rate >= FANOUT_TARGET_RATE,
+        f"{n:,} members; {rate / ref:.0%} of bare bulk_create ({ref:.0f}/s)",
+    )
+    app, bulk = (
+        out["inline"]["app"]["instances_per_s"],
+        out["inline"]["reference"]["instances_per_s"],
+    )
+    ctx.row(
+        "26 people",
+        f"POST /triggers/ with {PER_REQUEST} inline recipients, instances/s",
+        f"{app:.0f}",
+        f"{bulk:.0f} (triggers/bulk/ of {PER_REQUEST} payload-only items, {app / bulk:.0%})",
+        f">= {INLINE_TARGET_RATE:.0f}",
+        verdict(app >= INLINE_TARGET_RATE),
+    )
+    ctx.target(
+        INLINE_TARGET,
+        app,
+        INLINE_TARGET_RATE,
+        "instances/s",
+        app >= INLINE_TARGET_RATE,
+        f"{app / bulk:.0%} of triggers/bulk/ with {PER_REQUEST} payload-only items ({bulk:.0f}/s)",
+    )
