@@ -23,8 +23,8 @@ from bench.scenarios.delay import scenario_delay
 from bench.scenarios.execution import scenario_execution
 from bench.scenarios.hold import scenario_hold_and_rss
 from bench.scenarios.ingestion import scenario_ingestion
-from bench.scenarios.preferences import scenario_preferences
 from bench.scenarios.people import scenario_people
+from bench.scenarios.preferences import scenario_preferences
 from bench.scenarios.profile import scenario_profile
 from bench.scenarios.running import scenario_running
 
