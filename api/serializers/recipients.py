@@ -175,6 +175,9 @@ class InlineRecipientSerializer(RecipientFieldsSerializer):
 
 
 class RecipientOutputSerializer(serializers.ModelSerializer):
+    # As written (EMAIL_PATTERN), not the schema's stricter "email" format.
+    email = serializers.CharField(read_only=True, allow_null=True)
+
     class Meta:
         model = Recipient
         fields = [
