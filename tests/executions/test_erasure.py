@@ -51,7 +51,12 @@ def _run_to_the_end(instance: TriggerInstance) -> None:
 def _person(workflow, recipient: Recipient) -> tuple[TriggerInstance, TriggerInstance]:
     """A finished instance (an email and an SMS sent to the person, a provider event, an
     inbox event) and one still waiting, both of ``recipient``."""
-    payload = {"name": "Ada", "email": recipient.email.upper(), "phone": recipient.phone}
+    payload = {
+        "name": "Ada",
+        "email": recipient.email.upper(),
+        "phone": recipient.phone,
+        "user_id": recipient.pk,
+    }
     done = TriggerInstanceFactory(workflow=workflow, recipient=recipient, payload=payload)
     _run_to_the_end(done)
     delivery = Delivery.objects.get(instance=done, channel="email")
@@ -105,6 +110,13 @@ def test_nothing_of_the_person_is_left_and_nobody_else_changes(people, api):
         assert "ada@example.com" not in rows, model.__name__
         assert "+15550001111" not in rows, model.__name__
     assert Delivery.objects.filter(instance=ada_done, recipient=ERASED).count() == 2
+    ada_done.refresh_from_db()
+    assert ada_done.payload == {
+        "name": "Ada",
+        "email": ERASED,
+        "phone": ERASED,
+        "user_id": ERASED,
+    }
     for model in HISTORY:
         assert _dump(model, **_of_instance(model, bob_done)) == others[model], model.__name__
     assert "bob@example.com" in _dump(Delivery)
