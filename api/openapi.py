@@ -20,6 +20,7 @@ from drf_spectacular.extensions import (
 )
 from drf_spectacular.plumbing import ResolvedComponent
 
+from notifyflow.openapi import AutoSchema
 from workflows.definition_schema import DEFINITION, definition_schemas
 
 
@@ -48,3 +49,36 @@ class DefinitionFieldExtension(OpenApiSerializerFieldExtension):
                 )
             )
         return {"$ref": f"#/components/schemas/{DEFINITION}"}
+
+
+class DeleteWithBodySchema(AutoSchema):
+    """The schema of a view whose DELETE takes a JSON body, as its POST does
+    (``DELETE /lists/{key}/members/``): drf-spectacular describes bodies of PUT, PATCH
+    and POST only."""
+
+    def _get_request_body(self, direction: str = "request") -> Any:
+        if self.method != "DELETE":
+            return super()._get_request_body(direction)
+        self.method = "POST"
+        try:
+            return super()._get_request_body(direction)
+        finally:
+            self.method = "DELETE"
+
+
+class RecipientItemsFieldExtension(OpenApiSerializerFieldExtension):
+    """The ``items`` of POST /recipients/bulk/: any item is taken into the batch (one
+    that is not a valid recipient is answered ``invalid`` in its result, never a 400
+    for the request)."""
+
+    target_class = "api.serializers.recipients.RecipientItemsField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        from .serializers.recipients import MAX_BULK_RECIPIENTS, InlineRecipientSerializer
+
+        component = auto_schema.resolve_serializer(InlineRecipientSerializer, direction)
+        return {
+            "type": "array",
+            "maxItems": MAX_BULK_RECIPIENTS,
+            "items": {"anyOf": [component.ref, {}]},
+        }

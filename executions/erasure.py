@@ -2,7 +2,8 @@
 
 1. the recipient's unfinished instances are cancelled (reason ``recipient erased``)
    through the one cancel service;
-2. its addresses (email, phone) become ``[erased]`` wherever the history of its
+2. its addresses (email, phone; and any string that is exactly its id) become
+   ``[erased]`` wherever the history of its
    instances - and of any instance with a delivery to those addresses - holds them:
    deliveries (address, output, attempts' errors, provider events), step logs,
    status changes, inbox and outbox events, and the instances' payload, vars and
@@ -68,16 +69,25 @@ class Erasure:
     rows_scrubbed: int
 
 
-def _scrubbed(value: Any, pattern: re.Pattern[str]) -> Any:
-    """``value`` (text or JSON) with every match of ``pattern`` in a string (keys
-    included) replaced by ERASED."""
-    if isinstance(value, str):
-        return pattern.sub(ERASED, value)
-    if isinstance(value, list):
-        return [_scrubbed(item, pattern) for item in value]
-    if isinstance(value, dict):
-        return {_scrubbed(k, pattern): _scrubbed(v, pattern) for k, v in value.items()}
-    return value
+@dataclass(frozen=True)
+class _Person:
+    # The addresses, found anywhere in a string (any case).
+    addresses: re.Pattern[str]
+    # The recipient's id, replaced where a whole string is it (a template's
+    # {"$ref": "recipient", "id": ...}, a payload's user id): a short id such as "7"
+    # must not erase every "7" of the history.
+    recipient_id: str
+
+    def scrubbed(self, value: Any) -> Any:
+        """``value`` (text or JSON) with the person's addresses replaced by ERASED in
+        every string (keys included), and every string that is their id by ERASED."""
+        if isinstance(value, str):
+            return ERASED if value == self.recipient_id else self.addresses.sub(ERASED, value)
+        if isinstance(value, list):
+            return [self.scrubbed(item) for item in value]
+        if isinstance(value, dict):
+            return {self.scrubbed(k): self.scrubbed(v) for k, v in value.items()}
+        return value
 
 
 def _address_pattern(recipient: Recipient) -> re.Pattern[str] | None:
@@ -87,14 +97,14 @@ def _address_pattern(recipient: Recipient) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(address) for address in addresses), re.IGNORECASE)
 
 
-def _scrub_history(instance_ids: Iterable[Any], pattern: re.Pattern[str]) -> int:
+def _scrub_history(instance_ids: Iterable[Any], person: _Person) -> int:
     ids = list(instance_ids)
     changed_rows = 0
     for model, lookup, fields in _HISTORY:
         changed = []
         for row in model._default_manager.filter(**{f"{lookup}__in": ids}).only("pk", *fields):
             before = [getattr(row, name) for name in fields]
-            after = [_scrubbed(value, pattern) for value in before]
+            after = [person.scrubbed(value) for value in before]
             if after != before:
                 for name, value in zip(fields, after, strict=True):
                     setattr(row, name, value)
@@ -120,19 +130,18 @@ def recipient_erase(*, recipient_id: str, actor: str) -> Erasure:
             except ConflictError:  # finished meanwhile: nothing left to cancel
                 pass
         instance_ids = set(own.values_list("pk", flat=True))
-        pattern = _address_pattern(recipient)
-        scrubbed = 0
-        if pattern is not None:
-            for address in (recipient.email, recipient.phone):
-                if address:
-                    instance_ids.update(instance_ids_sent_to(address))
-            db.set_local("notifyflow.erasure", "on")
-            try:
-                scrubbed = _scrub_history(instance_ids, pattern)
-            finally:
-                # Off again at once: inside a caller's transaction the setting would
-                # otherwise outlive this erasure.
-                db.set_local("notifyflow.erasure", "off")
+        for address in (recipient.email, recipient.phone):
+            if address:
+                instance_ids.update(instance_ids_sent_to(address))
+        # No address: nothing can match but the id (a pattern that never matches).
+        pattern = _address_pattern(recipient) or re.compile(r"(?!)")
+        db.set_local("notifyflow.erasure", "on")
+        try:
+            scrubbed = _scrub_history(instance_ids, _Person(pattern, recipient.pk))
+        finally:
+            # Off again at once: inside a caller's transaction the setting would
+            # otherwise outlive this erasure.
+            db.set_local("notifyflow.erasure", "off")
         own.update(recipient_erased=True)
         recipient.delete()
     logger.info(

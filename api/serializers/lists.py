@@ -17,13 +17,16 @@ class ListInputSerializer(InputSerializer):
 
 
 class ListOutputSerializer(serializers.ModelSerializer):
-    member_count = serializers.IntegerField(
-        read_only=True, required=False, help_text="Members (in GET /lists/)"
-    )
+    member_count = serializers.SerializerMethodField(help_text="How many recipients it has")
 
     class Meta:
         model = RecipientList
         fields = ["key", "name", "member_count", "created_at", "updated_at"]
+
+    def get_member_count(self, obj: RecipientList) -> int:
+        # Annotated by the lists page (one query); counted for one list.
+        count = getattr(obj, "member_count", None)
+        return obj.memberships.count() if count is None else count
 
 
 class MembersInputSerializer(InputSerializer):

@@ -7,9 +7,11 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from notifyflow.fields import InputSerializer, QuerySerializer, StrictCharField
+from notifyflow.fields import InputSerializer, QuerySerializer
 from recipients.preference_settings import check_preferences
 from recipients.preferences import CHANNELS
+
+from .recipients import QueryTextField
 
 CHANNELS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -85,7 +87,7 @@ class PreferencesSerializer(InputSerializer):
 class EvaluateQuerySerializer(QuerySerializer):
     """The query string of GET /recipients/{id}/preferences/evaluate/."""
 
-    workflow = StrictCharField(max_length=100, help_text="A workflow key")
+    workflow = QueryTextField(max_length=100, help_text="A workflow key")
     channel = serializers.ChoiceField(choices=list(CHANNELS))
 
 

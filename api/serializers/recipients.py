@@ -13,6 +13,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from notifyflow.api_errors import error_body, validation_error
 from notifyflow.errors import ApplicationError
@@ -126,6 +127,13 @@ class RecipientIdField(StrictCharField):
         super().__init__(max_length=MAX_RECIPIENT_ID_LENGTH, **kwargs)
 
 
+class PropertiesField(JsonObjectField):
+    """``properties``: a JSON object, or null (stored as {})."""
+
+    def run_validation(self, data: Any = empty) -> Any:
+        return None if data is None else super().run_validation(data)
+
+
 class RecipientFieldsSerializer(InputSerializer):
     """A recipient's own fields. Every field is optional; an explicit null clears it.
     ``partial`` decides what a missing field means (kept) - the caller's choice."""
@@ -141,7 +149,7 @@ class RecipientFieldsSerializer(InputSerializer):
         max_length=64, required=False, allow_null=True, help_text="An IANA time zone name"
     )
     locale = StrictCharField(max_length=35, required=False, allow_null=True)
-    properties = JsonObjectField(required=False, allow_null=True)
+    properties = PropertiesField(required=False, allow_null=True)
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         # Only the fields the body names (no field defaults): an upsert or a PATCH keeps
@@ -167,6 +175,9 @@ class InlineRecipientSerializer(RecipientFieldsSerializer):
 
 
 class RecipientOutputSerializer(serializers.ModelSerializer):
+    # As written (EMAIL_PATTERN), not the schema's stricter "email" format.
+    email = serializers.CharField(read_only=True, allow_null=True)
+
     class Meta:
         model = Recipient
         fields = [
@@ -181,10 +192,19 @@ class RecipientOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+class QueryTextField(StrictCharField):
+    """A query string value: also no NUL character (the databases refuse it)."""
+
+    def run_validation(self, data: Any = empty) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            raise serializers.ValidationError("contains a NUL character", code="nul_character")
+        return super().run_validation(data)
+
+
 class RecipientSearchSerializer(QuerySerializer):
     """The query string of GET /recipients/."""
 
-    search = StrictCharField(
+    search = QueryTextField(
         max_length=320,
         required=False,
         help_text="A recipient id, e-mail address or phone number, or the start of one "
@@ -192,15 +212,7 @@ class RecipientSearchSerializer(QuerySerializer):
     )
 
 
-@extend_schema_field(
-    {
-        "type": "array",
-        "maxItems": MAX_BULK_RECIPIENTS,
-        # Any item is taken into the batch: one that is not a valid recipient is
-        # answered `invalid` in its result, never a 400 for the request.
-        "items": {"anyOf": [{"$ref": "#/components/schemas/InlineRecipient"}, {}]},
-    }
-)
+# Described by api.openapi.RecipientItemsFieldExtension (it registers InlineRecipient).
 class RecipientItemsField(serializers.ListField):
     """The ``items`` of POST /recipients/bulk/: at most MAX_BULK_RECIPIENTS recipients,
     each checked on its own (a bad one is that item's ApplicationError)."""
@@ -241,7 +253,7 @@ class RecipientBulkInputSerializer(InputSerializer):
 
     items = RecipientItemsField(
         help_text=f"At most {MAX_BULK_RECIPIENTS} recipients, each `{{id, email?, phone?, "
-        "timezone?, locale?, properties?}}`: created, or the fields it names set (the others "
+        "timezone?, locale?, properties?}`: created, or the fields it names set (the others "
         "kept); an item that is not a valid recipient is answered `invalid` and writes nothing"
     )
 

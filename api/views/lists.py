@@ -3,12 +3,14 @@ every list with its member count."""
 
 from __future__ import annotations
 
+from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from notifyflow.api import ApiView, validated_body
+from notifyflow.errors import ApplicationError
 from notifyflow.pagination import ListsByKey, RecipientsById
 from recipients.lists import (
     list_members,
@@ -18,7 +20,9 @@ from recipients.lists import (
     list_put,
     lists_with_member_counts,
 )
+from recipients.models import RecipientList
 
+from ..openapi import DeleteWithBodySchema
 from ..serializers.lists import (
     ListInputSerializer,
     ListOutputSerializer,
@@ -28,9 +32,10 @@ from ..serializers.lists import (
 )
 from ..serializers.recipients import RecipientOutputSerializer
 
+MAX_KEY_LENGTH = RecipientList._meta.get_field("key").max_length or 100
 KEY_PARAMETER = OpenApiParameter(
     "key",
-    {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$", "maxLength": 100},
+    {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$", "maxLength": MAX_KEY_LENGTH},
     OpenApiParameter.PATH,
     description="List key (a slug)",
 )
@@ -52,6 +57,13 @@ class ListDetailView(ApiView):
     serializer_class = ListOutputSerializer
     required_scope = SCOPES
 
+    def get_object(self) -> RecipientList:
+        # Only DRF's OPTIONS metadata calls it.
+        try:
+            return list_or_404(self.kwargs.get("key", ""))
+        except ApplicationError:
+            raise Http404 from None
+
     @extend_schema(parameters=[KEY_PARAMETER])
     def get(self, request: Request, key: str) -> Response:
         recipient_list = list_or_404(key)
@@ -64,6 +76,10 @@ class ListDetailView(ApiView):
         description="201: created. 200: renamed.",
     )
     def put(self, request: Request, key: str) -> Response:
+        if len(key) > MAX_KEY_LENGTH:
+            raise ApplicationError(
+                code="too_long", field="key", message=f"key: at most {MAX_KEY_LENGTH} characters"
+            )
         body = validated_body(request, ListInputSerializer)
         recipient_list, created = list_put(key=key, name=body["name"])
         return Response(
@@ -73,6 +89,7 @@ class ListDetailView(ApiView):
 
 
 class ListMembersView(ApiView):
+    schema = DeleteWithBodySchema()
     serializer_class = RecipientOutputSerializer
     pagination_class = RecipientsById
     required_scope = SCOPES

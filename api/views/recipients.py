@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
+from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -12,6 +13,7 @@ from rest_framework.response import Response
 
 from executions.erasure import recipient_erase
 from notifyflow.api import ApiView, paginated_list, validated_body
+from notifyflow.errors import ApplicationError
 from notifyflow.pagination import RecipientsById
 from notifyflow.parsers import PartsCheckedJSONParser
 from recipients.models import Recipient
@@ -44,6 +46,18 @@ from ..serializers.recipients import (
 ID_PARAMETER = OpenApiParameter("id", ID_SCHEMA, OpenApiParameter.PATH, description="Recipient id")
 # Writes recipients: trigger (or admin); reads: read (or admin); erasure: admin.
 WRITE_SCOPES = {"PUT": "trigger", "PATCH": "trigger", "POST": "trigger", "GET": "read"}
+
+
+class _OneRecipient(ApiView):
+    """A view of one recipient (``id`` in the path)."""
+
+    def get_object(self) -> Recipient:
+        # Only DRF's OPTIONS metadata calls it (the handlers look up themselves): any
+        # id that names no recipient is "no object".
+        try:
+            return recipient_or_404(valid_recipient_id(self.kwargs.get("id")))
+        except ApplicationError:
+            raise Http404 from None
 
 
 def _search(queryset: QuerySet, term: str) -> QuerySet:
@@ -94,7 +108,7 @@ class RecipientBulkView(ApiView):
         return Response(RecipientBulkOutputSerializer(outcomes).data)
 
 
-class RecipientDetailView(ApiView):
+class RecipientDetailView(_OneRecipient):
     serializer_class = RecipientOutputSerializer
     required_scope = {**WRITE_SCOPES, "DELETE": "admin"}
 
@@ -146,7 +160,7 @@ class RecipientDetailView(ApiView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class RecipientPreferencesView(ApiView):
+class RecipientPreferencesView(_OneRecipient):
     serializer_class = PreferencesSerializer
     required_scope = WRITE_SCOPES
 
@@ -186,7 +200,7 @@ class RecipientPreferencesView(ApiView):
         return Response(preferences_of(recipient))
 
 
-class RecipientPreferencesEvaluateView(ApiView):
+class RecipientPreferencesEvaluateView(_OneRecipient):
     """Whether a message of the workflow on the channel would be sent to the recipient,
     and the setting that decides (the rule every send uses); nothing is sent. 404 for
     an unknown recipient or workflow."""

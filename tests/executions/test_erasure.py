@@ -51,7 +51,12 @@ def _run_to_the_end(instance: TriggerInstance) -> None:
 def _person(workflow, recipient: Recipient) -> tuple[TriggerInstance, TriggerInstance]:
     """A finished instance (an email and an SMS sent to the person, a provider event, an
     inbox event) and one still waiting, both of ``recipient``."""
-    payload = {"name": "Ada", "email": recipient.email.upper(), "phone": recipient.phone}
+    payload = {
+        "name": "Ada",
+        "email": recipient.email.upper(),
+        "phone": recipient.phone,
+        "user_id": recipient.pk,
+    }
     done = TriggerInstanceFactory(workflow=workflow, recipient=recipient, payload=payload)
     _run_to_the_end(done)
     delivery = Delivery.objects.get(instance=done, channel="email")
@@ -105,6 +110,13 @@ def test_nothing_of_the_person_is_left_and_nobody_else_changes(people, api):
         assert "ada@example.com" not in rows, model.__name__
         assert "+15550001111" not in rows, model.__name__
     assert Delivery.objects.filter(instance=ada_done, recipient=ERASED).count() == 2
+    ada_done.refresh_from_db()
+    assert ada_done.payload == {
+        "name": "Ada",
+        "email": ERASED,
+        "phone": ERASED,
+        "user_id": ERASED,
+    }
     for model in HISTORY:
         assert _dump(model, **_of_instance(model, bob_done)) == others[model], model.__name__
     assert "bob@example.com" in _dump(Delivery)
@@ -177,3 +189,43 @@ def _of_instance(model, instance: TriggerInstance) -> dict:
     if model is StepExecutionLog:
         return {"trigger": instance}
     return {"instance": instance}
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_erasing_a_person_whose_instance_waits_on_a_real_worker(api, tmp_path):
+    """Triggered over HTTP, the email sent by a real worker, the instance parked on a
+    1-hour delay: DELETE cancels it and leaves no address in what the worker wrote."""
+    from tests.factories import email_sms_definition
+    from tests.worker import celery_worker, flush_broker, wait_until
+
+    flush_broker()
+    workflow = WorkflowFactory(definition=email_sms_definition(delay="1h"))
+    people = {
+        "ada": RecipientFactory(id="ada", email="ada@example.com", phone="+15550001111"),
+        "bob": RecipientFactory(id="bob", email="bob@example.com", phone="+15550002222"),
+    }
+    ids = {}
+    with celery_worker(tmp_path):
+        for name, person in people.items():
+            payload = {"name": name, "email": person.email, "phone": person.phone}
+            body = {"workflow": workflow.key, "idempotency_key": name, "payload": payload}
+            response = api.post("/api/v1/triggers/", body, format="json")
+            assert response.status_code == 201, response.content
+            ids[name] = response.json()["id"]
+            TriggerInstance.objects.filter(pk=ids[name]).update(recipient=person)
+        wait_until(
+            lambda: Delivery.objects.filter(instance_id__in=ids.values()).count() == 2,
+            timeout=180,
+            what="both emails sent",
+        )
+        response = api.delete("/api/v1/recipients/ada/")
+        assert response.status_code == 204, response.content
+    ada = TriggerInstance.objects.get(pk=ids["ada"])
+    assert (ada.status, ada.recipient_erased) == (TriggerStatus.CANCELLED, True)
+    bob = TriggerInstance.objects.get(pk=ids["bob"])
+    assert (bob.status, bob.recipient_id) == (TriggerStatus.ENQUEUED, "bob")
+    for model in HISTORY:
+        rows = _dump(model).lower()
+        assert "ada@example.com" not in rows and "+15550001111" not in rows, model.__name__
+    assert Delivery.objects.get(instance_id=ids["bob"]).recipient == "bob@example.com"
