@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -24,6 +23,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
+from executions.erasure import recipient_erase
 from executions.models import Delivery
 from recipients.models import ListMembership, OptOut, Recipient, RecipientList
 from triggers.models import TriggerInstance
@@ -46,18 +46,6 @@ MEMBERS_SHOWN = 50
 
 E164 = re.compile(r"^\+[1-9][0-9]{1,14}$")
 _PHONE_NOISE = re.compile(r"[\s().-]")
-
-
-def recipient_erase_service() -> Any:
-    """The erasure service (executions/erasure.py ``recipient_erase``: SPEC §12's DELETE
-    /recipients/{id}/), or None while it is not there: the console then offers no
-    "erase" action. Deleting a recipient row any other way would leave its addresses in
-    past deliveries and step logs, so the stock delete is off."""
-    try:
-        from executions.erasure import recipient_erase
-    except ImportError:
-        return None
-    return recipient_erase
 
 
 def recipient_search(queryset: QuerySet, term: str) -> QuerySet:
@@ -246,12 +234,6 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
         # logs: erasure (the "erase" action, DELETE /api/v1/recipients/{id}/) does it all.
         return False
 
-    def get_actions(self, request: HttpRequest) -> dict:
-        actions = super().get_actions(request)
-        if recipient_erase_service() is None:
-            actions.pop("erase", None)
-        return actions
-
     def has_erase_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("recipients.delete_recipient")
 
@@ -260,13 +242,11 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
         permissions=["erase"],
     )
     def erase(self, request: HttpRequest, queryset: QuerySet) -> None:
-        service = recipient_erase_service()
         recipients = list(queryset)
-        if service is None:
-            return
         log_admin_change(request, recipients, "Erased")
         for recipient in recipients:
-            service(recipient_id=recipient.pk, actor=request.user.get_username())
+            # The one erasure service, as DELETE /api/v1/recipients/{id}/ calls it.
+            recipient_erase(recipient_id=recipient.pk, actor=request.user.get_username())
         self.message_user(request, f"Erased {len(recipients)} recipient(s).", messages.SUCCESS)
 
     @admin.display(description="preferences")

@@ -175,28 +175,29 @@ def offered_actions(client: Client) -> set[str]:
     return set(dict(form.fields["action"].choices)) if form is not None else set()
 
 
-def test_erase_action_appears_with_the_erasure_service_and_calls_it(admin_client_, monkeypatch):
-    ada = RecipientFactory()
-    # Until executions/erasure.py is installed the action is not offered.
-    monkeypatch.setattr("console.recipients.recipient_erase_service", lambda: None)
-    assert "erase" not in offered_actions(admin_client_)
-
-    calls = []
-    monkeypatch.setattr(
-        "console.recipients.recipient_erase_service",
-        lambda: lambda **kwargs: calls.append(kwargs),
+def test_erase_action_erases_the_recipient_and_scrubs_its_deliveries(admin_client_):
+    ada = RecipientFactory(email="ada@example.com")
+    instance = TriggerInstanceFactory(recipient=ada)
+    Delivery.objects.create(
+        instance=instance,
+        node_id="hello",
+        channel="email",
+        recipient="ada@example.com",
+        status=DeliveryStatus.SENT,
     )
     assert "erase" in offered_actions(admin_client_)
     response = admin_client_.post(
         reverse(CHANGELIST), {"action": "erase", "_selected_action": [ada.pk]}, follow=True
     )
     assert response.status_code == 200
-    assert calls == [{"recipient_id": ada.pk, "actor": "root"}]
     assert "Erased 1 recipient(s)." in response.content.decode()
+    assert not Recipient.objects.filter(pk=ada.pk).exists()
+    instance.refresh_from_db()
+    assert instance.recipient_erased
+    assert list(Delivery.objects.values_list("recipient", flat=True)) == ["[erased]"]
 
 
-def test_operators_get_no_erase_action(operator_client, monkeypatch):
-    monkeypatch.setattr("console.recipients.recipient_erase_service", lambda: lambda **kw: None)
+def test_operators_get_no_erase_action(operator_client):
     RecipientFactory()
     assert "erase" not in offered_actions(operator_client)
 
