@@ -593,7 +593,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # (steps) and `notifyflow.bulk` (list fan-out jobs), so a 100,000-member fan-out's job is
 # not one more message in the steps' line.
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_QUEUES = (Queue("celery"), Queue("notifyflow.bulk"))
+# Each queue bound by its own name: on RabbitMQ two queues sharing the default routing
+# key would each get a copy of every message.
+CELERY_TASK_QUEUES = (
+    Queue("celery", routing_key="celery"),
+    Queue("notifyflow.bulk", routing_key="notifyflow.bulk"),
+)
 CELERY_TASK_ROUTES = {"notifyflow.fanout_run": {"queue": "notifyflow.bulk"}}
 # Time limits hold only in the prefork pool (solo and threads ignore them): every
 # worker command we document and `make run` use prefork.
