@@ -43,7 +43,7 @@ class RecipientsField(serializers.Field):
     ``{list: key}``. A bad entry is a 400 naming ``recipients[i]`` with its code."""
 
     default_error_messages = {
-        "not_a_list": "must be a list of recipient ids, recipient objects or {list: key}",
+        "not_a_list": "must be a list of recipient ids, recipient objects or {{list: key}}",
         "too_many_recipients": "at most {max} entries, got {count}",
         "empty_recipients": "name at least one recipient, or leave `recipients` out",
     }

@@ -162,6 +162,13 @@ def test_an_empty_recipients_list_is_a_400(api, welcome):
     assert (response.json()["code"], response.json()["field"]) == ("empty_recipients", "recipients")
 
 
+@pytest.mark.parametrize("recipients", ["ada", {"list": "readers"}, 7])
+def test_recipients_that_are_not_a_list_is_a_400(api, welcome, recipients):
+    response = post(api, recipients)
+    assert response.status_code == 400
+    assert (response.json()["code"], response.json()["field"]) == ("not_a_list", "recipients")
+
+
 def test_1000_entries_create_1000_instances(api, welcome):
     response = post(api, [{"id": f"r{n}", "email": f"r{n}@example.com"} for n in range(1000)])
     assert response.status_code == 201
