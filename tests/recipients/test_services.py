@@ -64,3 +64,22 @@ def test_removing_members_and_renaming_a_list():
     assert list(ListMembership.objects.values_list("recipient_id", flat=True)) == ["b"]
     with pytest.raises(NotFoundError):
         list_members_remove(key="nope", recipient_ids=["b"])
+
+
+def test_a_bulk_that_fails_midway_writes_nothing(monkeypatch):
+    """Items with different fields are written by separate statements: one failing
+    takes the others back with it (one transaction)."""
+    real = Recipient.objects.bulk_create
+    calls = []
+
+    def second_fails(rows, **kwargs):
+        calls.append(len(rows))
+        if len(calls) == 2:
+            raise RuntimeError("connection lost")
+        return real(rows, **kwargs)
+
+    monkeypatch.setattr(Recipient.objects, "bulk_create", second_fails)
+    with pytest.raises(RuntimeError):
+        recipients_bulk_upsert(items=[{"id": "a", "email": "a@example.com"}, {"id": "b"}])
+    assert len(calls) == 2
+    assert not Recipient.objects.exists()
