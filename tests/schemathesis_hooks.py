@@ -7,7 +7,8 @@ SCHEMATHESIS_HOOKS).
    CursorPagination encodes them (an offset and a direction, no position).
 2. What no JSON Schema can say, supplied as test data (schemathesis' advice for
    identifiers): a schema-valid request names an existing workflow (an unknown one is
-   400 ``unknown_workflow`` by contract), a PUT's body key matches its URL, a workflow
+   400 ``unknown_workflow`` by contract; an unknown list in ``recipients`` is 400
+   ``unknown_list`` likewise), a PUT's body key matches its URL, a workflow
    definition is a valid graph (its rules - references between nodes and edges,
    templates - are checked at save), and an idempotency setting obeys the rules across
    its options (a window strategy needs ttlMinutes, ...). Only positive cases are
@@ -26,8 +27,9 @@ from hypothesis import strategies as st
 
 from notifyflow.pagination import CURSOR_FORMAT
 
-# The workflow the fuzz test creates.
+# The workflow and the recipient list the fuzz test creates.
 WORKFLOW = os.environ.get("NOTIFYFLOW_FUZZ_WORKFLOW", "welcome")
+RECIPIENT_LIST = "readers"
 
 
 # A valid definition (tests.factories needs Django's apps loaded; this module loads first).
@@ -59,6 +61,9 @@ schemathesis.openapi.format(
 def _existing_workflow(body: dict[str, Any]) -> None:
     if isinstance(body.get("workflow"), str):
         body["workflow"] = WORKFLOW
+    for entry in body.get("recipients") if isinstance(body.get("recipients"), list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("list"), str):
+            entry["list"] = RECIPIENT_LIST
 
 
 @schemathesis.hook

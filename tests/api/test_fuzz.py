@@ -21,7 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.factories import TriggerInstanceFactory, WorkflowFactory, WorkflowTriggerFactory
+from tests.factories import (
+    RecipientListFactory,
+    TriggerInstanceFactory,
+    WorkflowFactory,
+    WorkflowTriggerFactory,
+)
 from triggers.services import api_key_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,6 +49,7 @@ def test_schema_and_behaviour_agree_for_every_generated_request(
     settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 9 * 1024 * 1024
     workflow = WorkflowFactory(key="welcome")
+    RecipientListFactory(key="readers")
     TriggerInstanceFactory(workflow=workflow)
     WorkflowTriggerFactory(workflow=workflow)
     raw = api_key_create(name="fuzz", scope="admin")[1]
