@@ -1,7 +1,7 @@
 """Issue 26 from the outside, on the standard start (SPEC §1: migrate, gunicorn, worker,
 beat, nothing else but the documented NOTIFYFLOW_PUBLIC_URL): the people-first walk
 of docs/how-it-works.md over HTTP - recipients, a list, a trigger to the list and to an
-inline recipient, the fan-out's progress, what the mailbox receives (the RFC 8058
+inline recipient, the fan-out's progress, what the local SMTP server receives (the RFC 8058
 headers included), one-click unsubscribe honoured by the next send, skips counted in
 /metrics, erasure."""
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 import time
 from contextlib import ExitStack
-from email import message_from_string
+from email import message_from_bytes
 from email.message import Message
-from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.fake_smtp import FakeSmtpServer
 from tests.system.test_standard_start import (
     BIN,
     _answers,
@@ -53,15 +53,9 @@ NEWS = {
 }
 
 
-def mailbox(directory: Path) -> list[Message]:
-    """Every message the filebased backend wrote (one file per connection, messages
-    separated by a line of dashes)."""
-    messages = []
-    for path in sorted(directory.glob("*.log")) if directory.is_dir() else ():
-        for chunk in path.read_text().split("-" * 79):
-            if chunk.strip():
-                messages.append(message_from_string(chunk.strip() + "\n"))
-    return messages
+def mailbox(smtp: FakeSmtpServer) -> list[Message]:
+    """Every message the local SMTP server received, as the worker's SMTP client sent it."""
+    return [message_from_bytes(raw.replace(b"\r\n", b"\n")) for raw in list(smtp.messages)]
 
 
 def to_of(message: Message) -> str:
@@ -75,10 +69,18 @@ def test_people_first_walk_on_the_standard_start(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env["NOTIFYFLOW_PUBLIC_URL"] = base
+    # The worker sends with Django's SMTP backend to a local SMTP server.
+    smtp = FakeSmtpServer()
+    env.update(
+        EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
+        EMAIL_HOST="127.0.0.1",
+        EMAIL_PORT=str(smtp.port),
+    )
     manage("migrate", "--noinput", env=env)
     key = manage("create_api_key", "people", env=env).strip().splitlines()[-1]
     logs = {name: tmp_path / f"{name}.log" for name in ("web", "worker", "beat")}
     with ExitStack() as stack:
+        stack.callback(smtp.close)
         web = stack.enter_context(
             started(
                 [str(BIN / "gunicorn"), "notifyflow.wsgi:application", "-b", f"127.0.0.1:{port}"],
@@ -107,13 +109,13 @@ def test_people_first_walk_on_the_standard_start(tmp_path):
             httpx.Client(base_url=base, timeout=30, headers={"Authorization": f"Bearer {key}"})
         )
         wait_until(lambda: _answers(http, "/healthz"), timeout=60, what="gunicorn")
-        _walk(http, tmp_path / "mail")
+        _walk(http, smtp)
         for name, proc in (("web", web), ("worker", worker), ("beat", beat)):
             assert proc.poll() is None, f"{name} exited:\n{logs[name].read_text()[-4000:]}"
     assert "Internal Server Error" not in logs["web"].read_text()
 
 
-def _walk(http: httpx.Client, mail: Path) -> None:
+def _walk(http: httpx.Client, mail: FakeSmtpServer) -> None:
     created = http.post("/api/v1/workflows/", json=NEWS)
     assert created.status_code == 201, created.text
     ada = {
@@ -215,3 +217,8 @@ def _walk(http: httpx.Client, mail: Path) -> None:
     # Erasure: the person is gone.
     assert http.delete("/api/v1/recipients/ada/").status_code == 204
     assert http.get("/api/v1/recipients/ada/").status_code == 404
+    # Her address is gone from the deliveries too: nothing is found by it any more.
+    by_address = http.get("/api/v1/triggers/", params={"recipient": "ada@example.com"})
+    assert by_address.status_code == 200 and by_address.json()["results"] == []
+    erased = http.get(f"/api/v1/triggers/{instance}/").json()
+    assert (erased["recipient"], erased["recipient_erased"]) == (None, True)
