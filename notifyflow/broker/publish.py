@@ -60,6 +60,16 @@ class _Envelope:
     repr_maxlevels: int
 
 
+@dataclass(frozen=True)
+class PublishContext:
+    """What messages take from the code that causes them, captured where it runs (a
+    publish may happen later, in another thread): the headers (the request id) and the
+    sending task's (root_id, parent_id)."""
+
+    headers: dict[str, str] | None
+    parents: tuple[str | None, str | None]
+
+
 class Publisher:
     """Publishes messages of a task by name on a producer, as ``app.send_task`` would.
 
@@ -79,26 +89,38 @@ class Publisher:
         messages: list[tuple[Any, ...]],
         headers: dict[str, str] | None,
         countdown: float | None = None,
+        parents: tuple[str | None, str | None] | None = None,
     ) -> None:
         """``app.send_task(name, args, countdown=..., headers=...)`` for each args of
         ``messages``, on ``producer`` (inside its ``batch()`` if the caller opened one).
+        ``parents``: the (root_id, parent_id) to send, when not the current task's
+        (``parent_ids()`` captured in the thread that caused the messages).
         A broker error is raised as kombu's OperationalError (or, from a batch's flush,
         the transport's connection error), after the configured publish retries."""
+        if parents is None:
+            parents = self.parent_ids()
         if not settings.NOTIFYFLOW_FAST_PUBLISH:
+            root_id, parent_id = parents
             for args in messages:
                 self.app.send_task(
-                    name, args, countdown=countdown, headers=headers, producer=producer
+                    name,
+                    args,
+                    countdown=countdown,
+                    headers=headers,
+                    producer=producer,
+                    root_id=root_id,
+                    parent_id=parent_id,
                 )
             return
         route = self._routes.get(name)
         if route is None:
             route = self._routes[name] = self.app.amqp.router.route({}, name)
         declared = name in self._declared
-        if declared and self._push(producer, name, route, messages, headers, countdown):
+        if declared and self._push(producer, name, route, messages, headers, countdown, parents):
             return
-        self._send(producer, name, route, messages, headers, countdown)
+        self._send(producer, name, route, messages, headers, countdown, parents)
 
-    def _parent_ids(self) -> tuple[str | None, str | None]:
+    def parent_ids(self) -> tuple[str | None, str | None]:
         """(root_id, parent_id) of the task sending, as ``send_task`` sets them."""
         parent = self.app.current_worker_task
         if parent is None:
@@ -113,12 +135,13 @@ class Publisher:
         messages: list[tuple[Any, ...]],
         headers: dict[str, str] | None,
         countdown: float | None,
+        parents: tuple[str | None, str | None],
     ) -> None:
         """Celery's own message (``create_task_message``) sent by Celery's
         ``send_task_message`` - with the configured publish retries - to the route of
         ``name``; the queue is declared by the first publish of the process."""
         amqp = self.app.amqp
-        root_id, parent_id = self._parent_ids()
+        root_id, parent_id = parents
         limits = self._task_limits(name) or {}
         for args in messages:
             message = amqp.create_task_message(
@@ -197,6 +220,7 @@ class Publisher:
         messages: list[tuple[Any, ...]],
         headers: dict[str, str] | None,
         countdown: float | None,
+        parents: tuple[str | None, str | None],
     ) -> bool:
         """Publish ``messages`` as ``send_task`` over kombu's Redis transport would -
         the same headers, body and envelope, LPUSHed onto the queue's list - in one
@@ -219,7 +243,7 @@ class Publisher:
         if envelope is None:
             return False
         try:
-            encoded = self._encode(envelope, messages, headers)
+            encoded = self._encode(envelope, messages, headers, parents)
         except (TypeError, ValueError):  # not plain JSON: kombu's encoder knows more types
             return False
         try:
@@ -239,11 +263,12 @@ class Publisher:
         envelope: _Envelope,
         messages: list[tuple[Any, ...]],
         headers: dict[str, str] | None,
+        parents: tuple[str | None, str | None],
     ) -> list[str]:
         """Each message's envelope as kombu's Redis transport serializes it: the
         envelope is serialized once per call with placeholders (``_template``), then
         each message fills in its ids, argsrepr and body."""
-        fill = self._template(envelope, headers).format
+        fill = self._template(envelope, headers, parents).format
         tail = envelope.body_tail_json
         ids = _uuid4s(2 * len(messages))
         encoded = []
@@ -259,10 +284,15 @@ class Publisher:
             )
         return encoded
 
-    def _template(self, envelope: _Envelope, headers: dict[str, str] | None) -> str:
+    def _template(
+        self,
+        envelope: _Envelope,
+        headers: dict[str, str] | None,
+        parents: tuple[str | None, str | None],
+    ) -> str:
         """The serialized envelope of this call's messages as a ``str.format`` template
         whose fields are what differs per message (``_SLOTS``)."""
-        root_id, parent_id = self._parent_ids()
+        root_id, parent_id = parents
         task = _SLOTS["task"]
         sample = {
             "body": _SLOTS["body"],
