@@ -8,7 +8,10 @@ instance per member, created by a worker in set-based batches, resumably.
   request named itself), then inserts ``NOTIFYFLOW_FANOUT_BATCH`` instances per
   statement (INSERT ... ON CONFLICT DO NOTHING: a resumed batch creates only what is
   missing), advancing
-  ``position`` and the counters in the same transaction as each batch. It runs for at
+  ``position`` and the counters in the same transaction as each batch (ids made by
+  PostgreSQL unless the workflow has interests). Each batch's first steps go, after its
+  commit, to a publishing thread (``BackgroundDispatch``) while the next batch is
+  written; the job ends once all are sent. It runs for at
   most ``NOTIFYFLOW_FANOUT_SLICE_S`` and then sends itself again, so no task outlives
   the workers' time limit.
 - A worker killed mid-job leaves its lease to expire; ``fanouts_expired`` (the sweeper)
