@@ -14,7 +14,7 @@ from django.db import transaction
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from . import logs
-from .broker.publish import BATCH_COMMANDS_PER_MESSAGE, Publisher
+from .broker.publish import BATCH_COMMANDS_PER_MESSAGE, PublishContext, Publisher
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
 
@@ -70,27 +70,38 @@ def send_tasks_on_commit(name: str, args_list: Sequence[tuple[Any, ...]]) -> Non
     committed with their ``dispatched_at``)."""
     if not args_list:
         return
-    rid = logs.request_id()
-    headers = {"request_id": rid} if rid else None
+    context = publish_context()
     messages = list(args_list)
+    transaction.on_commit(lambda: send_tasks(name, messages, context))
 
-    def send() -> None:
-        try:
-            with app.producer_or_acquire() as producer:
-                # One flush, when the batch closes: outside kombu's retrying publish
-                # (a flush inside it would be retried on a new channel, which the batch
-                # refuses), so the transport's own connection errors surface here.
-                errors = (KombuOperationalError, *producer.connection.connection_errors)
-                try:
-                    batch_size = BATCH_COMMANDS_PER_MESSAGE * len(messages)
-                    with producer.batch(max_size=batch_size):
-                        publisher.publish(producer, name, messages, headers)
-                except errors as exc:
-                    _left_for_sweeper(name, len(messages), exc)
-        except KombuOperationalError as exc:
-            _left_for_sweeper(name, len(messages), exc)
 
-    transaction.on_commit(send)
+def publish_context() -> PublishContext:
+    """What a message takes from the code that causes it - the request id header, the
+    sending task's (root, parent) ids - captured now, for ``send_tasks`` to use later,
+    possibly from another thread."""
+    rid = logs.request_id()
+    return PublishContext({"request_id": rid} if rid else None, publisher.parent_ids())
+
+
+def send_tasks(name: str, messages: list[tuple[Any, ...]], context: PublishContext) -> None:
+    """Publish ``messages`` of task ``name`` now (their rows are committed), with
+    ``context`` (``publish_context``); see ``send_tasks_on_commit``."""
+    try:
+        with app.producer_or_acquire() as producer:
+            # One flush, when the batch closes: outside kombu's retrying publish
+            # (a flush inside it would be retried on a new channel, which the batch
+            # refuses), so the transport's own connection errors surface here.
+            errors = (KombuOperationalError, *producer.connection.connection_errors)
+            try:
+                batch_size = BATCH_COMMANDS_PER_MESSAGE * len(messages)
+                with producer.batch(max_size=batch_size):
+                    publisher.publish(
+                        producer, name, messages, context.headers, parents=context.parents
+                    )
+            except errors as exc:
+                _left_for_sweeper(name, len(messages), exc)
+    except KombuOperationalError as exc:
+        _left_for_sweeper(name, len(messages), exc)
 
 
 def _left_for_sweeper(name: str, count: int, exc: BaseException) -> None:

@@ -30,6 +30,16 @@ def uuid7() -> uuid.UUID:
     return uuid.UUID(int=(value & _KEEP) | _VERSION | _VARIANT)
 
 
+# ``uuid7()`` in SQL (PostgreSQL 15 has no ``uuidv7()``), evaluated per row: a random
+# UUID whose first 48 bits become the millisecond clock and whose version becomes 7 (the
+# variant bits of ``gen_random_uuid()`` are RFC 9562's already).
+UUID7_SQL = (
+    "encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing"
+    " substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint)"
+    " from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid"
+)
+
+
 def short_id(value: uuid.UUID | str) -> str:
     """The 8 characters an operator tells instances apart by: the id's end, which is
     random in every version (a version 7 id begins with its creation time, so ids

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 import uuid
 from collections.abc import Iterable
 
 from django.conf import settings
+from django.db import transaction
 
-from notifyflow.celery import send_task_on_commit, send_tasks_on_commit
+from notifyflow.celery import publish_context, send_task_on_commit, send_tasks, send_tasks_on_commit
 
 # The task that runs one step (executions.tasks); sent by name so nothing below the
 # executions layer imports it.
@@ -30,3 +33,61 @@ def dispatch_on_commit(instance_id: uuid.UUID | str, *, countdown: float | None 
 def dispatch_many_on_commit(instance_ids: Iterable[uuid.UUID | str]) -> None:
     """``dispatch_on_commit`` (no countdown) for many instances: one pipelined publish."""
     send_tasks_on_commit(EXECUTE_NODE_TASK, [(str(instance_id),) for instance_id in instance_ids])
+
+
+class BackgroundDispatch:
+    """``dispatch_many_on_commit`` whose publish runs in a thread: after each commit the
+    ids are handed to one publishing thread, which sends them in the order handed over
+    while the caller writes its next batch (the fan-out's batches: the INSERT waits on
+    PostgreSQL while the thread builds and sends the previous batch's messages).
+
+    At most ``depth`` committed batches wait for the thread (then the caller waits), and
+    ``close()`` (leaving the ``with`` block) waits until everything handed over is sent,
+    so a job returns only after its messages are out. A process killed before that
+    leaves committed rows unsent, as a kill between commit and publish always could:
+    their ``dispatched_at`` is set, and the sweeper re-sends them. An error the thread
+    met is raised by ``close()``."""
+
+    def __init__(self, depth: int = 2) -> None:
+        self._queue: queue.Queue[list[tuple[str]] | None] = queue.Queue(maxsize=depth)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._context = publish_context()
+
+    def __enter__(self) -> BackgroundDispatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def on_commit(self, instance_ids: Iterable[uuid.UUID | str]) -> None:
+        """Hand ``instance_ids`` to the thread once the surrounding transaction commits."""
+        messages = [(str(instance_id),) for instance_id in instance_ids]
+        if messages:
+            transaction.on_commit(lambda: self._put(messages))
+
+    def _put(self, messages: list[tuple[str]]) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="notifyflow-dispatch", daemon=True
+            )
+            self._thread.start()
+        self._queue.put(messages)
+
+    def _run(self) -> None:
+        while (messages := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # keep draining so the caller never blocks; close() raises
+            try:
+                send_tasks(EXECUTE_NODE_TASK, messages, self._context)
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller by close()
+                self._error = exc
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error

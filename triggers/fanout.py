@@ -8,7 +8,10 @@ instance per member, created by a worker in set-based batches, resumably.
   request named itself), then inserts ``NOTIFYFLOW_FANOUT_BATCH`` instances per
   statement (INSERT ... ON CONFLICT DO NOTHING: a resumed batch creates only what is
   missing), advancing
-  ``position`` and the counters in the same transaction as each batch. It runs for at
+  ``position`` and the counters in the same transaction as each batch (ids made by
+  PostgreSQL unless the workflow has interests). Each batch's first steps go, after its
+  commit, to a publishing thread (``BackgroundDispatch``) while the next batch is
+  written; the job ends once all are sent. It runs for at
   most ``NOTIFYFLOW_FANOUT_SLICE_S`` and then sends itself again, so no task outlives
   the workers' time limit.
 - A worker killed mid-job leaves its lease to expire; ``fanouts_expired`` (the sweeper)
@@ -37,7 +40,7 @@ from recipients.models import ListMembership
 from workflows.models import Workflow, WorkflowVersion
 
 from . import state
-from .dispatch import dispatch_many_on_commit
+from .dispatch import BackgroundDispatch
 from .fanout_models import FanOut, FanOutStatus
 from .recipient_rows import recipient_rows
 
@@ -161,32 +164,30 @@ def fanout_run(*, fanout_id: uuid.UUID | str, batch: int | None = None) -> str:
     deadline = time.monotonic() + settings.NOTIFYFLOW_FANOUT_SLICE_S
     ids = fanout.recipient_ids or []
     position = fanout.position
-    while position < len(ids):
-        if time.monotonic() > deadline:
-            return _continue(fanout.pk, lease)
-        outcome, lease = _batch(fanout, lease, ids[position : position + batch])
-        if outcome != "ok":
-            return outcome
-        position += min(batch, len(ids) - position)
+    # Each batch's first steps are published by a thread while the next batch is
+    # written; leaving the block waits until every committed batch's are sent.
+    with BackgroundDispatch() as dispatch:
+        while position < len(ids):
+            if time.monotonic() > deadline:
+                return _continue(fanout.pk, lease)
+            outcome, lease = _batch(fanout, lease, ids[position : position + batch], dispatch)
+            if outcome != "ok":
+                return outcome
+            position += min(batch, len(ids) - position)
     return _finish(fanout.pk, lease)
 
 
-def _batch(fanout: FanOut, lease: datetime, chunk: Sequence[str]) -> tuple[str, datetime]:
-    """Create the instances of ``chunk`` and advance the fan-out, in one transaction."""
+def _batch(
+    fanout: FanOut, lease: datetime, chunk: Sequence[str], dispatch: BackgroundDispatch
+) -> tuple[str, datetime]:
+    """Create the instances of ``chunk`` and advance the fan-out, in one transaction;
+    their first steps go to ``dispatch`` once it commits."""
     with transaction.atomic():
         status = _fenced(fanout.pk, lease)
         if status != FanOutStatus.RUNNING:
             return status, lease
-        rows = recipient_rows(
-            workflow_id=fanout.workflow_id,
-            version=fanout.workflow_version,
-            idempotency_key=fanout.idempotency_key,
-            payload=fanout.payload,
-            recipient_ids=chunk,
-            created_by_key=fanout.created_by_key,
-        )
         now = timezone.now()
-        inserted = state.create_bulk(rows=rows, now=now, actor=fanout.actor or "fanout")
+        inserted = _insert(fanout, chunk, now)
         lease = _lease(now)
         FanOut.objects.filter(pk=fanout.pk).update(
             position=F("position") + len(chunk),
@@ -195,8 +196,38 @@ def _batch(fanout: FanOut, lease: datetime, chunk: Sequence[str]) -> tuple[str, 
             locked_until=lease,
             updated_at=now,
         )
-        dispatch_many_on_commit(row.id for row in rows if row.id in inserted)
+        dispatch.on_commit(inserted)
     return "ok", lease
+
+
+def _insert(fanout: FanOut, chunk: Sequence[str], now: datetime) -> list[str]:
+    """The instances of ``chunk`` that do not exist yet: their ids. Without interests
+    the store makes the ids (``state.create_for_recipients``: no per-row Python);
+    interests are rendered per instance (``recipient_rows``), so they need ids first."""
+    version = fanout.workflow_version
+    actor = fanout.actor or "fanout"
+    if not version.definition.get("interests"):
+        return state.create_for_recipients(
+            workflow_id=fanout.workflow_id,
+            workflow_version_id=version.pk,
+            idempotency_key=fanout.idempotency_key,
+            payload=fanout.payload,
+            entry_node_id=version.definition["entry_node_id"],
+            created_by_key=fanout.created_by_key,
+            recipient_ids=chunk,
+            now=now,
+            actor=actor,
+        )
+    rows = recipient_rows(
+        workflow_id=fanout.workflow_id,
+        version=version,
+        idempotency_key=fanout.idempotency_key,
+        payload=fanout.payload,
+        recipient_ids=chunk,
+        created_by_key=fanout.created_by_key,
+    )
+    inserted = state.create_bulk(rows=rows, now=now, actor=actor)
+    return [str(row.id) for row in rows if row.id in inserted]
 
 
 def _finish(fanout_id: uuid.UUID, lease: datetime) -> str:

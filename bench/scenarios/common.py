@@ -255,6 +255,7 @@ EXPECTED_TARGETS = [
     "preference check: step with / without preferences",  # issue 26
     "people: list fan-out instances/s",
     "people: POST /triggers/ with 100 inline recipients, instances/s",
+    "people: list of N single-email instances drained, steps/s",
 ]
 
 

@@ -113,6 +113,23 @@ def test_many_messages_go_out_in_order_with_their_request_id(fast_publish):
 
 
 @redis_only
+def test_a_batch_larger_than_one_push_keeps_its_order(fast_publish, monkeypatch):
+    monkeypatch.setattr("notifyflow.broker.publish.LPUSH_CHUNK", 7)
+    flush_broker()
+    ids = [f"id-{n}" for n in range(30)]
+    send_tasks_on_commit(TASK, [(i,) for i in ids])
+    queued = _queued()
+    assert [m["decoded_body"][0] for m in queued] == [[i] for i in ids]
+    assert (
+        len(
+            {m["headers"]["id"] for m in queued} | {m["properties"]["delivery_tag"] for m in queued}
+        )
+        == 60
+    )
+    flush_broker()
+
+
+@redis_only
 def test_every_message_is_send_tasks_envelope_field_by_field(fast_publish):
     """Once the queue is declared too (the mirror's case): a kombu or Celery upgrade that
     changes the envelope fails here."""

@@ -205,3 +205,32 @@ def test_cancel_by_key_cancels_running_and_waiting_instances_with_their_audit_ro
         ("enqueued", "x", "op"),
         ("processing", "x", "op"),
     ]
+
+
+def test_a_batch_makes_uuid7_ids_with_their_creation_audit_rows(welcome):
+    from triggers.models import TriggerStatusChange
+
+    members("a", ["m1", "m2", "m3"])
+    job = start(RecipientEntry(list_key="a"))
+    assert fanout.fanout_run(fanout_id=job.pk) == "done"
+    created = TriggerInstance.objects.filter(idempotency_key="k")
+    assert {row.id.version for row in created} == {7}
+    assert len({row.id for row in created}) == 3
+    audit = TriggerStatusChange.objects.filter(instance__in=created)
+    assert (
+        sorted((a.from_status, a.to_status, a.reason) for a in audit)
+        == [("", "enqueued", "created")] * 3
+    )
+
+
+def test_a_workflow_with_interests_gets_each_instances_interest_rows(db):
+    from tests.factories import wait_definition
+    from triggers.inbox_models import Interest
+
+    WorkflowFactory(key="welcome", definition=wait_definition(interests=["k:{{ trigger.id }}"]))
+    members("a", ["m1", "m2"])
+    job = start(RecipientEntry(list_key="a"))
+    assert fanout.fanout_run(fanout_id=job.pk) == "done"
+    subjects = set(Interest.objects.values_list("instance_id", "subject"))
+    ids = TriggerInstance.objects.filter(idempotency_key="k").values_list("id", flat=True)
+    assert subjects == {(i, f"k:{i}") for i in ids}

@@ -10,7 +10,7 @@
 Callers import the package: ``from triggers import state``.
 """
 
-from .creation import create_bulk, create_or_find
+from .creation import create_bulk, create_for_recipients, create_or_find
 from .machine import (
     ALLOWED_TRANSITIONS,
     IllegalTransition,
@@ -41,6 +41,7 @@ __all__ = [
     "check_transition",
     "claim",
     "create_bulk",
+    "create_for_recipients",
     "create_or_find",
     "requeue",
     "retry",

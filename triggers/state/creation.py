@@ -1,4 +1,5 @@
-"""Creating instances: ``create_or_find`` for a POST, ``create_bulk`` for up to 1,000.
+"""Creating instances: ``create_or_find`` for a POST, ``create_bulk`` for up to 1,000,
+``create_for_recipients`` for a fan-out's batch.
 
 Each new instance is written with its creation audit row (none -> enqueued) and its
 interest rows, atomically: an event posted the moment the call returns reaches it. A
@@ -11,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from workflows.models import Workflow
 
@@ -33,6 +35,37 @@ def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> se
     if not rows:
         return set()
     return store().insert_many(rows, now, actor)
+
+
+def create_for_recipients(
+    *,
+    workflow_id: int,
+    workflow_version_id: int,
+    idempotency_key: str,
+    payload: dict[str, Any],
+    entry_node_id: str,
+    created_by_key: str,
+    recipient_ids: Sequence[str],
+    now: datetime,
+    actor: str,
+) -> list[str]:
+    """``create_bulk`` of one instance per recipient of one trigger (a fan-out's batch),
+    without interests, the ids made by the store (on PostgreSQL in the statement:
+    nothing per row in Python but the recipient id). Returns the ids of the instances
+    actually inserted, as text; a recipient that has an instance of (workflow, key)
+    gets none."""
+    if not recipient_ids:
+        return []
+    row = NewInstance(
+        id=uuid.UUID(int=0),  # made per row by the store
+        workflow_id=workflow_id,
+        workflow_version_id=workflow_version_id,
+        idempotency_key=idempotency_key,
+        payload=payload,
+        entry_node_id=entry_node_id,
+        created_by_key=created_by_key,
+    )
+    return store().insert_for_recipients(row, recipient_ids, now, actor)
 
 
 def create_or_find(

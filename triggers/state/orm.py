@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
+from notifyflow.ids import uuid7
 from workflows.models import Workflow
 
 from ..inbox_models import Interest
@@ -52,6 +54,14 @@ def insert_many(rows: Sequence[NewInstance], now: datetime, actor: str) -> set[u
                 continue
             inserted.add(row.id)
     return inserted
+
+
+def insert_for_recipients(
+    row: NewInstance, recipient_ids: Sequence[str], now: datetime, actor: str
+) -> list[str]:
+    rows = [replace(row, id=uuid7(), recipient_id=rid) for rid in recipient_ids]
+    inserted = insert_many(rows, now, actor)
+    return [str(new.id) for new in rows if new.id in inserted]
 
 
 def insert_or_find(

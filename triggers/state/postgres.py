@@ -23,6 +23,7 @@ from typing import Any
 from django.db import connection
 
 from notifyflow import db
+from notifyflow.ids import UUID7_SQL
 from workflows.models import Workflow
 
 from ..inbox_models import Interest
@@ -222,8 +223,9 @@ VARYING = (
 VARYING_PER_RECIPIENT = ("id", "recipient_id")
 
 
-def _rows_from_arrays(varying: tuple[str, ...]) -> str:
-    """INSERT_MANY's rows: one array per varying column; the others one parameter."""
+def _rows_from_arrays(varying: tuple[str, ...], generated_id: bool = False) -> str:
+    """INSERT_MANY's rows: one array per varying column; the others one parameter, but
+    the id made by PostgreSQL (``UUID7_SQL``) if ``generated_id``."""
     arrays = ", ".join(
         "%s::text[]"  # JSON text, cast per element below
         if name == "payload"
@@ -231,7 +233,9 @@ def _rows_from_arrays(varying: tuple[str, ...]) -> str:
         for name in varying
     )
     values = [
-        "v.payload::jsonb"
+        UUID7_SQL
+        if generated_id and f.attname == "id"
+        else "v.payload::jsonb"
         if f.attname == "payload" and "payload" in varying
         else f"v.{f.attname}"
         if f.attname in varying
@@ -324,6 +328,41 @@ def insert_many(rows: Sequence[NewInstance], now: datetime, actor: str) -> set[u
     with connection.cursor() as cursor:
         cursor.execute(instance_insert(many=True, varying=varying), params)
         return {found for (found,) in cursor.fetchall()}
+
+
+# A batch of one trigger's recipients whose ids PostgreSQL makes: only these differ.
+GENERATED_ID_VARYING = ("recipient_id",)
+
+
+@functools.cache
+def recipients_insert() -> str:
+    """``instance_insert(many=True)`` for one trigger's recipients with ids made by
+    PostgreSQL (``notifyflow.ids.UUID7_SQL``, per row): one array (the recipient ids),
+    the creation audit rows, no interests; returns the created ids as text."""
+    created_at = _q(_INSTANCE, "created_at")
+    rows = _rows_from_arrays(GENERATED_ID_VARYING, generated_id=True)
+    return (
+        f"WITH created AS (INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) {rows}"
+        f" ON CONFLICT DO NOTHING RETURNING {PK}, {created_at}),"
+        f" audit AS ({_audit_insert('created', at=created_at)})"
+        f" SELECT {PK}::text FROM created"
+    )
+
+
+def insert_for_recipients(
+    row: NewInstance, recipient_ids: Sequence[str], now: datetime, actor: str
+) -> list[str]:
+    template = as_model(row, now)
+    params: list[Any] = [
+        f.get_db_prep_save(getattr(template, f.attname), connection)
+        for f in _CONCRETE
+        if f.attname not in ("id", *GENERATED_ID_VARYING)
+    ]
+    params.append(list(recipient_ids))
+    params += [*CREATED, "created", actor[:200], None]
+    with connection.cursor() as cursor:
+        cursor.execute(recipients_insert(), params)
+        return [found for (found,) in cursor.fetchall()]
 
 
 def insert_or_find(

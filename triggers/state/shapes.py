@@ -59,6 +59,10 @@ class Store(Protocol):
         self, rows: Sequence[NewInstance], now: datetime, actor: str
     ) -> set[uuid.UUID]: ...
 
+    def insert_for_recipients(
+        self, row: NewInstance, recipient_ids: Sequence[str], now: datetime, actor: str
+    ) -> list[str]: ...
+
     def insert_or_find(
         self, row: NewInstance, now: datetime, actor: str, workflow: Workflow
     ) -> tuple[bool, TriggerInstance | None]: ...
