@@ -20,7 +20,7 @@ from console.support import EstimatedCountPaginator
 from executions.models import StepExecutionLog
 from notifyflow import ids
 from tests.admin_helpers import PASSWORD, failed_instance, make_operator, make_superuser
-from tests.factories import TriggerInstanceFactory, WorkflowFactory
+from tests.factories import RecipientFactory, TriggerInstanceFactory, WorkflowFactory
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 
 pytestmark = pytest.mark.django_db
@@ -313,10 +313,6 @@ def test_step_log_link_from_instance_filters_by_instance(superuser_client):
 
 
 def test_detail_shows_the_recipient_and_a_skipped_step_with_its_reason(superuser_client):
-    from django.utils import timezone
-
-    from tests.factories import RecipientFactory
-
     ada = RecipientFactory(id="u-ada")
     instance = TriggerInstanceFactory(recipient=ada, status=TriggerStatus.COMPLETED)
     now = timezone.now()
