@@ -182,6 +182,7 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
             delivery_output=claimed.delivery_output,
             wait_deadline=instance.wait_deadline,
             waiting_for_event=instance.waiting_for_event,
+            parked_on=instance.parked_on,
             audience=audience,
             workflow_key=version.workflow_key,
             unsubscribe_url=unsubscribe_url,
@@ -205,8 +206,9 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
         error_kind=outcome.error_kind,
         task_id=task_id[:64],
         worker=worker[:200],
-        # A wait with no event yet, a delay at the end: parked here, not an attempt.
-        parked=result is not None and result.park_until is not None,
+        # A wait with no event yet, a delay at the end, a gate: parked here, not an
+        # attempt - unless it is the node's outcome (a batch member: skipped, batched).
+        parked=result is not None and result.park_until is not None and not result.skip_reason,
         skip_reason=(result.skip_reason if result is not None and outcome.success else ""),
     )
     return StepRecord(instance, lease, started, finished, outcome, step, result, next_node, log)
@@ -262,6 +264,8 @@ def _run_node(
         result = EXECUTORS[step.node_type](step)
         if result.park_until is not None:  # a wait with nothing yet: stay at this node
             return Outcome(True, result.output), result, step.node_id
+        if result.end:  # the node ends the path (a throttled skip, a batch member)
+            return Outcome(True, result.output), result, None
         new_vars = dict(current_vars)
         if result.vars_key:
             new_vars[result.vars_key] = result.output

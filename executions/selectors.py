@@ -12,7 +12,7 @@ from django.db.models import Count, QuerySet
 
 from notifyflow.errors import NotFoundError
 from triggers.inbox_models import InboxEvent
-from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from triggers.models import GATES, TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.selectors import instance_or_404
 from workflows.models import Workflow
 
@@ -29,7 +29,9 @@ class Pending:
     node_id: str
     node_type: str
     due_at: datetime
-    # {event, deadline} while parked at a wait node; None when it waits only for time.
+    # {kind, event, deadline} while parked at its node: a wait for an event (kind
+    # "event"), or a gate (SPEC §13: "batch", "throttle", "send_window"); None when it
+    # waits only for time.
     waiting_for: dict[str, Any] | None = None
 
 
@@ -90,12 +92,31 @@ def _pending(instance: TriggerInstance) -> Pending | None:
     )
     waiting_for = None
     if instance.status == S.ENQUEUED and instance.waiting_for_event:
-        waiting_for = {"event": instance.waiting_for_event, "deadline": instance.wait_deadline}
+        waiting_for = {
+            "kind": "event",
+            "event": instance.waiting_for_event,
+            "deadline": instance.wait_deadline,
+        }
+    elif instance.status == S.ENQUEUED and instance.parked_on in GATES:
+        deadline = instance.wait_deadline
+        waiting_for = {"kind": instance.parked_on, "event": None, "deadline": deadline}
     return Pending(
         node_id=instance.current_node_id,
         node_type=node_type,
         due_at=instance.available_at,
         waiting_for=waiting_for,
+    )
+
+
+def node_reached_at(*, instance_id: uuid.UUID, node_id: str) -> datetime | None:
+    """When the instance reached ``node_id``: its first step log there (a definition is
+    acyclic, so a node is reached once). None if no step ran there yet. Served by
+    steplog_trigger_started (the instance's logs in start order)."""
+    return (
+        StepExecutionLog.objects.filter(trigger_id=instance_id, node_id=node_id)
+        .order_by("started_at")
+        .values_list("started_at", flat=True)
+        .first()
     )
 
 

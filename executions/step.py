@@ -86,6 +86,9 @@ class StepContext:
     # A wait node already parked here: its deadline and event (None on the first run).
     wait_deadline: datetime | None = None
     waiting_for_event: str | None = None
+    # A gate parked here (SPEC §13): what it waits on (``triggers.models.ParkedOn``;
+    # "override": an operator's run-now released it, let it through once).
+    parked_on: str = ""
     # The recipient and the workflow's settings, read when the step runs.
     audience: Audience = NO_AUDIENCE
     workflow_key: str = ""
@@ -181,3 +184,9 @@ class NodeResult:
     emit: dict[str, Any] | None = None
     # The node chose not to send (SPEC §4): a SkipReason value; the step succeeds.
     skip_reason: str = ""
+    # A gate parks (with ``park_until``): what it waits on (``ParkedOn``: batch,
+    # throttle, send_window). ``vars_key``'s output is merged into vars as it parks.
+    park_on: str = ""
+    # The node ends the instance's path: it completes, its edges are not followed (a
+    # throttled skip, a batch member).
+    end: bool = False

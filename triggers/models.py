@@ -22,11 +22,27 @@ TERMINAL_STATUSES = frozenset(
 )
 
 
+class ParkedOn(models.TextChoices):
+    """What a gate-parked instance waits on (SPEC §13): a batch closing, room in a
+    throttle, a send window opening. ``override``: an operator's run-now released it, so
+    the gate lets it through once."""
+
+    NONE = "", "Nothing"
+    BATCH = "batch", "Batch"
+    THROTTLE = "throttle", "Throttle"
+    SEND_WINDOW = "send_window", "Send window"
+    OVERRIDE = "override", "Released by an operator"
+
+
+GATES = frozenset({ParkedOn.BATCH, ParkedOn.THROTTLE, ParkedOn.SEND_WINDOW})
+
+
 @dataclass(frozen=True)
 class Waiting:
     """What an enqueued instance waits for (``TriggerInstance.waiting_on``)."""
 
-    # "event" (a wait node), "delay", or "retry" (a failed step's backoff).
+    # "event" (a wait node), "delay", "retry" (a failed step's backoff), or a gate:
+    # "batch", "throttle", "send_window" (SPEC §13).
     kind: str
     # When it runs anyway: the wait's deadline (then it times out), the delay's end, or
     # the retry's time.
@@ -80,6 +96,11 @@ class TriggerInstance(models.Model):
     # ends the workflow, the delay's end alone (no event).
     waiting_for_event = models.CharField(max_length=200, null=True, blank=True)
     wait_deadline = models.DateTimeField(null=True, blank=True)
+    # Parked at a gate (SPEC §13; ParkedOn): until wait_deadline, or until the gate opens
+    # and wakes it (triggers.state.wake_parked).
+    parked_on = models.CharField(
+        max_length=16, choices=ParkedOn.choices, blank=True, default="", db_default=""
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -182,6 +203,8 @@ class TriggerInstance(models.Model):
             return None
         if self.waiting_for_event:
             return Waiting("event", self.wait_deadline or self.available_at, self.waiting_for_event)
+        if self.parked_on in GATES:
+            return Waiting(self.parked_on, self.wait_deadline or self.available_at, None)
         if self.available_at <= now:
             return None
         if self.wait_deadline is not None:  # a delay at the end, parked at its own node

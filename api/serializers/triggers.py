@@ -307,7 +307,8 @@ class InstanceEventOutputSerializer(serializers.Serializer):
 
 
 class WaitingForSerializer(serializers.Serializer):
-    event = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["event", "batch", "throttle", "send_window"])
+    event = serializers.CharField(allow_null=True)
     deadline = serializers.DateTimeField(allow_null=True)
 
 

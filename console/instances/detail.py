@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from executions.models import StepExecutionLog
 from notifyflow.redaction import redact
-from triggers.models import TriggerInstance, TriggerStatus
+from triggers.models import ParkedOn, TriggerInstance, TriggerStatus
 
 from ..drawing import draw_workflow_svg
 from ..support import can_operate, precise_time, pretty_json, waiting_until
@@ -80,6 +80,14 @@ def operator_buttons(request: HttpRequest, obj: TriggerInstance) -> dict[str, An
     return context
 
 
+# What a gate-parked instance waits on, in the "waiting for" line (SPEC §13).
+GATE_TEXT: dict[str, str] = {
+    ParkedOn.BATCH: "its batch to close",
+    ParkedOn.THROTTLE: "room in its throttle",
+    ParkedOn.SEND_WINDOW: "its send window (or the recipient's quiet hours) to open",
+}
+
+
 class InstanceDetailMixin(admin.ModelAdmin):
     """The change page's read-only fields and context."""
 
@@ -108,6 +116,14 @@ class InstanceDetailMixin(admin.ModelAdmin):
                 obj.waiting_for_event,
                 node or "-",
                 waiting_until(deadline) or f"deadline {precise_time(deadline)} passed",
+            )
+        if obj.parked_on in GATE_TEXT:
+            deadline = obj.wait_deadline or obj.available_at
+            return format_html(
+                "{} at node <code>{}</code>, {} (Run now lets it through)",
+                GATE_TEXT[obj.parked_on],
+                node or "-",
+                waiting_until(deadline) or f"due since {precise_time(deadline)}",
             )
         until = waiting_until(obj.available_at)
         if until is None:

@@ -31,27 +31,7 @@ def _success(rec: StepRecord, also: Sequence[state.Statement], durable: bool) ->
     instance, result, node = rec.instance, rec.result, rec.instance.current_node_id
     assert result is not None
     if result.park_until is not None:
-        until = result.park_until.isoformat()
-        return state.requeue(
-            instance_id=instance.pk,
-            lease_token=rec.lease,
-            due=result.park_until,
-            now=rec.finished,
-            actor=ENGINE_ACTOR,
-            reason=(
-                f"node {node} waits for event {result.wait_event!r} until {until}"
-                if result.wait_event is not None
-                else f"node {node} delays the end of the workflow until {until}"
-            ),
-            updates={
-                "waiting_for_event": result.wait_event,
-                "wait_deadline": result.park_until,
-                "attempts": 0,
-                "last_error": "",
-            },
-            also=also,
-            durable=durable,
-        )
+        return _park(rec, also, durable)
     new_vars = dict(instance.vars)
     if result.vars_key:
         new_vars[result.vars_key] = result.output
@@ -62,6 +42,7 @@ def _success(rec: StepRecord, also: Sequence[state.Statement], durable: bool) ->
         "last_error": "",
         "waiting_for_event": None,
         "wait_deadline": None,
+        "parked_on": "",
     }
     if rec.next_node is None:
         return state.transition(
@@ -88,6 +69,40 @@ def _success(rec: StepRecord, also: Sequence[state.Statement], durable: bool) ->
     )
 
 
+def _park(rec: StepRecord, also: Sequence[state.Statement], durable: bool) -> bool:
+    """Stay at this node until ``park_until`` (or until woken): a wait for an event, a
+    delay at the end of the workflow, or a gate (``park_on``, SPEC §13)."""
+    instance, result, node = rec.instance, rec.result, rec.instance.current_node_id
+    assert result is not None and result.park_until is not None
+    until = result.park_until.isoformat()
+    if result.wait_event is not None:
+        reason = f"node {node} waits for event {result.wait_event!r} until {until}"
+    elif result.park_on:
+        reason = f"node {node} parked on its {result.park_on.replace('_', ' ')} until {until}"
+    else:
+        reason = f"node {node} delays the end of the workflow until {until}"
+    updates: dict[str, object] = {
+        "waiting_for_event": result.wait_event,
+        "wait_deadline": result.park_until,
+        "parked_on": result.park_on,
+        "attempts": 0,
+        "last_error": "",
+    }
+    if result.vars_key:
+        updates["vars"] = {**instance.vars, result.vars_key: result.output}
+    return state.requeue(
+        instance_id=instance.pk,
+        lease_token=rec.lease,
+        due=result.park_until,
+        now=rec.finished,
+        actor=ENGINE_ACTOR,
+        reason=reason,
+        updates=updates,
+        also=also,
+        durable=durable,
+    )
+
+
 def _failure(rec: StepRecord, also: Sequence[state.Statement], durable: bool) -> bool:
     instance, outcome, now = rec.instance, rec.outcome, rec.finished
     error = f"node {instance.current_node_id}: {outcome.error}"
@@ -100,7 +115,7 @@ def _failure(rec: StepRecord, also: Sequence[state.Statement], durable: bool) ->
             due=now + timedelta(seconds=outcome.defer_s),
             now=now,
             actor=ENGINE_ACTOR,
-            updates={"last_error": error},
+            updates={"last_error": error, "parked_on": ""},
             also=also,
             durable=durable,
             reason=f"deferred {outcome.defer_s:g} s: {error}",
@@ -111,7 +126,7 @@ def _failure(rec: StepRecord, also: Sequence[state.Statement], durable: bool) ->
         now=now,
         policy=outcome.retry_policy,
     )
-    updates = {"attempts": decision.attempts, "last_error": error}
+    updates = {"attempts": decision.attempts, "last_error": error, "parked_on": ""}
     if decision.give_up:
         why = "permanent error" if outcome.permanent else "retries exhausted"
         outcome.then = f"instance failed: {why}"

@@ -22,6 +22,8 @@ def test_transition_table_is_the_spec():
         (S.ENQUEUED, S.ENQUEUED),
         (S.ENQUEUED, S.CANCELLED),
         (S.PROCESSING, S.CANCELLED),
+        # a batch member parked in its batch completes when the batch closes (SPEC §13)
+        (S.ENQUEUED, S.COMPLETED),
     }
 
 
@@ -30,7 +32,7 @@ def test_transition_table_is_the_spec():
     [
         (S.COMPLETED, S.ENQUEUED),
         (S.COMPLETED, S.FAILED),
-        (S.ENQUEUED, S.COMPLETED),
+        (S.CANCELLED, S.ENQUEUED),
         (S.FAILED, S.PROCESSING),
         (S.FAILED, S.COMPLETED),
     ],

@@ -2,6 +2,8 @@
 
 - ``machine``: the transition table and the operations built on ``transition()`` -
   ``claim``, ``requeue``, ``cancel`` (and ``cancel_many``), ``retry``, ``run_now``.
+- ``parking``: instances parked at a gate (SPEC §13): ``wake_parked``,
+  ``complete_parked`` (a closed batch's members).
 - ``creation``: ``create_or_find`` (a POST) and ``create_bulk``.
 - ``shapes``: the data handed to a store (a change, a statement, a new row).
 - ``store``: where the writes go, chosen once per process: ``postgres`` (named
@@ -18,11 +20,13 @@ from .machine import (
     cancel_many,
     check_transition,
     claim,
+    instances_cancelled,
     requeue,
     retry,
     run_now,
     transition,
 )
+from .parking import complete_parked, wake_parked
 from .postgres import APPLIED, CLAIMED
 from .shapes import CREATED, Join, NewInstance, Statement, as_model
 
@@ -40,11 +44,14 @@ __all__ = [
     "cancel_many",
     "check_transition",
     "claim",
+    "complete_parked",
     "create_bulk",
     "create_for_recipients",
     "create_or_find",
+    "instances_cancelled",
     "requeue",
     "retry",
     "run_now",
     "transition",
+    "wake_parked",
 ]

@@ -16,10 +16,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from ..dispatch import dispatch_on_commit
-from ..models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from ..models import GATES, ParkedOn, TriggerInstance, TriggerStatus, TriggerStatusChange
 from .shapes import Change, Join, Statement
 from .store import store
 
@@ -40,7 +41,13 @@ ALLOWED_TRANSITIONS: dict[tuple[str, str], str] = {
     # step finishes and records its delivery, but its fenced outcome cannot advance.
     (S.ENQUEUED, S.CANCELLED): "cancelled while waiting",
     (S.PROCESSING, S.CANCELLED): "cancelled while a step ran",
+    # A member parked in a batch (SPEC §13) ends when its batch closes, set-based.
+    (S.ENQUEUED, S.COMPLETED): "batch member completed when its batch closed",
 }
+
+# Sent after instances were cancelled, by every way in (``cancel``, ``cancel_many``),
+# with ``instance_ids``: what an instance holds elsewhere (a batch it opened) follows.
+instances_cancelled = Signal()
 
 
 class IllegalTransition(Exception):
@@ -152,7 +159,7 @@ def cancel(*, instance_id: uuid.UUID | str, from_status: str, reason: str, actor
     """enqueued/processing -> cancelled, cursor cleared. Not fenced on the lease: a step
     running now still finishes and records its delivery, but its outcome - fenced on
     the lease - can no longer advance the instance."""
-    return transition(
+    cancelled = transition(
         instance_id=instance_id,
         from_status=from_status,
         to_status=S.CANCELLED,
@@ -160,6 +167,9 @@ def cancel(*, instance_id: uuid.UUID | str, from_status: str, reason: str, actor
         actor=actor,
         updates={"current_node_id": None},
     )
+    if cancelled:
+        instances_cancelled.send(sender=TriggerInstance, instance_ids=[instance_id])
+    return cancelled
 
 
 def cancel_many(*, instance_ids: Sequence[uuid.UUID], reason: str, actor: str) -> int:
@@ -206,6 +216,7 @@ def _cancel_chunk(chunk: Sequence[uuid.UUID], from_status: str, reason: str, act
             )
             for instance_id in ids
         )
+    instances_cancelled.send(sender=TriggerInstance, instance_ids=ids)
     return len(ids)
 
 
@@ -267,23 +278,28 @@ def run_now(*, instance_id: uuid.UUID | str, actor: str, reason: str = "") -> bo
         now = timezone.now()
         row = (
             TriggerInstance.objects.filter(pk=instance_id, status=S.ENQUEUED, available_at__gt=now)
-            .values_list("current_node_id", "attempts", "waiting_for_event", "wait_deadline")
+            .values_list(
+                "current_node_id", "attempts", "waiting_for_event", "wait_deadline", "parked_on"
+            )
             .first()
         )
         if row is None:
             return False
-        node_id, attempts, event, deadline = row
-        why = f"run now by operator: {_skipped(node_id, attempts, event, deadline)}"
+        node_id, attempts, event, deadline, parked_on = row
+        why = f"run now by operator: {_skipped(node_id, attempts, event, deadline, parked_on)}"
         if reason.strip():
             why += f"; reason: {reason.strip()}"
         updates: dict[str, Any] = {"available_at": now, "dispatched_at": now}
         if deadline is not None:
             updates["wait_deadline"] = now
+        if parked_on in GATES:  # the gate lets it through once (SPEC §13)
+            updates["parked_on"] = ParkedOn.OVERRIDE
         where: dict[str, Any] = {
             "available_at__gt": now,
             "current_node_id": node_id,
             "attempts": attempts,
             "wait_deadline__isnull": deadline is None,
+            "parked_on": parked_on,
         }
         if event is None:
             where["waiting_for_event__isnull"] = True
@@ -304,9 +320,15 @@ def run_now(*, instance_id: uuid.UUID | str, actor: str, reason: str = "") -> bo
 
 
 def _skipped(
-    node_id: str | None, attempts: int, event: str | None, deadline: datetime | None
+    node_id: str | None,
+    attempts: int,
+    event: str | None,
+    deadline: datetime | None,
+    parked_on: str = "",
 ) -> str:
     """What running now skips, for the audit row."""
+    if parked_on in GATES:
+        return f"{ParkedOn(parked_on).label.lower()} at node {node_id} released (runs now)"
     if event is not None:
         return f"wait for event {event!r} at node {node_id} skipped (continues as timed out)"
     if deadline is not None:
