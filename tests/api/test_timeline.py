@@ -3,7 +3,7 @@ what happened to it and what it waits for, in a fixed number of queries."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -22,7 +22,7 @@ from tests.factories import (
 )
 from triggers import inbox
 from triggers.inbox_models import InboxEvent
-from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from triggers.models import ParkedOn, TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.services import instance_cancel, trigger_create
 
 pytestmark = pytest.mark.django_db
@@ -97,7 +97,8 @@ def test_timeline_of_a_waiting_instance_shows_its_inbox_and_what_it_waits_for(ap
         ("reply", "nope", None)
     ]
     waiting = body["pending"]["waiting_for"]
-    assert waiting["event"] == "reply" and waiting["deadline"] == body["pending"]["due_at"]
+    assert (waiting["kind"], waiting["event"]) == ("event", "reply")
+    assert waiting["deadline"] == body["pending"]["due_at"]
     inbox.deliver(
         name="reply", event_id="yes", context={"ok": True}, subjects=[f"instance:{instance.pk}"]
     )
@@ -107,6 +108,19 @@ def test_timeline_of_a_waiting_instance_shows_its_inbox_and_what_it_waits_for(ap
     consumed = {e["event_id"]: e["consumed_by_node"] for e in body["inbox"]}
     assert consumed == {"nope": None, "yes": "listen"}
     assert body["pending"]["waiting_for"] is None
+
+
+def test_timeline_of_an_instance_parked_at_a_gate_names_the_gate(api):
+    later = timezone.now() + timedelta(hours=3)
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(),
+        available_at=later,
+        wait_deadline=later,
+        parked_on=ParkedOn.SEND_WINDOW,
+    )
+    waiting = api.get(URL.format(instance.pk)).json()["pending"]["waiting_for"]
+    assert (waiting["kind"], waiting["event"]) == ("send_window", None)
+    assert datetime.fromisoformat(waiting["deadline"].replace("Z", "+00:00")) == later
 
 
 def test_timeline_of_an_unknown_instance_is_404(api):
