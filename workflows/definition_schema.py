@@ -22,7 +22,10 @@ from .definition import (
     NODE_CONFIG_SPECS,
     NODE_DESCRIPTIONS,
     NODE_ID_RE,
+    SEND_WINDOW_KEYS,
+    TIME_OF_DAY_RE,
     WEBHOOK_METHODS,
+    WEEKDAYS,
     FieldSpec,
 )
 from .durations import MAX_DURATION_MS, duration_pattern
@@ -31,6 +34,7 @@ DEFINITION = "WorkflowDefinition"
 EDGE = "WorkflowEdge"
 CANCEL_RULE = "WorkflowCancelRule"
 RETRY_POLICY = "RetryPolicy"
+SEND_WINDOW = "SendWindow"
 
 # A complete workflow: welcome email, then wait up to two days for the order to be
 # paid; paid -> thank-you SMS and an event for other workflows, unpaid -> a reminder
@@ -154,6 +158,8 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
         return {"type": "object", "additionalProperties": True, "description": text}
     if kind == "retry_policy":
         return _ref(RETRY_POLICY, prefix)
+    if kind == "send_window":
+        return _ref(SEND_WINDOW, prefix)
     if kind == "http_method":
         return {"type": "string", "enum": list(WEBHOOK_METHODS), "description": text}
     if kind == "webhook_url":
@@ -259,6 +265,34 @@ def definition_schemas(prefix: str = "#/components/schemas/") -> dict[str, dict[
                 "description": "fraction taken off each wait at random",
             },
         },
+        "additionalProperties": False,
+    }
+    time_of_day = {"type": "string", "pattern": TIME_OF_DAY_RE.pattern}
+    schemas[SEND_WINDOW] = {
+        "type": "object",
+        "description": "Sends are allowed on these local weekdays from `from` (inclusive) to "
+        "`until` (exclusive); until <= from wraps midnight (the day is the day the window "
+        "opened). A local time a DST change skips opens at the next valid minute; an "
+        "ambiguous one is its first occurrence.",
+        "properties": {
+            "days": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": len(WEEKDAYS),
+                "uniqueItems": True,
+                "items": {"type": "string", "enum": list(WEEKDAYS)},
+            },
+            "from": time_of_day | {"description": "opening local time, HH:MM"},
+            "until": time_of_day | {"description": "closing local time, HH:MM (not from)"},
+            "timezone": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 64,
+                "description": '"recipient" (the recipient\'s timezone, else UTC) or an IANA '
+                'timezone name such as "Europe/Paris".',
+            },
+        },
+        "required": list(SEND_WINDOW_KEYS),
         "additionalProperties": False,
     }
     schemas[DEFINITION] = {

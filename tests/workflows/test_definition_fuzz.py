@@ -29,6 +29,10 @@ json_scalars = st.one_of(
             "1h30m",
             "a, b@x",
             "\r\n",
+            "09:00",
+            "recipient",
+            "Europe/Paris",
+            "America",
         ]
     ),
 )
@@ -58,6 +62,8 @@ config_keys = st.sampled_from(
         "subjects",
         "context",
         "event_id",
+        "send_window",
+        "expires_after",
         "other",
     ]
 )

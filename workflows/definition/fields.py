@@ -4,7 +4,9 @@ check per kind, FIELD_CHECKS), templates and conditions, interests and ``cancel_
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any
+from zoneinfo import available_timezones
 
 from django.conf import settings
 
@@ -20,7 +22,10 @@ from .specs import (
     MAX_RETRY_DELAY_S,
     NODE_CONFIG_SPECS,
     RETRY_KEYS,
+    SEND_WINDOW_KEYS,
+    TIME_OF_DAY_RE,
     WEBHOOK_METHODS,
+    WEEKDAYS,
     FieldSpec,
 )
 from .webhooks import check_webhook_url
@@ -173,6 +178,59 @@ def _check_retry_policy(value: Any, path: str, node: str | None) -> list[Definit
     return problems
 
 
+@cache
+def _timezones() -> frozenset[str]:
+    """The IANA names zoneinfo knows (as a recipient's timezone is checked)."""
+    return frozenset(available_timezones())
+
+
+def _is_timezone(name: Any) -> bool:
+    return isinstance(name, str) and name in _timezones()
+
+
+def _check_send_window(value: Any, path: str, node: str | None) -> list[DefinitionProblem]:
+    """``send_window: {days, from, until, timezone}`` on an email or SMS node."""
+    if not isinstance(value, dict):
+        return [DefinitionProblem(path, "must be an object {days, from, until, timezone}", node)]
+    problems = [
+        DefinitionProblem(f"{path}.{key}", "unknown field", node=node, code="unknown_field")
+        for key in sorted(set(value) - set(SEND_WINDOW_KEYS))
+    ]
+    for key in SEND_WINDOW_KEYS:
+        if value.get(key) is None:
+            problems.append(DefinitionProblem(f"{path}.{key}", "is required", node, "required"))
+    days = value.get("days")
+    if days is not None and (
+        not isinstance(days, list)
+        or not days
+        or not all(isinstance(d, str) and d in WEEKDAYS for d in days)
+        or len(set(days)) != len(days)
+    ):
+        problems.append(
+            DefinitionProblem(
+                f"{path}.days", f"must be a non-empty list of distinct {', '.join(WEEKDAYS)}", node
+            )
+        )
+    for key in ("from", "until"):
+        given = value.get(key)
+        if given is not None and not (isinstance(given, str) and TIME_OF_DAY_RE.match(given)):
+            problems.append(
+                DefinitionProblem(f"{path}.{key}", "must be a time HH:MM (00:00-23:59)", node)
+            )
+    if value.get("from") is not None and value.get("from") == value.get("until"):
+        problems.append(DefinitionProblem(f"{path}.until", "must differ from from", node))
+    zone = value.get("timezone")
+    if zone is not None and zone != "recipient" and not _is_timezone(zone):
+        problems.append(
+            DefinitionProblem(
+                f"{path}.timezone",
+                'must be "recipient" or an IANA timezone name such as "Europe/Paris"',
+                node,
+            )
+        )
+    return problems
+
+
 # (value, path, node id, the field's spec) -> its problems.
 FieldCheck = Callable[[Any, str, str | None, FieldSpec], list[DefinitionProblem]]
 
@@ -262,6 +320,7 @@ FIELD_CHECKS: dict[str, FieldCheck] = {
     "http_method": _http_method_problems,
     "webhook_url": _ignoring_spec(check_webhook_url),
     "duration": _duration_problems,
+    "send_window": _ignoring_spec(_check_send_window),
 }
 
 

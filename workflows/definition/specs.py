@@ -16,7 +16,7 @@ class FieldSpec:
     # (a plain non-empty string) | "condition" (a Liquid expression) | "template_list" |
     # "template_object" | "recipients" (one address template, or a JSON list of them:
     # each renders to exactly one address, never split) | "retry_policy" |
-    # "http_method" | "webhook_url"
+    # "http_method" | "webhook_url" | "send_window" ({days, from, until, timezone})
     kind: str
     # What the field means, for the OpenAPI schema and the docs.
     description: str = ""
@@ -37,6 +37,20 @@ _RETRY = FieldSpec(
     "retry_policy",
     "This node's retry policy for transient provider failures, instead of the "
     "NOTIFYFLOW_MAX_RETRIES / NOTIFYFLOW_RETRY_BASE_DELAY_S defaults.",
+)
+
+_SEND_WINDOW = FieldSpec(
+    False,
+    "send_window",
+    'Send only on these local weekdays between from and until ("HH:MM"; until <= from '
+    'wraps midnight), in timezone ("recipient": the recipient\'s, else UTC; or an IANA '
+    "name). Outside it the step is deferred until the window opens.",
+)
+_EXPIRES_AFTER = FieldSpec(
+    False,
+    "duration",
+    "Skip the send (skip reason expired) when a send window or quiet hours would defer it "
+    'past this long after the node was reached ("15m", "PT1H", ...).',
 )
 
 NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
@@ -60,6 +74,8 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
             False, "recipients", "Reply-To: one address template or a list of them."
         ),
         "retry": _RETRY,
+        "send_window": _SEND_WINDOW,
+        "expires_after": _EXPIRES_AFTER,
     },
     "sms": {
         "to": FieldSpec(
@@ -71,6 +87,8 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
         ),
         "body": FieldSpec(True, "template", "Message text (template); must not render empty."),
         "retry": _RETRY,
+        "send_window": _SEND_WINDOW,
+        "expires_after": _EXPIRES_AFTER,
     },
     "delay": {
         "delay_ms": FieldSpec(False, "int", "Wait this many milliseconds."),
@@ -155,3 +173,7 @@ NODE_TYPES = tuple(NODE_CONFIG_SPECS)
 RETRY_KEYS = ("max_retries", "base_delay_s", "max_delay_s", "jitter")
 MAX_RETRY_DELAY_S = 7 * 24 * 3600
 WEBHOOK_METHODS = ("POST", "PUT")
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+SEND_WINDOW_KEYS = ("days", "from", "until", "timezone")
+# "HH:MM", 00:00-23:59.
+TIME_OF_DAY_RE = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
