@@ -10,9 +10,13 @@ from typing import Any
 
 from recipients.preferences import evaluate, unsubscribe_scope
 from recipients.unsubscribe import unsubscribe_url
+from triggers.models import ParkedOn
+from workflows.durations import parse_duration
 
+from . import send_windows
 from .models import DeliveryStatus, SkipReason
 from .providers.base import ProviderError
+from .selectors import node_reached_at
 from .step import Audience, NodeResult, StepContext, recipient
 
 # The recipient's field holding a channel's address.
@@ -58,6 +62,54 @@ def check(step: StepContext, channel: str) -> tuple[NodeResult | None, str | Non
     if not step.config.get("to") and not getattr(person, ADDRESS_FIELD[channel]):
         return skipped(step, channel, SkipReason.MISSING_CHANNEL_DATA), decision.rule
     return None, decision.rule
+
+
+def send_window_gate(step: StepContext, channel: str) -> NodeResult | None:
+    """SPEC §13: outside the node's ``send_window`` or inside the recipient's quiet hours
+    (ignored by a critical workflow), park until the send is allowed - or, when that
+    would come past ``expires_after`` counted from when the node was reached, skip with
+    ``expired``. None: send now (also when an operator's run-now released it, and in a
+    preview)."""
+    if step.preview or step.delivery_status == DeliveryStatus.SENT:
+        return None
+    if step.parked_on == ParkedOn.OVERRIDE:
+        return None
+    person = step.audience.recipient
+    rules: dict[str, Any] = dict(
+        send_window=step.config.get("send_window"),
+        quiet_hours=(person.preferences.get("quiet_hours") if person is not None else None),
+        recipient_timezone=person.timezone if person is not None else None,
+        ignore_quiet_hours=step.audience.critical,
+    )
+    if rules["send_window"] is None and rules["quiet_hours"] is None:
+        return None
+    send_at = send_windows.next_send_time(now=step.now, **rules)
+    deferred = step.parked_on == ParkedOn.SEND_WINDOW
+    if send_at <= step.now and not deferred:
+        return None
+    expires = step.config.get("expires_after")
+    if expires:
+        reached = node_reached_at(instance_id=step.instance_id, node_id=step.node_id) or step.now
+        if send_windows.expired(
+            reached_at=reached, expires_after=parse_duration(expires), send_at=send_at
+        ):
+            skip = skipped(step, channel, SkipReason.EXPIRED)
+            skip.output.update(
+                reached_at=reached.isoformat(),
+                expires_after=expires,
+                send_window_opens_at=send_at.isoformat(),
+            )
+            return skip
+    if send_at <= step.now:
+        return None  # the window opened: send
+    return NodeResult(
+        output={
+            "deferred_until": send_at.isoformat(),
+            "reason": send_windows.deferral_reason(now=step.now, **rules),
+        },
+        park_until=send_at,
+        park_on=ParkedOn.SEND_WINDOW,
+    )
 
 
 def with_rule(output: dict[str, Any], rule: str | None) -> dict[str, Any]:

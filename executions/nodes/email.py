@@ -10,6 +10,9 @@ def execute(step: StepContext) -> NodeResult:
     skip, rule = audience.check(step, "email")
     if skip is not None:
         return skip
+    deferred = audience.send_window_gate(step, "email")
+    if deferred is not None:
+        return deferred
     to = audience.addresses(step, "email")
     headers = audience.unsubscribe_headers(step)
     subject = step.render_header("subject")

@@ -11,6 +11,9 @@ def execute(step: StepContext) -> NodeResult:
     skip, rule = audience.check(step, "sms")
     if skip is not None:
         return skip
+    deferred = audience.send_window_gate(step, "sms")
+    if deferred is not None:
+        return deferred
     to = next(iter(audience.addresses(step, "sms")), "")
     body = step.render("body")
     if not body.strip():
