@@ -187,3 +187,38 @@ def test_an_email_inside_its_window_and_outside_quiet_hours_is_sent_at_once(smtp
     person = {"timezone": "UTC", "preferences": {"quiet_hours": quiet}}
     assert run(recipient_instance(flow, **person)) == StepOutcome.ADVANCED
     assert len(smtp.messages) == 1
+
+
+def test_a_window_opening_in_the_spring_forward_gap_sends_at_the_next_valid_minute(
+    dispatched, clock
+):
+    # New York skips 02:00-03:00 on 2026-03-08: a window from 02:30 opens at 03:00 EDT.
+    new_york = ZoneInfo("America/New_York")
+    window = {"days": EVERY_DAY, "from": "02:30", "until": "04:00", "timezone": "recipient"}
+    flow = WorkflowFactory(definition=definition("sms", send_window=window))
+    instance = recipient_instance(flow, timezone="America/New_York")
+    reached = datetime(2026, 3, 7, 23, 0, tzinfo=new_york)
+    TriggerInstance.objects.filter(pk=instance.pk).update(available_at=reached)
+    clock(reached)
+    assert run(instance) == StepOutcome.WAITING
+    instance.refresh_from_db()
+    opens = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
+    assert instance.available_at == opens
+    assert opens.astimezone(new_york).strftime("%H:%M %Z") == "03:00 EDT"
+    clock(opens)
+    assert run(instance) == StepOutcome.ADVANCED
+    log = StepExecutionLog.objects.filter(trigger_id=instance.pk).latest("id")
+    assert log.success and not log.skip_reason and log.output["to"] == instance.recipient.phone
+
+
+def test_a_window_after_the_fall_back_opens_once_at_its_first_occurrence(dispatched, clock):
+    # 01:30 happens twice in New York on 2026-11-01: the window opens at the first.
+    window = {"days": ["sun"], "from": "01:30", "until": "05:00", "timezone": "America/New_York"}
+    flow = WorkflowFactory(definition=definition("sms", send_window=window))
+    instance = recipient_instance(flow, timezone="Europe/Paris")
+    reached = datetime(2026, 11, 1, 4, 0, tzinfo=UTC)  # 00:00 EDT
+    TriggerInstance.objects.filter(pk=instance.pk).update(available_at=reached)
+    clock(reached)
+    assert run(instance) == StepOutcome.WAITING
+    instance.refresh_from_db()
+    assert instance.available_at == datetime(2026, 11, 1, 5, 30, tzinfo=UTC)  # 01:30 EDT
