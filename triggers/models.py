@@ -312,3 +312,4 @@ class ApiKey(models.Model):
 from .event_models import EventRecord, WorkflowTrigger  # noqa: E402, F401
 from .fanout_models import FanOut  # noqa: E402, F401
 from .inbox_models import InboxEvent, Interest, OutboxEvent  # noqa: E402, F401
+from .gate_models import Batch, BatchItem  # noqa: E402, F401
