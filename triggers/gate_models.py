@@ -76,9 +76,7 @@ class Batch(models.Model):
         indexes = [
             # GET /api/v1/batches/?workflow=&status= (newest first) and the admin's list
             # filtered by workflow.
-            models.Index(
-                fields=["workflow", "status", "-opened_at"], name="batch_workflow_status"
-            ),
+            models.Index(fields=["workflow", "status", "-opened_at"], name="batch_workflow_status"),
             # GET /api/v1/batches/?status= and the admin's status filter (newest first).
             models.Index(fields=["status", "-opened_at"], name="batch_status_opened"),
             # GET /api/v1/batches/?recipient= (newest first).
@@ -110,9 +108,7 @@ class BatchItem(models.Model):
             models.UniqueConstraint(fields=["batch", "seq"], name="batchitem_unique_seq"),
             # "Is this instance already in a batch?" (a re-run after a crash; instance
             # first), and an instance joins a batch once.
-            models.UniqueConstraint(
-                fields=["instance", "batch"], name="batchitem_unique_instance"
-            ),
+            models.UniqueConstraint(fields=["instance", "batch"], name="batchitem_unique_instance"),
         ]
 
     def __str__(self) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
@@ -135,7 +136,7 @@ def _join_pg(where: _Key, instance_id: uuid.UUID, now: datetime) -> Arrival | No
         )
         SELECT id, item_count, status, opened_at, closes_at FROM b
     """.format(**_tables())
-    params = {
+    params: dict[str, Any] = {
         "now": now,
         "workflow": where.workflow_id,
         "node": where.node_id,
@@ -179,7 +180,7 @@ def _open_pg(
         SELECT id FROM b
     """.format(**_tables())
     closes_at = now + window
-    params = {
+    params: dict[str, Any] = {
         "id": uuid7(),
         "workflow": where.workflow_id,
         "node": where.node_id,

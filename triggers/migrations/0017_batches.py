@@ -7,82 +7,170 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('recipients', '0001_recipients'),
-        ('triggers', '0016_instance_parked_on'),
-        ('workflows', '0006_workflow_critical_categories'),
+        ("recipients", "0001_recipients"),
+        ("triggers", "0016_instance_parked_on"),
+        ("workflows", "0006_workflow_critical_categories"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Batch',
+            name="Batch",
             fields=[
-                ('id', models.UUIDField(default=notifyflow.ids.uuid7, editable=False, primary_key=True, serialize=False)),
-                ('node_id', models.CharField(max_length=64)),
-                ('key', models.CharField(blank=True, default='', max_length=255)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('closed', 'Closed'), ('cancelled', 'Cancelled')], default='open', max_length=16)),
-                ('opened_at', models.DateTimeField()),
-                ('closes_at', models.DateTimeField()),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('max_items', models.PositiveIntegerField(blank=True, null=True)),
-                ('item_count', models.PositiveIntegerField(default=0)),
-                ('opener', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='triggers.triggerinstance')),
-                ('recipient', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='batches', to='recipients.recipient')),
-                ('workflow', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='batches', to='workflows.workflow')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=notifyflow.ids.uuid7,
+                        editable=False,
+                        primary_key=True,
+                        serialize=False,
+                    ),
+                ),
+                ("node_id", models.CharField(max_length=64)),
+                ("key", models.CharField(blank=True, default="", max_length=255)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("closed", "Closed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="open",
+                        max_length=16,
+                    ),
+                ),
+                ("opened_at", models.DateTimeField()),
+                ("closes_at", models.DateTimeField()),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                ("max_items", models.PositiveIntegerField(blank=True, null=True)),
+                ("item_count", models.PositiveIntegerField(default=0)),
+                (
+                    "opener",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="triggers.triggerinstance",
+                    ),
+                ),
+                (
+                    "recipient",
+                    models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="batches",
+                        to="recipients.recipient",
+                    ),
+                ),
+                (
+                    "workflow",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="batches",
+                        to="workflows.workflow",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'batches',
-                'ordering': ['-opened_at'],
+                "verbose_name_plural": "batches",
+                "ordering": ["-opened_at"],
             },
         ),
         migrations.CreateModel(
-            name='BatchItem',
+            name="BatchItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('joined_at', models.DateTimeField()),
-                ('batch', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='items', to='triggers.batch')),
-                ('instance', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='triggers.triggerinstance')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField()),
+                ("joined_at", models.DateTimeField()),
+                (
+                    "batch",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="items",
+                        to="triggers.batch",
+                    ),
+                ),
+                (
+                    "instance",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="triggers.triggerinstance",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['batch', 'seq'],
+                "ordering": ["batch", "seq"],
             },
         ),
         migrations.AddIndex(
-            model_name='batch',
-            index=models.Index(fields=['workflow', 'status', '-opened_at'], name='batch_workflow_status'),
+            model_name="batch",
+            index=models.Index(
+                fields=["workflow", "status", "-opened_at"], name="batch_workflow_status"
+            ),
         ),
         migrations.AddIndex(
-            model_name='batch',
-            index=models.Index(fields=['status', '-opened_at'], name='batch_status_opened'),
+            model_name="batch",
+            index=models.Index(fields=["status", "-opened_at"], name="batch_status_opened"),
         ),
         migrations.AddIndex(
-            model_name='batch',
-            index=models.Index(fields=['recipient', '-opened_at'], name='batch_recipient'),
+            model_name="batch",
+            index=models.Index(fields=["recipient", "-opened_at"], name="batch_recipient"),
         ),
         migrations.AddIndex(
-            model_name='batch',
-            index=models.Index(condition=models.Q(('status', 'open')), fields=['opener'], name='batch_open_opener'),
+            model_name="batch",
+            index=models.Index(
+                condition=models.Q(("status", "open")), fields=["opener"], name="batch_open_opener"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='batch',
-            constraint=models.UniqueConstraint(models.F('workflow'), models.F('node_id'), django.db.models.functions.comparison.Coalesce('recipient', models.Value('')), models.F('key'), condition=models.Q(('status', 'open')), name='batch_one_open_per_key'),
+            model_name="batch",
+            constraint=models.UniqueConstraint(
+                models.F("workflow"),
+                models.F("node_id"),
+                django.db.models.functions.comparison.Coalesce("recipient", models.Value("")),
+                models.F("key"),
+                condition=models.Q(("status", "open")),
+                name="batch_one_open_per_key",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='batch',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['open', 'closed', 'cancelled'])), name='batch_status_valid'),
+            model_name="batch",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["open", "closed", "cancelled"])),
+                name="batch_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='batch',
-            constraint=models.CheckConstraint(condition=models.Q(('max_items__isnull', True), ('max_items__gte', 2), _connector='OR'), name='batch_max_items_valid'),
+            model_name="batch",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("max_items__isnull", True), ("max_items__gte", 2), _connector="OR"
+                ),
+                name="batch_max_items_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='batchitem',
-            constraint=models.UniqueConstraint(fields=('batch', 'seq'), name='batchitem_unique_seq'),
+            model_name="batchitem",
+            constraint=models.UniqueConstraint(
+                fields=("batch", "seq"), name="batchitem_unique_seq"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='batchitem',
-            constraint=models.UniqueConstraint(fields=('instance', 'batch'), name='batchitem_unique_instance'),
+            model_name="batchitem",
+            constraint=models.UniqueConstraint(
+                fields=("instance", "batch"), name="batchitem_unique_instance"
+            ),
         ),
     ]
