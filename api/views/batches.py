@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from notifyflow.api import ApiView, no_body, paginated_list
 from notifyflow.errors import NotFoundError
-from notifyflow.pagination import CursorPagination, MAX_PAGE_SIZE
+from notifyflow.pagination import MAX_PAGE_SIZE, CursorPagination
 from triggers.gate_models import Batch
 from triggers.gates.batches import batch_items, batch_or_404, batches, flush
 

@@ -31,6 +31,8 @@ MAX_KEY_LENGTH = 255
 
 
 def execute(step: StepContext) -> NodeResult:
+    if step.preview:
+        return _preview(step)
     if step.parked_on in (ParkedOn.BATCH, ParkedOn.OVERRIDE):
         arrival = batches.existing_arrival(instance_id=step.instance_id, node_id=step.node_id)
         if arrival is not None:
@@ -53,6 +55,25 @@ def execute(step: StepContext) -> NodeResult:
     if arrival.status != BatchStatus.OPEN:  # a re-run after the batch closed
         return _member_ends(step, arrival)
     return _park_member(step, arrival)
+
+
+def _preview(step: StepContext) -> NodeResult:
+    """A preview writes nothing: the digest of a batch holding this payload alone."""
+    _key(step)
+    payload = step.context.get("payload")
+    closes_at = step.now + parse_duration(step.config["window"])
+    return NodeResult(
+        output={
+            "batch_id": None,
+            "count": 1,
+            "items": [payload],
+            "first": payload,
+            "last": payload,
+            "opened_at": step.now.isoformat(),
+            "closed_at": closes_at.isoformat(),
+        },
+        vars_key=f"batch_{step.node_id}",
+    )
 
 
 def _key(step: StepContext) -> str:
