@@ -81,10 +81,9 @@ class Batch(models.Model):
             models.Index(fields=["status", "-opened_at"], name="batch_status_opened"),
             # GET /api/v1/batches/?recipient= (newest first).
             models.Index(fields=["recipient", "-opened_at"], name="batch_recipient"),
-            # The cancel receiver: open batches opened by the cancelled instances.
-            models.Index(
-                fields=["opener"], name="batch_open_opener", condition=models.Q(status="open")
-            ),
+            # The cancel receiver (open batches opened by the cancelled instances) and
+            # retention's delete of old instances (CASCADE finds their batches).
+            models.Index(fields=["opener"], name="batch_opener"),
         ]
 
     def __str__(self) -> str:

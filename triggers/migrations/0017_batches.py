@@ -130,9 +130,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name="batch",
-            index=models.Index(
-                condition=models.Q(("status", "open")), fields=["opener"], name="batch_open_opener"
-            ),
+            index=models.Index(fields=["opener"], name="batch_opener"),
         ),
         migrations.AddConstraint(
             model_name="batch",
