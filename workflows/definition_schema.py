@@ -28,6 +28,7 @@ from .definition import (
     WEEKDAYS,
     FieldSpec,
 )
+from .definition.specs import BATCH_MAX_ITEMS, BATCH_MIN_ITEMS
 from .durations import MAX_DURATION_MS, duration_pattern
 
 DEFINITION = "WorkflowDefinition"
@@ -162,6 +163,13 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
         return _ref(SEND_WINDOW, prefix)
     if kind == "http_method":
         return {"type": "string", "enum": list(WEBHOOK_METHODS), "description": text}
+    if kind == "batch_max_items":
+        return {
+            "type": "integer",
+            "minimum": BATCH_MIN_ITEMS,
+            "maximum": BATCH_MAX_ITEMS,
+            "description": text,
+        }
     if kind == "webhook_url":
         return _template(text) | {"format": "uri", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"}
     raise ValueError(f"no JSON Schema for field kind {kind!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..step import NodeResult, StepContext
+from . import batch as batch_node  # gates (SPEC §13)
 from . import delay, email, emit, sms, wait, webhook
 
 EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
@@ -14,6 +15,8 @@ EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "wait": wait.execute,
     "emit": emit.execute,
     "webhook": webhook.execute,
+    # Gates (SPEC §13).
+    "batch": batch_node.execute,
 }
 
 __all__ = ["EXECUTORS", "NodeResult", "StepContext"]

@@ -15,6 +15,8 @@ from workflows.templating import TemplateError, check_condition, check_template
 
 from .problems import DefinitionProblem
 from .specs import (
+    BATCH_MAX_ITEMS,
+    BATCH_MIN_ITEMS,
     EXACTLY_ONE_OF,
     MAX_INTERESTS,
     MAX_NAME_LENGTH,
@@ -301,6 +303,25 @@ def _template_string_problems(
     return [problem] if problem else []
 
 
+def _batch_max_items_problems(
+    value: Any, path: str, node: str | None, field: FieldSpec
+) -> list[DefinitionProblem]:
+    """A batch's ``max_items``: an integer from BATCH_MIN_ITEMS to BATCH_MAX_ITEMS."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not BATCH_MIN_ITEMS <= value <= BATCH_MAX_ITEMS
+    ):
+        return [
+            DefinitionProblem(
+                path,
+                f"must be an integer from {BATCH_MIN_ITEMS} to {BATCH_MAX_ITEMS}",
+                node=node,
+            )
+        ]
+    return []
+
+
 def _ignoring_spec(
     check: Callable[[Any, str, str | None], list[DefinitionProblem]],
 ) -> FieldCheck:
@@ -321,6 +342,7 @@ FIELD_CHECKS: dict[str, FieldCheck] = {
     "webhook_url": _ignoring_spec(check_webhook_url),
     "duration": _duration_problems,
     "send_window": _ignoring_spec(_check_send_window),
+    "batch_max_items": _batch_max_items_problems,
 }
 
 

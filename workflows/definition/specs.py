@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 
 NODE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# A batch node's max_items (SPEC §13).
+BATCH_MIN_ITEMS, BATCH_MAX_ITEMS = 2, 10_000
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,26 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
         ),
         "retry": _RETRY,
     },
+    # Gates (SPEC §13): batch.
+    "batch": {
+        "window": FieldSpec(
+            True,
+            "duration",
+            'How long a batch stays open after its first arrival ("1m", "1h", "PT10M").',
+        ),
+        "key": FieldSpec(
+            False,
+            "template",
+            'Batch key (template, default ""): one open batch per workflow, node, '
+            "recipient and rendered key (at most 255 characters).",
+        ),
+        "max_items": FieldSpec(
+            False,
+            "batch_max_items",
+            f"Close the batch at once when it holds this many items ({BATCH_MIN_ITEMS}-"
+            f"{BATCH_MAX_ITEMS}).",
+        ),
+    },
 }
 NODE_DESCRIPTIONS: dict[str, str] = {
     "email": "Send an email through the configured email backend(s). Output in "
@@ -159,6 +181,9 @@ NODE_DESCRIPTIONS: dict[str, str] = {
     "recorded (never twice). Output in `vars.emit_<node id>`: {name, event_id, subjects}.",
     "webhook": "Call an allowed HTTP endpoint with a signed JSON body. Output in "
     "`vars.webhook_<node id>`.",
+    "batch": "Collect the instances reaching the node per recipient and key for a window: "
+    "the first continues when it closes with `vars.batch_<node id>` = {batch_id, count, "
+    "items, first, last, opened_at, closed_at}; the others end, skipped `batched`.",
 }
 # Fields of which a node needs exactly one.
 EXACTLY_ONE_OF: dict[str, tuple[str, ...]] = {
