@@ -186,6 +186,7 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
             parked_on=instance.parked_on,
             audience=audience,
             workflow_key=version.workflow_key,
+            workflow_id=instance.workflow_id,
             unsubscribe_url=unsubscribe_url,
         )
         outcome, result, next_node = _run_node(step, version.definition, instance.vars)

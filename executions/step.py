@@ -92,6 +92,7 @@ class StepContext:
     # The recipient and the workflow's settings, read when the step runs.
     audience: Audience = NO_AUDIENCE
     workflow_key: str = ""
+    workflow_id: int | None = None
     # The one-click unsubscribe URL of this step's email (None: none applies, or
     # NOTIFYFLOW_PUBLIC_URL is unset - ``executions.audience``).
     unsubscribe_url: str | None = None

@@ -37,8 +37,12 @@ def execute(step: StepContext) -> NodeResult:
         arrival = batches.existing_arrival(instance_id=step.instance_id, node_id=step.node_id)
         if arrival is not None:
             return _reenter(step, arrival)
+    assert step.workflow_id is not None  # the engine sets it
+    person = step.audience.recipient
     arrival = batches.arrive(
         instance_id=step.instance_id,
+        workflow_id=step.workflow_id,
+        recipient_id=person.id if person is not None else None,
         node_id=step.node_id,
         key=_key(step),
         window=parse_duration(step.config["window"]),

@@ -23,6 +23,8 @@ def _open(workflow, n=2, recipient=None):
     arrivals = [
         batches.arrive(
             instance_id=i.pk,
+            workflow_id=i.workflow_id,
+            recipient_id=i.recipient_id,
             node_id="collect",
             key="",
             window=timedelta(minutes=1),

@@ -32,6 +32,8 @@ def _open(n=3, key=""):
     for instance in instances:
         batches.arrive(
             instance_id=instance.pk,
+            workflow_id=instance.workflow_id,
+            recipient_id=instance.recipient_id,
             node_id="collect",
             key=key,
             window=timedelta(minutes=1),

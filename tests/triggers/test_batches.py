@@ -25,6 +25,8 @@ WINDOW = timedelta(minutes=1)
 def _arrive(instance, *, key="", max_items=None, now=None):
     return batches.arrive(
         instance_id=instance.pk,
+        workflow_id=instance.workflow_id,
+        recipient_id=instance.recipient_id,
         node_id="collect",
         key=key,
         window=WINDOW,
@@ -74,6 +76,22 @@ def test_a_re_arrival_after_a_crash_reuses_its_item():
     assert _arrive(first).opener
     assert Batch.objects.get().item_count == 2
     assert BatchItem.objects.count() == 2
+
+
+@pytest.mark.both_databases
+@pytest.mark.django_db
+def test_a_re_arrival_after_its_batch_closed_joins_no_newer_batch():
+    first, second, third = BatchInstanceFactory.create_batch(3, workflow=BatchWorkflowFactory())
+    _arrive(first)
+    joined = _arrive(second)
+    Batch.objects.update(status=BatchStatus.CLOSED, closed_at=timezone.now())
+    newer = _arrive(third)
+    assert newer.opener and newer.batch_id != joined.batch_id
+    # The crashed member's step runs again: it is still in the first batch only.
+    again = _arrive(second)
+    assert (again.batch_id, again.seq) == (joined.batch_id, joined.seq)
+    assert Batch.objects.get(pk=newer.batch_id).item_count == 1
+    assert BatchItem.objects.filter(instance=second).count() == 1
 
 
 @pytest.mark.both_databases

@@ -20,11 +20,11 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 
-from notifyflow.errors import ApplicationError, NotFoundError
+from notifyflow import db
+from notifyflow.errors import ApplicationError
 from notifyflow.ids import uuid7
 
 from ..gate_models import Batch, BatchItem, BatchStatus
-from ..models import TriggerInstance
 
 _ATTEMPTS = 20
 
@@ -54,6 +54,8 @@ class _Key:
 def arrive(
     *,
     instance_id: uuid.UUID,
+    workflow_id: int,
+    recipient_id: str | None,
     node_id: str,
     key: str,
     window: timedelta,
@@ -62,24 +64,24 @@ def arrive(
 ) -> Arrival:
     """Join the open batch of the instance's (workflow, node, recipient, key), or open
     one. Idempotent: an instance already in a batch of this node (a re-run after a
-    crash) gets its item back, counted once."""
-    found = existing_arrival(instance_id=instance_id, node_id=node_id)
-    if found is not None:
-        return found
-    row = (
-        TriggerInstance.objects.filter(pk=instance_id)
-        .values_list("workflow_id", "recipient_id")
-        .first()
-    )
-    if row is None:
-        raise NotFoundError(code="not_found", field=None, message="no such trigger instance")
-    where = _Key(workflow_id=row[0], node_id=node_id, recipient_id=row[1], key=key)
+    crash) gets its item back, counted once.
+
+    On PostgreSQL a joining arrival - the common case - is one statement: the join
+    itself skips an instance already in the open batch, and only when it joined nothing
+    is the instance's own item looked for (a re-run) before opening."""
+    where = _Key(workflow_id=workflow_id, node_id=node_id, recipient_id=recipient_id, key=key)
     postgres = connection.vendor == "postgresql"
+    if not postgres:
+        found = existing_arrival(instance_id=instance_id, node_id=node_id)
+        if found is not None:
+            return found
     for _ in range(_ATTEMPTS):
         if postgres:
-            arrival = _join_pg(where, instance_id, now) or _open_pg(
-                where, instance_id, now, window, max_items
-            )
+            arrival = _join_pg(where, instance_id, now)
+            if arrival is None:
+                arrival = existing_arrival(instance_id=instance_id, node_id=node_id) or _open_pg(
+                    where, instance_id, now, window, max_items
+                )
         else:
             arrival = _arrive_orm(where, instance_id, now, window, max_items)
         if arrival is not None:
@@ -118,6 +120,10 @@ def _tables() -> dict[str, str]:
 
 
 def _join_pg(where: _Key, instance_id: uuid.UUID, now: datetime) -> Arrival | None:
+    # A prepared statement (``notifyflow.db.execute``): planning this CTE each time was
+    # a visible share of an arrival's cost (bench/scenarios/gates.py). Its plan is
+    # the partial unique index of open batches and the item's (instance, batch) index
+    # whatever the values, so a generic plan is the same plan.
     sql = """
         WITH b AS (
             UPDATE {batch} SET
@@ -125,28 +131,33 @@ def _join_pg(where: _Key, instance_id: uuid.UUID, now: datetime) -> Arrival | No
                 status = CASE WHEN max_items IS NOT NULL AND item_count + 1 >= max_items
                               THEN 'closed' ELSE status END,
                 closed_at = CASE WHEN max_items IS NOT NULL AND item_count + 1 >= max_items
-                                 THEN %(now)s ELSE closed_at END
-            WHERE workflow_id = %(workflow)s AND node_id = %(node)s
-              AND COALESCE(recipient_id, '') = %(recipient)s AND key = %(key)s
+                                 THEN %s ELSE closed_at END
+            WHERE workflow_id = %s AND node_id = %s
+              AND COALESCE(recipient_id, '') = %s AND key = %s
               AND status = 'open' AND (max_items IS NULL OR item_count < max_items)
+              AND NOT EXISTS (SELECT 1 FROM {item} AS mine JOIN {batch} AS its
+                                ON its.id = mine.batch_id AND its.node_id = %s
+                              WHERE mine.instance_id = %s)
             RETURNING id, item_count, status, opened_at, closes_at
         ), i AS (
             INSERT INTO {item} (batch_id, instance_id, seq, joined_at)
-            SELECT id, %(instance)s, item_count, %(now)s FROM b
+            SELECT id, %s, item_count, %s FROM b
         )
         SELECT id, item_count, status, opened_at, closes_at FROM b
     """.format(**_tables())
-    params: dict[str, Any] = {
-        "now": now,
-        "workflow": where.workflow_id,
-        "node": where.node_id,
-        "recipient": where.recipient_id or "",
-        "key": where.key,
-        "instance": instance_id,
-    }
+    params = [
+        now,
+        where.workflow_id,
+        where.node_id,
+        where.recipient_id or "",
+        where.key,
+        where.node_id,
+        instance_id,
+        instance_id,
+        now,
+    ]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+        row = db.execute(cursor, sql, params).fetchone()
     if row is None:
         return None
     batch_id, seq, status, opened_at, closes_at = row
