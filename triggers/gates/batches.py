@@ -80,7 +80,8 @@ def after_park(*, instance_id: uuid.UUID, batch_id: uuid.UUID | str) -> None:
     still running, so neither completed nor woke it; do that now rather than at the
     window's end. One primary-key read when the batch is still open (the common case)."""
     with connection.cursor() as cursor:  # prepared: one per arrival (bench: gates)
-        row = db.execute(cursor, _STATUS_SQL, [batch_id]).fetchone()
+        key = Batch._meta.pk.get_db_prep_value(uuid.UUID(str(batch_id)), connection)
+        row = db.execute(cursor, _STATUS_SQL, [key]).fetchone()
     if row is None or row[0] != BatchStatus.CLOSED:
         return
     batch = Batch.objects.get(pk=batch_id)
