@@ -28,6 +28,7 @@ from .definition import (
     WEEKDAYS,
     FieldSpec,
 )
+from .definition.specs import CHOICE_KINDS, MAX_THROTTLE_LIMIT
 from .durations import MAX_DURATION_MS, duration_pattern
 
 DEFINITION = "WorkflowDefinition"
@@ -164,6 +165,11 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
         return {"type": "string", "enum": list(WEBHOOK_METHODS), "description": text}
     if kind == "webhook_url":
         return _template(text) | {"format": "uri", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"}
+    # --- throttle (SPEC §13) ---
+    if kind == "throttle_limit":
+        return {"type": "integer", "minimum": 1, "maximum": MAX_THROTTLE_LIMIT, "description": text}
+    if kind in CHOICE_KINDS:
+        return {"type": "string", "enum": list(CHOICE_KINDS[kind]), "description": text}
     raise ValueError(f"no JSON Schema for field kind {kind!r}")
 
 

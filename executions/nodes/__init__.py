@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..step import NodeResult, StepContext
-from . import delay, email, emit, sms, wait, webhook
+from . import delay, email, emit, sms, throttle, wait, webhook
 
 EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "email": email.execute,
@@ -14,6 +14,7 @@ EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "wait": wait.execute,
     "emit": emit.execute,
     "webhook": webhook.execute,
+    "throttle": throttle.execute,
 }
 
 __all__ = ["EXECUTORS", "NodeResult", "StepContext"]

@@ -15,11 +15,13 @@ from workflows.templating import TemplateError, check_condition, check_template
 
 from .problems import DefinitionProblem
 from .specs import (
+    CHOICE_KINDS,
     EXACTLY_ONE_OF,
     MAX_INTERESTS,
     MAX_NAME_LENGTH,
     MAX_RECIPIENTS,
     MAX_RETRY_DELAY_S,
+    MAX_THROTTLE_LIMIT,
     NODE_CONFIG_SPECS,
     RETRY_KEYS,
     SEND_WINDOW_KEYS,
@@ -301,6 +303,30 @@ def _template_string_problems(
     return [problem] if problem else []
 
 
+# --- throttle (SPEC §13) ---
+def _throttle_limit_problems(
+    value: Any, path: str, node: str | None, field: FieldSpec
+) -> list[DefinitionProblem]:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_THROTTLE_LIMIT
+    ):
+        return [
+            DefinitionProblem(path, f"must be an integer from 1 to {MAX_THROTTLE_LIMIT}", node=node)
+        ]
+    return []
+
+
+def _choice_problems(
+    value: Any, path: str, node: str | None, field: FieldSpec
+) -> list[DefinitionProblem]:
+    choices = CHOICE_KINDS[field.kind]
+    if value not in choices:
+        return [DefinitionProblem(path, f"must be one of {', '.join(choices)}", node=node)]
+    return []
+
+
 def _ignoring_spec(
     check: Callable[[Any, str, str | None], list[DefinitionProblem]],
 ) -> FieldCheck:
@@ -321,6 +347,10 @@ FIELD_CHECKS: dict[str, FieldCheck] = {
     "webhook_url": _ignoring_spec(check_webhook_url),
     "duration": _duration_problems,
     "send_window": _ignoring_spec(_check_send_window),
+    # --- throttle (SPEC §13) ---
+    "throttle_limit": _throttle_limit_problems,
+    "throttle_scope": _choice_problems,
+    "throttle_on_limit": _choice_problems,
 }
 
 
