@@ -6,6 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from .views import (
+    batches,
     events,
     health,
     lists,
@@ -105,6 +106,10 @@ v1 = [
         workflow_triggers.WorkflowTriggerPreviewKeyView.as_view(),
         name="workflow-trigger-preview-key",
     ),
+    # Gates (SPEC §13).
+    path("batches/", batches.BatchListView.as_view(), name="batch-list"),
+    path("batches/<uuid:id>/", batches.BatchDetailView.as_view(), name="batch-detail"),
+    path("batches/<uuid:id>/flush/", batches.BatchFlushView.as_view(), name="batch-flush"),
 ]
 
 urlpatterns = [

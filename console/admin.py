@@ -1,10 +1,20 @@
 """Django's admin autodiscovery imports this module: each import registers its admins,
 every model exactly once."""
 
-from . import api_keys, bindings, fanouts, history, instances, recipients, workflows
+from . import (
+    api_keys,
+    batches,  # gates (SPEC §13)
+    bindings,
+    fanouts,
+    history,
+    instances,
+    recipients,
+    workflows,
+)
 
 __all__ = [
     "api_keys",
+    "batches",
     "bindings",
     "fanouts",
     "history",

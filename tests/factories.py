@@ -231,3 +231,40 @@ class ThrottleCounterFactory(factory.django.DjangoModelFactory):
     limit = 2
     window_ms = 3_600_000
     updated_at = factory.LazyFunction(timezone.now)
+
+
+# --- Batches (issue 27, helper "batch") ---------------------------------------------------
+
+
+def batch_definition(*, window: str = "1m", key: str | None = None, **extra: object) -> dict:
+    """A "comment" digest: a batch node, then one email saying how many came."""
+    config: dict = {"window": window, **extra}
+    if key is not None:
+        config["key"] = key
+    return {
+        "entry_node_id": "collect",
+        "nodes": [
+            {"id": "collect", "type": "batch", "config": config},
+            {
+                "id": "digest",
+                "type": "email",
+                "config": {
+                    "to": "{{ payload.email }}",
+                    "subject": "{{ vars.batch_collect.count }} new comments",
+                    "body": "First: {{ vars.batch_collect.first.text }}",
+                },
+            },
+        ],
+        "edges": [{"from": "collect", "to": "digest"}],
+    }
+
+
+class BatchWorkflowFactory(WorkflowFactory):
+    definition = factory.LazyFunction(batch_definition)
+
+
+class BatchInstanceFactory(TriggerInstanceFactory):
+    """An instance of a batch workflow, at its batch node, due now."""
+
+    workflow = factory.SubFactory(BatchWorkflowFactory)
+    payload = factory.Sequence(lambda n: {**PAYLOAD, "text": f"comment {n}"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..step import NodeResult, StepContext
+from . import batch as batch_node  # gates (SPEC §13)
 from . import delay, email, emit, sms, throttle, wait, webhook
 
 EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
@@ -15,6 +16,8 @@ EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "emit": emit.execute,
     "webhook": webhook.execute,
     "throttle": throttle.execute,
+    # Gates (SPEC §13).
+    "batch": batch_node.execute,
 }
 
 __all__ = ["EXECUTORS", "NodeResult", "StepContext"]

@@ -46,6 +46,7 @@ BRANCHING = {
             "type": "emit",
             "config": {"event": "done", "context": {"who": "{{ payload.name }}"}},
         },
+        {"id": "gather", "type": "batch", "config": {"window": "1m", "key": "{{ payload.plan }}"}},
     ],
     "edges": [
         {"from": "welcome", "to": "pause"},
@@ -53,6 +54,7 @@ BRANCHING = {
         {"from": "pause", "to": "listen"},
         {"from": "listen", "to": "hook", "condition": "vars.wait_listen.received"},
         {"from": "listen", "to": "tell"},
+        {"from": "pro", "to": "gather"},
     ],
 }
 PAYLOAD = {"name": "Ada <3", "email": "ada@example.com", "phone": "+15005550006", "plan": "free"}
@@ -91,7 +93,8 @@ def test_preview_follows_the_payloads_path_and_writes_nothing(api, workflow):
         {"payload": {**PAYLOAD, "plan": "pro"}, "version": 1},
         format="json",
     ).json()
-    assert pro["path"] == ["welcome", "pause", "pro"]
+    assert pro["path"] == ["welcome", "pause", "pro", "gather"]
+    assert pro["nodes"][3]["output"]["count"] == 1  # a preview opens no batch
     assert pro["nodes"][2]["rendered"] == {"to": "+15005550006", "body": "Pro!"}
     assert row_counts() == before
 

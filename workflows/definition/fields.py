@@ -15,6 +15,8 @@ from workflows.templating import TemplateError, check_condition, check_template
 
 from .problems import DefinitionProblem
 from .specs import (
+    BATCH_MAX_ITEMS,
+    BATCH_MIN_ITEMS,
     CHOICE_KINDS,
     EXACTLY_ONE_OF,
     MAX_INTERESTS,
@@ -327,6 +329,25 @@ def _choice_problems(
     return []
 
 
+def _batch_max_items_problems(
+    value: Any, path: str, node: str | None, field: FieldSpec
+) -> list[DefinitionProblem]:
+    """A batch's ``max_items``: an integer from BATCH_MIN_ITEMS to BATCH_MAX_ITEMS."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not BATCH_MIN_ITEMS <= value <= BATCH_MAX_ITEMS
+    ):
+        return [
+            DefinitionProblem(
+                path,
+                f"must be an integer from {BATCH_MIN_ITEMS} to {BATCH_MAX_ITEMS}",
+                node=node,
+            )
+        ]
+    return []
+
+
 def _ignoring_spec(
     check: Callable[[Any, str, str | None], list[DefinitionProblem]],
 ) -> FieldCheck:
@@ -351,6 +372,7 @@ FIELD_CHECKS: dict[str, FieldCheck] = {
     "throttle_limit": _throttle_limit_problems,
     "throttle_scope": _choice_problems,
     "throttle_on_limit": _choice_problems,
+    "batch_max_items": _batch_max_items_problems,
 }
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 NODE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_THROTTLE_LIMIT = 10_000
+# A batch node's max_items (SPEC §13).
+BATCH_MIN_ITEMS, BATCH_MAX_ITEMS = 2, 10_000
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,26 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
             '`throttled`; "defer": it waits (holding no worker) until the window has room.',
         ),
     },
+    # Gates (SPEC §13): batch.
+    "batch": {
+        "window": FieldSpec(
+            True,
+            "duration",
+            'How long a batch stays open after its first arrival ("1m", "1h", "PT10M").',
+        ),
+        "key": FieldSpec(
+            False,
+            "template",
+            'Batch key (template, default ""): one open batch per workflow, node, '
+            "recipient and rendered key (at most 255 characters).",
+        ),
+        "max_items": FieldSpec(
+            False,
+            "batch_max_items",
+            f"Close the batch at once when it holds this many items ({BATCH_MIN_ITEMS}-"
+            f"{BATCH_MAX_ITEMS}).",
+        ),
+    },
 }
 NODE_DESCRIPTIONS: dict[str, str] = {
     "email": "Send an email through the configured email backend(s). Output in "
@@ -193,6 +215,9 @@ NODE_DESCRIPTIONS: dict[str, str] = {
     "throttle": "Let at most `limit` instances through within a sliding `window`; the "
     "others end (skipped, `throttled`) or wait for room (`on_limit: defer`). Output in "
     "`vars.throttle_<node id>`: {throttled, count, limit, key}.",
+    "batch": "Collect the instances reaching the node per recipient and key for a window: "
+    "the first continues when it closes with `vars.batch_<node id>` = {batch_id, count, "
+    "items, first, last, opened_at, closed_at}; the others end, skipped `batched`.",
 }
 # Fields of which a node needs exactly one.
 EXACTLY_ONE_OF: dict[str, tuple[str, ...]] = {

@@ -1,0 +1,142 @@
+"""``batch`` (SPEC §13; Knock's batch, Novu's digest): per (workflow, node, recipient,
+rendered key) at most one batch is open. The first instance to reach the node opens it
+and parks until its window ends; every instance that reaches the node while it is open
+joins it: skipped ``batched`` (``vars.batch_<node id>`` = {batch_id, joined}), parked
+in the batch (a member cancelled before the close is left out) and completed by the
+close. The opener then continues with the digest.
+
+The close is done by whoever gets there first: the opener at the window's end (or
+released by an operator's run-now), a flush (API, admin), or the member that fills
+``max_items``. Members park until the window's end plus a lease (the opener may be
+recovering) and, woken, end at a batch that is no longer open.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+
+from triggers.gate_models import BatchStatus
+from triggers.gates import batches
+from triggers.models import ParkedOn
+from workflows.durations import parse_duration
+
+from ..providers.base import ProviderError
+from ..step import NodeResult, StepContext
+
+ACTOR = "engine"
+MAX_KEY_LENGTH = 255
+
+
+def execute(step: StepContext) -> NodeResult:
+    if step.preview:
+        return _preview(step)
+    if step.parked_on in (ParkedOn.BATCH, ParkedOn.OVERRIDE):
+        arrival = batches.existing_arrival(instance_id=step.instance_id, node_id=step.node_id)
+        if arrival is not None:
+            return _reenter(step, arrival)
+    arrival = batches.arrive(
+        instance_id=step.instance_id,
+        node_id=step.node_id,
+        key=_key(step),
+        window=parse_duration(step.config["window"]),
+        max_items=step.config.get("max_items"),
+        now=step.now,
+    )
+    if arrival.opener:
+        if arrival.status == BatchStatus.OPEN and step.now < arrival.closes_at:
+            return _park_opener(arrival)
+        return _continue(step, arrival)
+    if arrival.filled:  # this arrival reached max_items: the close is ours to do
+        batches.close(batch_id=arrival.batch_id, now=step.now, actor=ACTOR)
+        return _member_ends(step, arrival)
+    if arrival.status != BatchStatus.OPEN:  # a re-run after the batch closed
+        return _member_ends(step, arrival)
+    return _park_member(step, arrival)
+
+
+def _preview(step: StepContext) -> NodeResult:
+    """A preview writes nothing: the digest of a batch holding this payload alone."""
+    _key(step)
+    payload = step.context.get("payload")
+    closes_at = step.now + parse_duration(step.config["window"])
+    return NodeResult(
+        output={
+            "batch_id": None,
+            "count": 1,
+            "items": [payload],
+            "first": payload,
+            "last": payload,
+            "opened_at": step.now.isoformat(),
+            "closed_at": closes_at.isoformat(),
+        },
+        vars_key=f"batch_{step.node_id}",
+    )
+
+
+def _key(step: StepContext) -> str:
+    key = step.render_optional("key") or ""
+    if len(key) > MAX_KEY_LENGTH:
+        raise ProviderError(
+            f"key: renders to {len(key)} characters, over the limit of {MAX_KEY_LENGTH}",
+            permanent=True,
+        )
+    return key
+
+
+def _reenter(step: StepContext, arrival: batches.Arrival) -> NodeResult:
+    """Back at the node after parking in a batch (due, woken, or released by run-now)."""
+    override = step.parked_on == ParkedOn.OVERRIDE
+    if not arrival.opener:
+        if override or arrival.status != BatchStatus.OPEN:
+            return _member_ends(step, arrival)
+        return _park_member(step, arrival)
+    if arrival.status == BatchStatus.OPEN and not override and step.now < arrival.closes_at:
+        return _park_opener(arrival)  # an early message: park again, same end
+    return _continue(step, arrival)
+
+
+def _continue(step: StepContext, arrival: batches.Arrival) -> NodeResult:
+    """The opener: close the batch (idempotent; its duties done if a filler could not)
+    and continue along its edges with the digest."""
+    batch = batches.close(batch_id=arrival.batch_id, now=step.now, actor=ACTOR)
+    return NodeResult(output=batches.digest(batch), vars_key=f"batch_{step.node_id}")
+
+
+def _park_opener(arrival: batches.Arrival) -> NodeResult:
+    return NodeResult(
+        output={
+            "batch_id": str(arrival.batch_id),
+            "opened_at": arrival.opened_at.isoformat(),
+            "closes_at": arrival.closes_at.isoformat(),
+        },
+        park_until=arrival.closes_at,
+        park_on=ParkedOn.BATCH,
+    )
+
+
+def _joined(arrival: batches.Arrival) -> dict[str, Any]:
+    return {"batch_id": str(arrival.batch_id), "joined": True}
+
+
+def _park_member(step: StepContext, arrival: batches.Arrival) -> NodeResult:
+    grace = timedelta(seconds=settings.NOTIFYFLOW_LEASE_S)
+    until: datetime = max(arrival.closes_at, step.now) + grace
+    return NodeResult(
+        output=_joined(arrival),
+        park_until=until,
+        park_on=ParkedOn.BATCH,
+        skip_reason="batched",
+        vars_key=f"batch_{step.node_id}",
+    )
+
+
+def _member_ends(step: StepContext, arrival: batches.Arrival) -> NodeResult:
+    return NodeResult(
+        output=_joined(arrival),
+        end=True,
+        skip_reason="batched",
+        vars_key=f"batch_{step.node_id}",
+    )

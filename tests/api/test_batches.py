@@ -1,0 +1,102 @@
+"""GET /api/v1/batches/, GET /api/v1/batches/{id}/ and POST …/flush/ (SPEC §13)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from tests.factories import BatchInstanceFactory, BatchWorkflowFactory, RecipientFactory
+from triggers.gates import batches
+from triggers.models import TriggerInstance
+from triggers.services import api_key_create
+
+pytestmark = pytest.mark.django_db
+URL = "/api/v1/batches/"
+
+
+def _open(workflow, n=2, recipient=None):
+    instances = BatchInstanceFactory.create_batch(n, workflow=workflow, recipient=recipient)
+    arrivals = [
+        batches.arrive(
+            instance_id=i.pk,
+            node_id="collect",
+            key="",
+            window=timedelta(minutes=1),
+            max_items=None,
+            now=timezone.now(),
+        )
+        for i in instances
+    ]
+    return arrivals[0].batch_id, instances
+
+
+def _client(scope, workflows=None):
+    client = APIClient()
+    raw = api_key_create(name=f"{scope}-b", scope=scope, workflows=workflows or [])[1]
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+def test_list_filters_and_pages(api):
+    first, second = BatchWorkflowFactory(), BatchWorkflowFactory()
+    person = RecipientFactory()
+    a, _ = _open(first)
+    b, _ = _open(second, recipient=person)
+    body = api.get(URL).json()
+    assert [row["id"] for row in body["results"]] == [str(b), str(a)]
+    row = body["results"][0]
+    assert row["workflow"] == second.key and row["recipient"] == person.id
+    assert row["status"] == "open" and row["item_count"] == 2 and row["node_id"] == "collect"
+    only = api.get(URL, {"workflow": first.key}).json()["results"]
+    assert [r["id"] for r in only] == [str(a)]
+    assert [r["id"] for r in api.get(URL, {"recipient": person.id}).json()["results"]] == [str(b)]
+    assert api.get(URL, {"status": "closed"}).json()["results"] == []
+    paged = api.get(URL, {"page_size": 1}).json()
+    assert len(paged["results"]) == 1 and paged["next"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"), [({"status": "shut"}, "status"), ({"workflow": "no spaces"}, "workflow")]
+)
+def test_bad_filters_are_a_400_naming_the_field(api, query, field):
+    response = api.get(URL, query)
+    assert response.status_code == 400
+    assert field in str(response.json())
+
+
+def test_detail_lists_the_items_in_arrival_order(api):
+    batch_id, instances = _open(BatchWorkflowFactory(), n=3)
+    body = api.get(f"{URL}{batch_id}/").json()
+    assert body["opener"] == str(instances[0].pk)
+    assert [(i["instance"], i["seq"]) for i in body["items"]] == [
+        (str(instance.pk), seq) for seq, instance in enumerate(instances, start=1)
+    ]
+    assert {i["instance_status"] for i in body["items"]} == {"enqueued"}
+    assert api.get(f"{URL}{uuid.uuid4()}/").status_code == 404
+
+
+def test_flush_closes_now_then_409_not_open(api, dispatched):
+    batch_id, instances = _open(BatchWorkflowFactory())
+    response = api.post(f"{URL}{batch_id}/flush/")
+    assert response.status_code == 200, response.json()
+    assert response.json()["status"] == "closed" and response.json()["closed_at"]
+    again = api.post(f"{URL}{batch_id}/flush/")
+    assert again.status_code == 409 and again.json()["code"] == "not_open"
+    assert api.post(f"{URL}{uuid.uuid4()}/flush/").status_code == 404
+    assert TriggerInstance.objects.get(pk=instances[0].pk).status == "enqueued"
+
+
+def test_scopes_read_lists_admin_flushes_limited_keys_see_their_workflows(dispatched):
+    workflow = BatchWorkflowFactory()
+    batch_id, _ = _open(workflow)
+    reader = _client("read")
+    assert reader.get(URL).status_code == 200
+    assert reader.post(f"{URL}{batch_id}/flush/").status_code == 403
+    other = _client("admin", workflows=["someone-else"])
+    assert other.get(URL).json()["results"] == []
+    assert other.get(f"{URL}{batch_id}/").status_code == 404
+    assert other.post(f"{URL}{batch_id}/flush/").status_code == 404

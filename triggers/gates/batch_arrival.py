@@ -1,0 +1,277 @@
+"""An instance arriving at a batch node (SPEC §13): it joins the open batch of its key,
+or opens one. Safe under any number of racing workers without a lock:
+
+- PostgreSQL: the join is one statement (UPDATE the open batch's count RETURNING, then
+  INSERT the item from it): the row lock serializes joiners, so every item gets the
+  next seq and none is lost or counted twice. If nothing joined, the open is one
+  statement too (INSERT the batch ON CONFLICT DO NOTHING on the partial unique index of
+  open batches, and the opener's item from it); a lost race loops back to the join.
+- SQLite (``make run``): the same through the ORM in a transaction (SQLite serializes
+  writers).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
+
+from notifyflow.errors import ApplicationError, NotFoundError
+from notifyflow.ids import uuid7
+
+from ..gate_models import Batch, BatchItem, BatchStatus
+from ..models import TriggerInstance
+
+_ATTEMPTS = 20
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Where an instance landed: its batch, its place, and the batch as it left it."""
+
+    batch_id: uuid.UUID
+    seq: int
+    opener: bool
+    status: str
+    opened_at: datetime
+    closes_at: datetime
+    # This arrival reached max_items and closed the batch: it does the close's duties.
+    filled: bool = False
+
+
+@dataclass(frozen=True)
+class _Key:
+    workflow_id: int
+    node_id: str
+    recipient_id: str | None
+    key: str
+
+
+def arrive(
+    *,
+    instance_id: uuid.UUID,
+    node_id: str,
+    key: str,
+    window: timedelta,
+    max_items: int | None,
+    now: datetime,
+) -> Arrival:
+    """Join the open batch of the instance's (workflow, node, recipient, key), or open
+    one. Idempotent: an instance already in a batch of this node (a re-run after a
+    crash) gets its item back, counted once."""
+    found = existing_arrival(instance_id=instance_id, node_id=node_id)
+    if found is not None:
+        return found
+    row = (
+        TriggerInstance.objects.filter(pk=instance_id)
+        .values_list("workflow_id", "recipient_id")
+        .first()
+    )
+    if row is None:
+        raise NotFoundError(code="not_found", field=None, message="no such trigger instance")
+    where = _Key(workflow_id=row[0], node_id=node_id, recipient_id=row[1], key=key)
+    postgres = connection.vendor == "postgresql"
+    for _ in range(_ATTEMPTS):
+        if postgres:
+            arrival = _join_pg(where, instance_id, now) or _open_pg(
+                where, instance_id, now, window, max_items
+            )
+        else:
+            arrival = _arrive_orm(where, instance_id, now, window, max_items)
+        if arrival is not None:
+            return arrival
+    raise ApplicationError(
+        code="batch_contended",
+        field=None,
+        message=f"could not join or open a batch at node {node_id} after {_ATTEMPTS} tries",
+    )
+
+
+def existing_arrival(*, instance_id: uuid.UUID, node_id: str) -> Arrival | None:
+    """The instance's item in a batch of ``node_id``, if it has one (served by
+    batchitem_unique_instance, instance first)."""
+    item = (
+        BatchItem.objects.filter(instance_id=instance_id, batch__node_id=node_id)
+        .select_related("batch")
+        .order_by("-batch__opened_at")
+        .first()
+    )
+    if item is None:
+        return None
+    batch = item.batch
+    return Arrival(
+        batch_id=batch.pk,
+        seq=item.seq,
+        opener=batch.opener_id == instance_id,
+        status=batch.status,
+        opened_at=batch.opened_at,
+        closes_at=batch.closes_at,
+    )
+
+
+def _tables() -> dict[str, str]:
+    return {"batch": Batch._meta.db_table, "item": BatchItem._meta.db_table}
+
+
+def _join_pg(where: _Key, instance_id: uuid.UUID, now: datetime) -> Arrival | None:
+    sql = """
+        WITH b AS (
+            UPDATE {batch} SET
+                item_count = item_count + 1,
+                status = CASE WHEN max_items IS NOT NULL AND item_count + 1 >= max_items
+                              THEN 'closed' ELSE status END,
+                closed_at = CASE WHEN max_items IS NOT NULL AND item_count + 1 >= max_items
+                                 THEN %(now)s ELSE closed_at END
+            WHERE workflow_id = %(workflow)s AND node_id = %(node)s
+              AND COALESCE(recipient_id, '') = %(recipient)s AND key = %(key)s
+              AND status = 'open' AND (max_items IS NULL OR item_count < max_items)
+            RETURNING id, item_count, status, opened_at, closes_at
+        ), i AS (
+            INSERT INTO {item} (batch_id, instance_id, seq, joined_at)
+            SELECT id, %(instance)s, item_count, %(now)s FROM b
+        )
+        SELECT id, item_count, status, opened_at, closes_at FROM b
+    """.format(**_tables())
+    params: dict[str, Any] = {
+        "now": now,
+        "workflow": where.workflow_id,
+        "node": where.node_id,
+        "recipient": where.recipient_id or "",
+        "key": where.key,
+        "instance": instance_id,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    batch_id, seq, status, opened_at, closes_at = row
+    return Arrival(
+        batch_id=batch_id,
+        seq=seq,
+        opener=False,
+        status=status,
+        opened_at=opened_at,
+        closes_at=closes_at,
+        filled=status == BatchStatus.CLOSED,
+    )
+
+
+def _open_pg(
+    where: _Key, instance_id: uuid.UUID, now: datetime, window: timedelta, max_items: int | None
+) -> Arrival | None:
+    sql = """
+        WITH b AS (
+            INSERT INTO {batch} (id, workflow_id, node_id, recipient_id, key, status,
+                                 opener_id, opened_at, closes_at, closed_at, max_items,
+                                 item_count)
+            VALUES (%(id)s, %(workflow)s, %(node)s, %(recipient)s, %(key)s, 'open',
+                    %(instance)s, %(now)s, %(closes)s, NULL, %(max)s, 1)
+            ON CONFLICT DO NOTHING
+            RETURNING id
+        ), i AS (
+            INSERT INTO {item} (batch_id, instance_id, seq, joined_at)
+            SELECT id, %(instance)s, 1, %(now)s FROM b
+        )
+        SELECT id FROM b
+    """.format(**_tables())
+    closes_at = now + window
+    params: dict[str, Any] = {
+        "id": uuid7(),
+        "workflow": where.workflow_id,
+        "node": where.node_id,
+        "recipient": where.recipient_id,
+        "key": where.key,
+        "instance": instance_id,
+        "now": now,
+        "closes": closes_at,
+        "max": max_items,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:  # another arrival opened it first: join that one
+        return None
+    return Arrival(
+        batch_id=row[0],
+        seq=1,
+        opener=True,
+        status=BatchStatus.OPEN,
+        opened_at=now,
+        closes_at=closes_at,
+    )
+
+
+def _arrive_orm(
+    where: _Key, instance_id: uuid.UUID, now: datetime, window: timedelta, max_items: int | None
+) -> Arrival | None:
+    recipient = (
+        Q(recipient_id=where.recipient_id)
+        if where.recipient_id is not None
+        else Q(recipient__isnull=True)
+    )
+    try:
+        with transaction.atomic():
+            batch = (
+                Batch.objects.select_for_update()
+                .filter(
+                    recipient,
+                    workflow_id=where.workflow_id,
+                    node_id=where.node_id,
+                    key=where.key,
+                    status=BatchStatus.OPEN,
+                )
+                .filter(Q(max_items__isnull=True) | Q(item_count__lt=F("max_items")))
+                .first()
+            )
+            if batch is None:
+                return _open_orm(where, instance_id, now, window, max_items)
+            seq = batch.item_count + 1
+            filled = batch.max_items is not None and seq >= batch.max_items
+            batch.item_count = seq
+            fields = ["item_count"]
+            if filled:
+                batch.status, batch.closed_at = BatchStatus.CLOSED, now
+                fields += ["status", "closed_at"]
+            batch.save(update_fields=fields)
+            BatchItem.objects.create(batch=batch, instance_id=instance_id, seq=seq, joined_at=now)
+    except IntegrityError:  # a racing open took the key: try again
+        return None
+    return Arrival(
+        batch_id=batch.pk,
+        seq=seq,
+        opener=False,
+        status=batch.status,
+        opened_at=batch.opened_at,
+        closes_at=batch.closes_at,
+        filled=filled,
+    )
+
+
+def _open_orm(
+    where: _Key, instance_id: uuid.UUID, now: datetime, window: timedelta, max_items: int | None
+) -> Arrival:
+    batch = Batch.objects.create(
+        workflow_id=where.workflow_id,
+        node_id=where.node_id,
+        recipient_id=where.recipient_id,
+        key=where.key,
+        opener_id=instance_id,
+        opened_at=now,
+        closes_at=now + window,
+        max_items=max_items,
+        item_count=1,
+    )
+    BatchItem.objects.create(batch=batch, instance_id=instance_id, seq=1, joined_at=now)
+    return Arrival(
+        batch_id=batch.pk,
+        seq=1,
+        opener=True,
+        status=BatchStatus.OPEN,
+        opened_at=now,
+        closes_at=batch.closes_at,
+    )
