@@ -46,6 +46,7 @@ BRANCHING = {
             "type": "emit",
             "config": {"event": "done", "context": {"who": "{{ payload.name }}"}},
         },
+        {"id": "cap", "type": "throttle", "config": {"limit": 2, "window": "1d"}},
     ],
     "edges": [
         {"from": "welcome", "to": "pause"},
@@ -53,6 +54,7 @@ BRANCHING = {
         {"from": "pause", "to": "listen"},
         {"from": "listen", "to": "hook", "condition": "vars.wait_listen.received"},
         {"from": "listen", "to": "tell"},
+        {"from": "hook", "to": "cap"},
     ],
 }
 PAYLOAD = {"name": "Ada <3", "email": "ada@example.com", "phone": "+15005550006", "plan": "free"}
