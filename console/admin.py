@@ -1,7 +1,7 @@
 """Django's admin autodiscovery imports this module: each import registers its admins,
 every model exactly once."""
 
-from . import api_keys, bindings, fanouts, history, instances, recipients, workflows
+from . import api_keys, bindings, fanouts, history, instances, recipients, throttles, workflows
 
 __all__ = [
     "api_keys",
@@ -10,5 +10,6 @@ __all__ = [
     "history",
     "instances",
     "recipients",
+    "throttles",
     "workflows",
 ]

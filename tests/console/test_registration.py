@@ -24,6 +24,7 @@ def test_every_registered_product_model_has_its_admin_in_the_console():
         "recipients.Recipient",
         "recipients.RecipientList",
         "triggers.FanOut",
+        "triggers.ThrottleCounter",
         "triggers.TriggerInstance",
         "triggers.TriggerStatusChange",
         "triggers.ApiKey",
