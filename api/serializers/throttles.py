@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from notifyflow.fields import QuerySerializer
 from triggers.gate_models import ThrottleCounter, ThrottleScope
-from triggers.gates.throttles import MAX_KEY_LENGTH, throttle_state
+from triggers.gates.throttles import MAX_KEY_LENGTH, ThrottleState, throttle_state
 
 SCOPE_HELP = (
     "workflow: a throttle node of a workflow (narrow with workflow= and node=); "
@@ -87,11 +87,14 @@ class ThrottleOutputSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
 
-    def _state(self, obj: ThrottleCounter) -> Any:
-        cache = self.context.setdefault("_states", {})
-        if obj.pk not in cache:
-            cache[obj.pk] = throttle_state(obj, now=self.context.setdefault("_now", timezone.now()))
-        return cache[obj.pk]
+    def _state(self, obj: ThrottleCounter) -> ThrottleState:
+        """Each row's state once, all at the same ``now`` (the list's instant)."""
+        if not hasattr(self, "_states"):
+            self._now = timezone.now()
+            self._states: dict[int, ThrottleState] = {}
+        if obj.pk not in self._states:
+            self._states[obj.pk] = throttle_state(obj, now=self._now)
+        return self._states[obj.pk]
 
     def get_workflow(self, obj: ThrottleCounter) -> str | None:
         return obj.subject.split(":", 1)[0] if obj.scope == ThrottleScope.WORKFLOW else None
