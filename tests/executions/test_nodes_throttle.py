@@ -14,6 +14,7 @@ from executions import engine
 from executions.models import SkipReason, StepExecutionLog
 from executions.outcomes import StepOutcome
 from tests.factories import (
+    PAYLOAD,
     RecipientFactory,
     TriggerInstanceFactory,
     WorkflowFactory,
@@ -182,3 +183,14 @@ def test_a_key_rendering_over_255_characters_fails_the_instance(dispatched):
     instance = TriggerInstanceFactory(workflow=workflow, payload={"long": "x" * 300})
     assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_PERMANENT
     assert "over the limit of 255" in _fresh(instance).last_error
+
+
+def test_a_preview_passes_the_throttle_and_counts_nothing(api):
+    workflow = WorkflowFactory(definition=throttle_definition(limit=1))
+    for _ in range(2):
+        body = api.post(
+            f"/api/v1/workflows/{workflow.key}/preview/", {"payload": PAYLOAD}, format="json"
+        ).json()
+        assert body["path"] == ["gate", "hello", "text"], body
+        assert body["nodes"][0]["output"]["throttled"] is False
+    assert not ThrottleCounter.objects.exists()

@@ -25,10 +25,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import QuerySet
+from django.db.models import Field, QuerySet
 
 from ..gate_models import ThrottleCounter, ThrottleScope
 
@@ -110,7 +111,9 @@ def _pass_sql() -> str:
     q = connection.ops.quote_name
 
     def col(name: str) -> str:
-        return q(meta.get_field(name).column)
+        field = meta.get_field(name)
+        assert isinstance(field, Field) and field.column
+        return q(field.column)
 
     table, hits = q(meta.db_table), col("hits")
     # Hits of the existing row still in the window of ``%(keep)s`` ms (the longest of
@@ -158,7 +161,7 @@ def _pass_postgres(
     now: datetime,
 ) -> int | None:
     """The count in the window after the pass, or None when the key is full."""
-    params = {
+    params: dict[str, Any] = {
         "scope": scope,
         "subject": subject,
         "key": key,
