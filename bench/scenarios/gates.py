@@ -205,6 +205,22 @@ def _phase(
     }
 
 
+def _fifths(wf: Workflow, since: Any) -> list[float]:
+    """Steps/s of the first and the last fifth of a drain's steps (in start order): does
+    an arrival cost more as its batch grows?"""
+    logs = list(
+        StepExecutionLog.objects.filter(workflow=wf, started_at__gte=since)
+        .order_by("started_at")
+        .values_list("started_at", "finished_at")
+    )
+    size = len(logs) // 5
+    rates = []
+    for part in (logs[:size], logs[-size:]) if size else ():
+        span = (max(f for _, f in part) - part[0][0]).total_seconds()
+        rates.append(len(part) / span if span else 0.0)
+    return rates
+
+
 def _combined(*parts: dict[str, Any]) -> dict[str, Any]:
     """Reference parts as one drain: steps over the sum of their spans, CPU weighted."""
     steps = sum(p["steps"] for p in parts)
@@ -303,6 +319,7 @@ def scenario_gates(ctx: Ctx) -> None:
         arrivals = _phase(
             ctx, workers, wfs[BATCH_WF], n, f"batch-{run}", recipient_id=RECIPIENT, steps=n
         )
+        arrivals["first_last_fifth_steps_per_s"] = _fifths(wfs[BATCH_WF], arrivals["since"])
         out["digest"] = _flush_and_check(ctx, wfs[BATCH_WF], n, arrivals)
         ref2 = _phase(ctx, workers, wfs[REF_WF], ref_n, f"ref2-{run}")
         throttle = _phase(ctx, workers, wfs[THROTTLE_WF], n, f"throttle-{run}")
@@ -370,6 +387,13 @@ def _report(ctx: Ctx, out: dict[str, Any], n: int) -> None:
             f"{cost:.2f}x a delay_ms: 0 step ({ref_rate:.0f} steps/s, same run, same 2 nodes); "
             f"worker CPU {app['worker_cpu_ms_per_step']:.2f} vs "
             f"{ref['worker_cpu_ms_per_step']:.2f} ms/step",
+        )
+    fifths = out["arrivals"]["first_last_fifth_steps_per_s"]
+    if fifths:
+        ctx.row(
+            "27 gates",
+            "  batch arrivals: steps/s of the first / last fifth (does the batch's size weigh?)",
+            f"{fifths[0]:.0f} / {fifths[1]:.0f}",
         )
     if out["throttled"]:
         ctx.row("27 gates", "  throttle: passes skipped (expected 0)", str(out["throttled"]))
