@@ -20,7 +20,8 @@ from notifyflow import db, logs, metrics
 from notifyflow.redaction import redact
 from triggers import inbox, outbox
 from triggers.dispatch import dispatch_on_commit
-from triggers.models import TriggerInstance, TriggerStatus
+from triggers.gates import batches
+from triggers.models import ParkedOn, TriggerInstance, TriggerStatus
 from workflows.definition import node_by_id, outgoing_edges
 from workflows.templating import TemplateError, condition_holds
 
@@ -242,13 +243,16 @@ def _after_commit(instance: TriggerInstance, result: NodeResult) -> None:
     """After the outcome committed: process an emitted event at once (the sweeper
     catches one whose processing is lost), and close the parked wait's window - an
     event delivered between the wait's look at the inbox and its park commit woke
-    nothing, so look again and wake now if one arrived."""
+    nothing, so look again and wake now if one arrived. The same for an arrival parked
+    in a batch that closed meanwhile."""
     node_id = instance.current_node_id or ""
     if result.emit is not None:
         try:
             outbox.outbox_process(instance_id=instance.pk, node_id=node_id)
         except Exception:  # the sweeper retries it; the step itself is done
             logger.exception("outbox %s:%s processing failed", instance.pk, node_id)
+    if result.park_on == ParkedOn.BATCH:
+        batches.after_park(instance_id=instance.pk, batch_id=result.output["batch_id"])
     if result.park_until is not None and result.wait_event is not None:
         if inbox.has_events_after(
             instance_id=instance.pk, name=result.wait_event, after_id=result.inbox_seen_id

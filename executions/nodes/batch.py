@@ -54,7 +54,7 @@ def execute(step: StepContext) -> NodeResult:
         return _member_ends(step, arrival)
     if arrival.status != BatchStatus.OPEN:  # a re-run after the batch closed
         return _member_ends(step, arrival)
-    return _park_member(step, arrival)
+    return _park_member(step, arrival, joined_now=True)
 
 
 def _preview(step: StepContext) -> NodeResult:
@@ -92,7 +92,7 @@ def _reenter(step: StepContext, arrival: batches.Arrival) -> NodeResult:
     if not arrival.opener:
         if override or arrival.status != BatchStatus.OPEN:
             return _member_ends(step, arrival)
-        return _park_member(step, arrival)
+        return _park_member(step, arrival, joined_now=False)
     if arrival.status == BatchStatus.OPEN and not override and step.now < arrival.closes_at:
         return _park_opener(arrival)  # an early message: park again, same end
     return _continue(step, arrival)
@@ -121,14 +121,17 @@ def _joined(arrival: batches.Arrival) -> dict[str, Any]:
     return {"batch_id": str(arrival.batch_id), "joined": True}
 
 
-def _park_member(step: StepContext, arrival: batches.Arrival) -> NodeResult:
+def _park_member(step: StepContext, arrival: batches.Arrival, *, joined_now: bool) -> NodeResult:
+    """Park in the batch until its window ends plus a lease. Joining is the node's
+    outcome (skipped, ``batched``: logged and counted once); parking again after an
+    early wake is not."""
     grace = timedelta(seconds=settings.NOTIFYFLOW_LEASE_S)
     until: datetime = max(arrival.closes_at, step.now) + grace
     return NodeResult(
         output=_joined(arrival),
         park_until=until,
         park_on=ParkedOn.BATCH,
-        skip_reason="batched",
+        skip_reason="batched" if joined_now else "",
         vars_key=f"batch_{step.node_id}",
     )
 

@@ -125,3 +125,33 @@ def test_the_key_splits_batches():
     assert Batch.objects.count() == 2
     assert sorted(Batch.objects.values_list("key", flat=True)) == ["c0", "c1"]
     assert timedelta(minutes=1) == Batch.objects.first().closes_at - Batch.objects.first().opened_at
+
+
+def test_a_batch_closed_while_an_arrival_was_recorded_still_settles_it(dispatched, monkeypatch):
+    workflow = WorkflowFactory(definition=batch_definition(window="1h"))
+    opener, member = _create(workflow, 2)
+    engine.step_execute(instance_id=opener.pk)
+    arrive = batches.arrive
+
+    def arrive_then_flushed(**kwargs):
+        arrival = arrive(**kwargs)
+        # A flush lands after the member joined, before its park is recorded.
+        batches.flush(batch_id=arrival.batch_id, actor="op")
+        return arrival
+
+    monkeypatch.setattr(batches, "arrive", arrive_then_flushed)
+    assert engine.step_execute(instance_id=member.pk) == StepOutcome.WAITING
+    # Completed as soon as its park committed, not at the window's end.
+    assert _fresh(member).status == S.COMPLETED
+    assert _fresh(opener).available_at <= timezone.now()
+
+
+def test_a_member_woken_early_parks_again_and_is_counted_batched_once(dispatched):
+    workflow = WorkflowFactory(definition=batch_definition(window="1h"))
+    opener, member = _create(workflow, 2)
+    _arrive_all([opener, member])
+    TriggerInstance.objects.filter(pk=member.pk).update(available_at=timezone.now())
+    assert engine.step_execute(instance_id=member.pk) == StepOutcome.WAITING
+    assert _fresh(member).parked_on == "batch"
+    logs = StepExecutionLog.objects.filter(trigger_id=member.pk)
+    assert logs.count() == 2 and logs.filter(skip_reason="batched").count() == 1

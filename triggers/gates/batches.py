@@ -26,6 +26,7 @@ from .batch_arrival import Arrival, arrive, existing_arrival
 
 __all__ = [
     "Arrival",
+    "after_park",
     "arrive",
     "batch_items",
     "batch_or_404",
@@ -68,6 +69,25 @@ def _close_duties(batch: Batch, actor: str) -> None:
             actor=actor,
         )
     state.wake_parked(instance_ids=[batch.opener_id], parked_on=ParkedOn.BATCH)
+
+
+def after_park(*, instance_id: uuid.UUID, batch_id: uuid.UUID | str) -> None:
+    """After an arrival's park committed: a batch closed meanwhile (a flush or the
+    ``max_items`` filler between the arrival's join and its park) found the instance
+    still running, so neither completed nor woke it; do that now rather than at the
+    window's end. One primary-key read when the batch is still open (the common case)."""
+    batch = Batch.objects.filter(pk=batch_id).only("pk", "status", "node_id", "opener").first()
+    if batch is None or batch.status != BatchStatus.CLOSED:
+        return
+    if batch.opener_id == instance_id:
+        state.wake_parked(instance_ids=[instance_id], parked_on=ParkedOn.BATCH)
+    else:
+        state.complete_parked(
+            instance_ids=[instance_id],
+            node_id=batch.node_id,
+            reason=f"batched into batch {batch.pk}",
+            actor="engine",
+        )
 
 
 def flush(*, batch_id: uuid.UUID, actor: str) -> Batch:
