@@ -12,6 +12,7 @@ from .views import (
     lists,
     recipients,
     step_logs,
+    throttles,
     triggers,
     webhooks,
     workflow_triggers,
@@ -48,6 +49,7 @@ v1 = [
     ),
     path("fanouts/<uuid:id>/", triggers.FanOutDetailView.as_view(), name="fanout-detail"),
     path("step-logs/", step_logs.StepLogListView.as_view(), name="step-log-list"),
+    path("throttles/", throttles.ThrottleListView.as_view(), name="throttle-list"),
     path("workflows/", workflows.WorkflowListCreateView.as_view(), name="workflow-list"),
     path("workflows/<slug:key>/", workflows.WorkflowDetailView.as_view(), name="workflow-detail"),
     path(

@@ -31,6 +31,7 @@ SCENARIOS = [
     "running",
     "preferences",
     "people",
+    "gates",
 ]
 
 

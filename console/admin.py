@@ -9,6 +9,7 @@ from . import (
     history,
     instances,
     recipients,
+    throttles,  # gates (SPEC §13)
     workflows,
 )
 
@@ -20,5 +21,6 @@ __all__ = [
     "history",
     "instances",
     "recipients",
+    "throttles",
     "workflows",
 ]

@@ -195,6 +195,44 @@ class FanOutFactory(factory.django.DjangoModelFactory):
     lists = factory.LazyFunction(lambda: ["list-0"])
 
 
+# --- Throttles (issue 27) -------------------------------------------------------------
+
+
+def throttle_definition(
+    *,
+    limit: int = 2,
+    window: str = "1h",
+    scope: str | None = None,
+    on_limit: str | None = None,
+    key: str | None = None,
+) -> dict:
+    """A throttle node ``gate`` in front of email_sms_definition's email and SMS."""
+    config: dict = {"limit": limit, "window": window}
+    for name, value in (("scope", scope), ("on_limit", on_limit), ("key", key)):
+        if value is not None:
+            config[name] = value
+    definition = email_sms_definition()
+    definition["nodes"].insert(0, {"id": "gate", "type": "throttle", "config": config})
+    definition["edges"].insert(0, {"from": "gate", "to": "hello"})
+    definition["entry_node_id"] = "gate"
+    return definition
+
+
+class ThrottleCounterFactory(factory.django.DjangoModelFactory):
+    """A workflow-scope counter with ``hits`` (epoch ms) as given."""
+
+    class Meta:
+        model = "triggers.ThrottleCounter"
+
+    scope = "workflow"
+    subject = factory.Sequence(lambda n: f"workflow-{n}:gate")
+    key = ""
+    hits = factory.LazyFunction(list)
+    limit = 2
+    window_ms = 3_600_000
+    updated_at = factory.LazyFunction(timezone.now)
+
+
 # --- Batches (issue 27, helper "batch") ---------------------------------------------------
 
 

@@ -311,5 +311,5 @@ class ApiKey(models.Model):
 # Event bindings live in their own module; imported here so Django registers them.
 from .event_models import EventRecord, WorkflowTrigger  # noqa: E402, F401
 from .fanout_models import FanOut  # noqa: E402, F401
-from .gate_models import Batch, BatchItem  # noqa: E402, F401
+from .gate_models import Batch, BatchItem, ThrottleCounter  # noqa: E402, F401
 from .inbox_models import InboxEvent, Interest, OutboxEvent  # noqa: E402, F401

@@ -28,7 +28,7 @@ from .definition import (
     WEEKDAYS,
     FieldSpec,
 )
-from .definition.specs import BATCH_MAX_ITEMS, BATCH_MIN_ITEMS
+from .definition.specs import BATCH_MAX_ITEMS, BATCH_MIN_ITEMS, CHOICE_KINDS, MAX_THROTTLE_LIMIT
 from .durations import MAX_DURATION_MS, duration_pattern
 
 DEFINITION = "WorkflowDefinition"
@@ -125,6 +125,13 @@ def _ref(name: str, prefix: str) -> dict[str, str]:
     return {"$ref": prefix + name}
 
 
+# Integer field kinds and their bounds.
+_INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "batch_max_items": (BATCH_MIN_ITEMS, BATCH_MAX_ITEMS),
+    "throttle_limit": (1, MAX_THROTTLE_LIMIT),
+}
+
+
 def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
     """The JSON Schema of one config field, by its kind."""
     text = field.description
@@ -163,15 +170,13 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
         return _ref(SEND_WINDOW, prefix)
     if kind == "http_method":
         return {"type": "string", "enum": list(WEBHOOK_METHODS), "description": text}
-    if kind == "batch_max_items":
-        return {
-            "type": "integer",
-            "minimum": BATCH_MIN_ITEMS,
-            "maximum": BATCH_MAX_ITEMS,
-            "description": text,
-        }
     if kind == "webhook_url":
         return _template(text) | {"format": "uri", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"}
+    if kind in _INT_BOUNDS:  # gates (SPEC §13): batch max_items, throttle limit
+        low, high = _INT_BOUNDS[kind]
+        return {"type": "integer", "minimum": low, "maximum": high, "description": text}
+    if kind in CHOICE_KINDS:
+        return {"type": "string", "enum": list(CHOICE_KINDS[kind]), "description": text}
     raise ValueError(f"no JSON Schema for field kind {kind!r}")
 
 

@@ -21,6 +21,7 @@ from bench.scenarios.common import (
 from bench.scenarios.cost import scenario_cost
 from bench.scenarios.delay import scenario_delay
 from bench.scenarios.execution import scenario_execution
+from bench.scenarios.gates import scenario_gates
 from bench.scenarios.hold import scenario_hold_and_rss
 from bench.scenarios.ingestion import scenario_ingestion
 from bench.scenarios.people import scenario_people
@@ -40,6 +41,7 @@ __all__ = [
     "scenario_cost",
     "scenario_delay",
     "scenario_execution",
+    "scenario_gates",
     "scenario_hold_and_rss",
     "scenario_ingestion",
     "scenario_preferences",

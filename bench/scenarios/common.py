@@ -256,6 +256,9 @@ EXPECTED_TARGETS = [
     "people: list fan-out instances/s",
     "people: POST /triggers/ with 100 inline recipients, instances/s",
     "people: list of N single-email instances drained, steps/s",
+    "gates: batch arrival steps/s >= plain step / 1.5",  # issue 27
+    "gates: N arrivals at one batch key -> one digest, all counted",
+    "gates: throttle steps/s >= plain step / 1.2",
 ]
 
 

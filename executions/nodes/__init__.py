@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ..step import NodeResult, StepContext
 from . import batch as batch_node  # gates (SPEC §13)
-from . import delay, email, emit, sms, wait, webhook
+from . import delay, email, emit, sms, throttle, wait, webhook
 
 EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "email": email.execute,
@@ -15,6 +15,7 @@ EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "wait": wait.execute,
     "emit": emit.execute,
     "webhook": webhook.execute,
+    "throttle": throttle.execute,
     # Gates (SPEC §13).
     "batch": batch_node.execute,
 }

@@ -47,6 +47,7 @@ BRANCHING = {
             "config": {"event": "done", "context": {"who": "{{ payload.name }}"}},
         },
         {"id": "gather", "type": "batch", "config": {"window": "1m", "key": "{{ payload.plan }}"}},
+        {"id": "cap", "type": "throttle", "config": {"limit": 2, "window": "1d"}},
     ],
     "edges": [
         {"from": "welcome", "to": "pause"},
@@ -55,6 +56,7 @@ BRANCHING = {
         {"from": "listen", "to": "hook", "condition": "vars.wait_listen.received"},
         {"from": "listen", "to": "tell"},
         {"from": "pro", "to": "gather"},
+        {"from": "hook", "to": "cap"},
     ],
 }
 PAYLOAD = {"name": "Ada <3", "email": "ada@example.com", "phone": "+15005550006", "plan": "free"}

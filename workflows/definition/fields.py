@@ -17,11 +17,13 @@ from .problems import DefinitionProblem
 from .specs import (
     BATCH_MAX_ITEMS,
     BATCH_MIN_ITEMS,
+    CHOICE_KINDS,
     EXACTLY_ONE_OF,
     MAX_INTERESTS,
     MAX_NAME_LENGTH,
     MAX_RECIPIENTS,
     MAX_RETRY_DELAY_S,
+    MAX_THROTTLE_LIMIT,
     NODE_CONFIG_SPECS,
     RETRY_KEYS,
     SEND_WINDOW_KEYS,
@@ -303,6 +305,30 @@ def _template_string_problems(
     return [problem] if problem else []
 
 
+# --- throttle (SPEC §13) ---
+def _throttle_limit_problems(
+    value: Any, path: str, node: str | None, field: FieldSpec
+) -> list[DefinitionProblem]:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_THROTTLE_LIMIT
+    ):
+        return [
+            DefinitionProblem(path, f"must be an integer from 1 to {MAX_THROTTLE_LIMIT}", node=node)
+        ]
+    return []
+
+
+def _choice_problems(
+    value: Any, path: str, node: str | None, field: FieldSpec
+) -> list[DefinitionProblem]:
+    choices = CHOICE_KINDS[field.kind]
+    if value not in choices:
+        return [DefinitionProblem(path, f"must be one of {', '.join(choices)}", node=node)]
+    return []
+
+
 def _batch_max_items_problems(
     value: Any, path: str, node: str | None, field: FieldSpec
 ) -> list[DefinitionProblem]:
@@ -342,6 +368,10 @@ FIELD_CHECKS: dict[str, FieldCheck] = {
     "webhook_url": _ignoring_spec(check_webhook_url),
     "duration": _duration_problems,
     "send_window": _ignoring_spec(_check_send_window),
+    # --- throttle (SPEC §13) ---
+    "throttle_limit": _throttle_limit_problems,
+    "throttle_scope": _choice_problems,
+    "throttle_on_limit": _choice_problems,
     "batch_max_items": _batch_max_items_problems,
 }
 

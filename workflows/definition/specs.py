@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 NODE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_THROTTLE_LIMIT = 10_000
 # A batch node's max_items (SPEC §13).
 BATCH_MIN_ITEMS, BATCH_MAX_ITEMS = 2, 10_000
 
@@ -146,6 +147,36 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
         ),
         "retry": _RETRY,
     },
+    # --- throttle (SPEC §13) ---
+    "throttle": {
+        "limit": FieldSpec(
+            True,
+            "throttle_limit",
+            f"At most this many instances pass within the window (1-{MAX_THROTTLE_LIMIT:,}).",
+        ),
+        "window": FieldSpec(
+            True, "duration", 'The sliding window: "1h", "1d", "PT30M", ... (as for delay).'
+        ),
+        "key": FieldSpec(
+            False,
+            "template",
+            "What is counted apart (template, at most 255 characters rendered), e.g. "
+            "`{{ payload.account_id }}`. Default: one counter.",
+        ),
+        "scope": FieldSpec(
+            False,
+            "throttle_scope",
+            '"workflow" (default): this node of this workflow counts its instances; '
+            "\"recipient\": the instance's recipient is counted across every workflow's "
+            "throttle nodes with the same key.",
+        ),
+        "on_limit": FieldSpec(
+            False,
+            "throttle_on_limit",
+            '"skip" (default): the instance ends here, completed, its step skipped with '
+            '`throttled`; "defer": it waits (holding no worker) until the window has room.',
+        ),
+    },
     # Gates (SPEC §13): batch.
     "batch": {
         "window": FieldSpec(
@@ -181,6 +212,9 @@ NODE_DESCRIPTIONS: dict[str, str] = {
     "recorded (never twice). Output in `vars.emit_<node id>`: {name, event_id, subjects}.",
     "webhook": "Call an allowed HTTP endpoint with a signed JSON body. Output in "
     "`vars.webhook_<node id>`.",
+    "throttle": "Let at most `limit` instances through within a sliding `window`; the "
+    "others end (skipped, `throttled`) or wait for room (`on_limit: defer`). Output in "
+    "`vars.throttle_<node id>`: {throttled, count, limit, key}.",
     "batch": "Collect the instances reaching the node per recipient and key for a window: "
     "the first continues when it closes with `vars.batch_<node id>` = {batch_id, count, "
     "items, first, last, opened_at, closed_at}; the others end, skipped `batched`.",
@@ -202,3 +236,9 @@ WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 SEND_WINDOW_KEYS = ("days", "from", "until", "timezone")
 # "HH:MM", 00:00-23:59.
 TIME_OF_DAY_RE = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+# --- throttle (SPEC §13) ---
+# The values of each choice field kind, the first the default.
+CHOICE_KINDS: dict[str, tuple[str, ...]] = {
+    "throttle_scope": ("workflow", "recipient"),
+    "throttle_on_limit": ("skip", "defer"),
+}
