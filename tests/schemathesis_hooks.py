@@ -11,8 +11,9 @@ SCHEMATHESIS_HOOKS).
    ``unknown_list`` likewise), a PUT's body key matches its URL, a workflow
    definition is a valid graph (its rules - references between nodes and edges,
    templates - are checked at save), and an idempotency setting obeys the rules across
-   its options (a window strategy needs ttlMinutes, ...). Only positive cases are
-   mapped: negative ones must stay invalid.
+   its options (a window strategy needs ttlMinutes, ...), and a throttle filter names a
+   subject of its scope. Only positive cases are mapped: negative ones must stay
+   invalid.
 """
 
 from __future__ import annotations
@@ -66,11 +67,26 @@ def _existing_workflow(body: dict[str, Any]) -> None:
             entry["list"] = RECIPIENT_LIST
 
 
+def _throttle_query(case: Any) -> None:
+    """The throttles' filters name a subject of their scope only: workflow= and node=
+    with scope=workflow, recipient= with scope=recipient (else 400 ``scope_mismatch``)."""
+    query = case.query if isinstance(case.query, dict) else None
+    if not query:
+        return
+    if query.get("scope") == "workflow":
+        query.pop("recipient", None)
+    elif query.get("scope") == "recipient":
+        query.pop("workflow", None)
+        query.pop("node", None)
+
+
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
     meta = case.meta
     # No meta: an example from the schema itself (examples are valid by definition).
     negative = meta is not None and not meta.generation.mode.is_positive
+    if not negative and case.operation.path == "/api/v1/throttles/":
+        _throttle_query(case)
     if negative or not isinstance(case.body, dict):
         return case
     path, method = case.operation.path, case.method.upper()
