@@ -105,6 +105,8 @@ def test_gates_on_the_standard_start(tmp_path):
         )
         wait_until(lambda: _answers(http, "/healthz"), timeout=60, what="gunicorn")
         _windows(http, smtp)
+        _digest(http, smtp)
+        _throttle(http, smtp)
         for name, proc in (("web", web), ("worker", worker), ("beat", beat)):
             assert proc.poll() is None, f"{name} exited:\n{logs[name].read_text()[-4000:]}"
     assert "Internal Server Error" not in logs["web"].read_text()
@@ -178,3 +180,114 @@ def _windows(http: httpx.Client, smtp: FakeSmtpServer) -> None:
         late = at - opening.timestamp()
         print(f"{who}: deferred email arrived {late:+.2f} s after the window opened")
         assert 0 <= late <= LATENESS_S, (who, late)
+
+
+def _digest(http: httpx.Client, smtp: FakeSmtpServer) -> None:
+    """Five comments in a thread within the batch's window: one email, "5 new comments",
+    the four joiners completed as ``batched``; the batch listed and its flush refused
+    once closed."""
+    flow = {
+        "key": "thread-digest",
+        "name": "Thread digest",
+        "definition": {
+            "entry_node_id": "collect",
+            "nodes": [
+                {
+                    "id": "collect",
+                    "type": "batch",
+                    "config": {"window": "4s", "key": "{{ payload.thread }}"},
+                },
+                {
+                    "id": "mail",
+                    "type": "email",
+                    "config": {
+                        "subject": "{{ vars.batch_collect.count }} new comments",
+                        "body": "Latest: {{ vars.batch_collect.last.text }}",
+                    },
+                },
+            ],
+            "edges": [{"from": "collect", "to": "mail"}],
+        },
+    }
+    assert http.post("/api/v1/workflows/", json=flow).status_code == 201
+    before = len(mailbox(smtp))
+    ids = []
+    for n in range(5):
+        answer = http.post(
+            "/api/v1/triggers/",
+            json={
+                "workflow": "thread-digest",
+                "idempotency_key": f"comment-{n}",
+                "payload": {"thread": "t1", "text": f"comment {n}"},
+                "recipients": ["ada"],
+            },
+        )
+        assert answer.status_code == 201, answer.text
+        ids.append(answer.json()["instances"][0]["id"])
+    wait_until(
+        lambda: http.get("/api/v1/batches/", params={"status": "open"}).json()["results"],
+        timeout=30,
+        what="the open batch",
+    )
+
+    def done() -> bool:
+        rows = [http.get(f"/api/v1/triggers/{i}/").json()["status"] for i in ids]
+        return rows == ["completed"] * 5
+
+    wait_until(done, timeout=60, interval=0.5, what="the digest")
+    digests = mailbox(smtp)[before:]
+    assert [m["Subject"] for m in digests] == ["5 new comments"]
+    assert "Latest: comment 4" in digests[0].get_payload()
+    (batch,) = http.get("/api/v1/batches/", params={"workflow": "thread-digest"}).json()["results"]
+    assert (batch["status"], batch["item_count"]) == ("closed", 5)
+    flushed = http.post(f"/api/v1/batches/{batch['id']}/flush/")
+    assert flushed.status_code == 409 and flushed.json()["code"] == "not_open"
+    skipped = http.get("/api/v1/step-logs/", params={"skip_reason": "batched"}).json()["results"]
+    assert len(skipped) == 4
+
+
+def _throttle(http: httpx.Client, smtp: FakeSmtpServer) -> None:
+    """At most two promotions per person: the third is skipped ``throttled`` and ends;
+    after a reset over the API the next one goes out."""
+    flow = {
+        "key": "promo",
+        "name": "Promo",
+        "definition": {
+            "entry_node_id": "cap",
+            "nodes": [
+                {
+                    "id": "cap",
+                    "type": "throttle",
+                    "config": {"limit": 2, "window": "1d", "scope": "recipient"},
+                },
+                {"id": "mail", "type": "email", "config": {"subject": "Promo", "body": "Hi"}},
+            ],
+            "edges": [{"from": "cap", "to": "mail"}],
+        },
+    }
+    assert http.post("/api/v1/workflows/", json=flow).status_code == 201
+    before = len(mailbox(smtp))
+
+    def promo(n: int) -> str:
+        answer = http.post(
+            "/api/v1/triggers/",
+            json={"workflow": "promo", "idempotency_key": f"p{n}", "recipients": ["ada"]},
+        )
+        assert answer.status_code == 201, answer.text
+        instance = answer.json()["instances"][0]["id"]
+        wait_until(
+            lambda: http.get(f"/api/v1/triggers/{instance}/").json()["status"] == "completed",
+            timeout=30,
+            what=f"promo {n}",
+        )
+        return instance
+
+    for n in range(3):
+        promo(n)
+    assert [m["Subject"] for m in mailbox(smtp)[before:]] == ["Promo", "Promo"]
+    throttled = http.get("/api/v1/step-logs/", params={"skip_reason": "throttled"}).json()
+    assert len(throttled["results"]) == 1
+    reset = http.delete("/api/v1/throttles/", params={"scope": "recipient", "key": ""})
+    assert reset.status_code == 200, reset.text
+    promo(3)
+    assert len(mailbox(smtp)[before:]) == 3
