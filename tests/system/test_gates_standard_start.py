@@ -7,7 +7,6 @@ goes out once; a throttle lets ``limit`` through and is reset over the API."""
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
 from email.message import Message
@@ -17,16 +16,8 @@ import httpx
 import pytest
 
 from tests.fake_smtp import FakeSmtpServer
-from tests.system.test_standard_start import (
-    BIN,
-    _answers,
-    free_port,
-    manage,
-    production_env,
-    started,
-    wait_for_log,
-)
-from tests.worker import flush_broker, wait_until
+from tests.system.test_people_standard_start import standard_start
+from tests.worker import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.worker]
 EVERY_DAY = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
@@ -60,56 +51,10 @@ def single_email(key: str, **config) -> dict:
 
 @pytest.mark.django_db(transaction=True)
 def test_gates_on_the_standard_start(tmp_path):
-    flush_broker()
-    env = production_env(tmp_path)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env["NOTIFYFLOW_PUBLIC_URL"] = base
-    smtp = FakeSmtpServer()
-    env.update(
-        EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
-        EMAIL_HOST="127.0.0.1",
-        EMAIL_PORT=str(smtp.port),
-    )
-    manage("migrate", "--noinput", env=env)
-    key = manage("create_api_key", "gates", env=env).strip().splitlines()[-1]
-    logs = {name: tmp_path / f"{name}.log" for name in ("web", "worker", "beat")}
-    with ExitStack() as stack:
-        stack.callback(smtp.close)
-        web = stack.enter_context(
-            started(
-                [str(BIN / "gunicorn"), "notifyflow.wsgi:application", "-b", f"127.0.0.1:{port}"],
-                env=env,
-                log=logs["web"],
-            )
-        )
-        worker = stack.enter_context(
-            started(
-                [str(BIN / "celery"), "-A", "notifyflow", "worker", "-l", "INFO"],
-                env=env,
-                log=logs["worker"],
-            )
-        )
-        beat = stack.enter_context(
-            started(
-                [str(BIN / "celery"), "-A", "notifyflow", "beat"]
-                + ["-S", "django_celery_beat.schedulers:DatabaseScheduler"]
-                + ["-s", str(tmp_path / "beat-schedule")],
-                env=env,
-                log=logs["beat"],
-            )
-        )
-        wait_for_log(worker, logs["worker"], "ready.")
-        http = stack.enter_context(
-            httpx.Client(base_url=base, timeout=30, headers={"Authorization": f"Bearer {key}"})
-        )
-        wait_until(lambda: _answers(http, "/healthz"), timeout=60, what="gunicorn")
+    with standard_start(tmp_path, "gates") as (http, smtp):
         _windows(http, smtp)
         _digest(http, smtp)
         _throttle(http, smtp)
-        for name, proc in (("web", web), ("worker", worker), ("beat", beat)):
-            assert proc.poll() is None, f"{name} exited:\n{logs[name].read_text()[-4000:]}"
-    assert "Internal Server Error" not in logs["web"].read_text()
 
 
 def _next_minute(at_least_s: float) -> datetime:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from email import message_from_bytes
 from email.message import Message
+from pathlib import Path
 
 import httpx
 import pytest
@@ -62,14 +64,18 @@ def to_of(message: Message) -> str:
     return str(message["To"])
 
 
-@pytest.mark.django_db(transaction=True)
-def test_people_first_walk_on_the_standard_start(tmp_path):
+@contextmanager
+def standard_start(tmp_path: Path, key_name: str) -> Iterator[tuple[httpx.Client, FakeSmtpServer]]:
+    """The product started as SPEC §1 says - migrate, gunicorn, ``celery worker``,
+    ``celery beat`` - plus the documented NOTIFYFLOW_PUBLIC_URL, the worker sending with
+    Django's SMTP backend to a local SMTP server. Yields an API client (a new key) and
+    that server; after the block, every process must still run and the web log show no
+    500."""
     flush_broker()
     env = production_env(tmp_path)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env["NOTIFYFLOW_PUBLIC_URL"] = base
-    # The worker sends with Django's SMTP backend to a local SMTP server.
     smtp = FakeSmtpServer()
     env.update(
         EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
@@ -77,7 +83,7 @@ def test_people_first_walk_on_the_standard_start(tmp_path):
         EMAIL_PORT=str(smtp.port),
     )
     manage("migrate", "--noinput", env=env)
-    key = manage("create_api_key", "people", env=env).strip().splitlines()[-1]
+    key = manage("create_api_key", key_name, env=env).strip().splitlines()[-1]
     logs = {name: tmp_path / f"{name}.log" for name in ("web", "worker", "beat")}
     with ExitStack() as stack:
         stack.callback(smtp.close)
@@ -109,10 +115,16 @@ def test_people_first_walk_on_the_standard_start(tmp_path):
             httpx.Client(base_url=base, timeout=30, headers={"Authorization": f"Bearer {key}"})
         )
         wait_until(lambda: _answers(http, "/healthz"), timeout=60, what="gunicorn")
-        _walk(http, smtp)
+        yield http, smtp
         for name, proc in (("web", web), ("worker", worker), ("beat", beat)):
             assert proc.poll() is None, f"{name} exited:\n{logs[name].read_text()[-4000:]}"
     assert "Internal Server Error" not in logs["web"].read_text()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_people_first_walk_on_the_standard_start(tmp_path):
+    with standard_start(tmp_path, "people") as (http, smtp):
+        _walk(http, smtp)
 
 
 def _walk(http: httpx.Client, mail: FakeSmtpServer) -> None:
