@@ -9,6 +9,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from executions.feed_tokens import looks_like_feed_token
 from notifyflow.caching import ProcessCache
 from triggers.models import ApiKey
 
@@ -20,17 +21,32 @@ api_keys_by_hash: ProcessCache[ApiKey] = ProcessCache(name="API keys", maxsize=1
 LAST_USED_PRECISION = timedelta(minutes=1)
 
 
+def bearer_token(request: Request) -> str | None:
+    """The token of the request's ``Authorization: Bearer <token>`` header: None when
+    there is no header, "" when it is not a bearer token (API keys and recipient tokens
+    alike)."""
+    header = authentication.get_authorization_header(request).decode("latin-1")
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request: Request) -> tuple[ApiKey, ApiKey] | None:
-        header = authentication.get_authorization_header(request).decode("latin-1")
-        if not header:
+        token = bearer_token(request)
+        if token is None:
             return None
-        scheme, _, token = header.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        if not token:
             raise exceptions.AuthenticationFailed("expected 'Bearer <api key>'")
+        if looks_like_feed_token(token):
+            # A recipient token opens the feed endpoints (api.feed_auth) and nothing else.
+            raise exceptions.AuthenticationFailed(
+                "a recipient token is accepted by the feed endpoints (/api/v1/feed/) only; "
+                "this endpoint takes an API key"
+            )
         digest = ApiKey.hash_key(token)
         key = api_keys_by_hash.get_or_load(
             digest,

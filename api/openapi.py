@@ -1,7 +1,8 @@
 """drf-spectacular extensions for the API's own classes, registered on import
 (``ApiConfig.ready``), before any schema is built.
 
-- ``Authorization: Bearer <api key>`` for ``api.auth.ApiKeyAuthentication``.
+- ``Authorization: Bearer <api key>`` for ``api.auth.ApiKeyAuthentication``, and
+  ``Bearer <recipient token>`` for the feed's ``api.feed_auth.FeedTokenAuthentication``.
 - A workflow's ``definition``: the JSON Schema generated from the validator's specs
   (``workflows.definition_schema``), registered as components the first time a
   serializer's ``DefinitionField`` is described.
@@ -35,6 +36,21 @@ class ApiKeyBearerScheme(OpenApiAuthenticationExtension):
             "type": "http",
             "scheme": "bearer",
             "description": "An API key from `manage.py create_api_key NAME` or the admin.",
+        }
+
+
+class FeedTokenBearerScheme(OpenApiAuthenticationExtension):
+    """``Authorization: Bearer <recipient token>`` (api.feed_auth), the feed's only."""
+
+    target_class = "api.feed_auth.FeedTokenAuthentication"
+    name = "recipientToken"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A recipient token from `POST /api/v1/recipients/{id}/feed-token/` "
+            "(an API key is refused here).",
         }
 
 

@@ -5,21 +5,38 @@ by ``notifyflow.urls`` (the names are global: ``reverse("trigger-list")``)."""
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from executions.feed import ACTIONS as FEED_ACTIONS
+
 from .views import (
     batches,
     events,
+    feed,
     health,
     lists,
     recipients,
     step_logs,
     throttles,
     triggers,
+    webhook_endpoints,
     webhooks,
     workflow_triggers,
     workflows,
 )
 
 v1 = [
+    # The in-app feed (SPEC §14): recipient tokens, not API keys. First: counts/ is
+    # polled by every open page, and the resolver tries the patterns in order.
+    path("feed/", feed.FeedListView.as_view(), name="feed-list"),
+    path("feed/counts/", feed.FeedCountsView.as_view(), name="feed-counts"),
+    path("feed/bulk/", feed.FeedBulkView.as_view(), name="feed-bulk"),
+    *(
+        path(
+            f"feed/<uuid:id>/{action}/",
+            feed.FeedItemActionView.as_view(feed_action=action),
+            name=f"feed-{action}",
+        )
+        for action in FEED_ACTIONS
+    ),
     path("triggers/", triggers.TriggerListCreateView.as_view(), name="trigger-list"),
     path(
         "triggers/cancel/",
@@ -90,6 +107,11 @@ v1 = [
         recipients.RecipientPreferencesEvaluateView.as_view(),
         name="recipient-preferences-evaluate",
     ),
+    path(
+        "recipients/<str:id>/feed-token/",
+        recipients.RecipientFeedTokenView.as_view(),
+        name="recipient-feed-token",
+    ),
     path("lists/", lists.ListListView.as_view(), name="list-list"),
     path("lists/<slug:key>/", lists.ListDetailView.as_view(), name="list-detail"),
     path("lists/<slug:key>/members/", lists.ListMembersView.as_view(), name="list-members"),
@@ -112,6 +134,32 @@ v1 = [
     path("batches/", batches.BatchListView.as_view(), name="batch-list"),
     path("batches/<uuid:id>/", batches.BatchDetailView.as_view(), name="batch-detail"),
     path("batches/<uuid:id>/flush/", batches.BatchFlushView.as_view(), name="batch-flush"),
+    # Status webhooks (SPEC §15).
+    path(
+        "webhook-endpoints/",
+        webhook_endpoints.WebhookEndpointListCreateView.as_view(),
+        name="webhook-endpoint-list",
+    ),
+    path(
+        "webhook-endpoints/<uuid:id>/",
+        webhook_endpoints.WebhookEndpointDetailView.as_view(),
+        name="webhook-endpoint-detail",
+    ),
+    path(
+        "webhook-endpoints/<uuid:id>/rotate-secret/",
+        webhook_endpoints.WebhookEndpointRotateView.as_view(),
+        name="webhook-endpoint-rotate-secret",
+    ),
+    path(
+        "webhook-endpoints/<uuid:id>/replay/",
+        webhook_endpoints.WebhookEndpointReplayView.as_view(),
+        name="webhook-endpoint-replay",
+    ),
+    path(
+        "webhook-endpoints/<uuid:id>/messages/",
+        webhook_endpoints.WebhookEndpointMessagesView.as_view(),
+        name="webhook-endpoint-messages",
+    ),
 ]
 
 urlpatterns = [

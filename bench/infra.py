@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,24 @@ REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 DB_NAME = os.environ.get("BENCH_DB_NAME", "notifyflow_bench")
 REDIS_DB = int(os.environ.get("BENCH_REDIS_DB", "9"))
 DATABASE_URL = f"postgres://postgres@{PG_HOST}:{PG_PORT}/{DB_NAME}"
-BROKER_URL = f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"
+# BENCH_BROKER_URL=amqp://guest:guest@127.0.0.1:5672/nfbench runs the same scenarios on
+# RabbitMQ (bench/SCALING.md's broker comparison; a vhost of its own, since the bench
+# purges its queues); Redis stays the cache either way.
+BROKER_URL = os.environ.get("BENCH_BROKER_URL") or f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"
+ON_AMQP = BROKER_URL.startswith("amqp")
+# One process per worker node: solo on Redis; on RabbitMQ a one-child prefork node,
+# since a solo node there stalls for seconds between deliveries (bench/SCALING.md).
+WORKER_POOL = ("-P", "prefork", "-c", "1") if ON_AMQP else ("-P", "solo")
+# Every queue a plain `celery -A notifyflow worker` consumes, in its order (the lanes,
+# critical first, then the queue of before the lanes: CELERY_TASK_QUEUES), which is also
+# every queue a step or a reference task can be in.
+QUEUES = (
+    "notifyflow.critical",
+    "notifyflow.high",
+    "notifyflow.default",
+    "notifyflow.bulk",
+    "celery",
+)
 
 
 def bench_env(**extra: str) -> dict[str, str]:
@@ -63,9 +82,91 @@ def redis_client() -> Any:
 
 
 def broker_backlog() -> dict[str, int]:
-    """Messages held by the broker: ready (LLEN celery) and delivered-unacked."""
-    r = redis_client()
-    return {"ready": int(r.llen("celery")), "unacked": int(r.hlen("unacked"))}
+    """Messages held by the broker, over every queue: ready and delivered-unacked."""
+    if ON_AMQP:
+        return _amqp_backlog()
+    return {"ready": broker_ready(), "unacked": int(redis_client().hlen("unacked"))}
+
+
+def broker_ready() -> int:
+    """Messages waiting in our queues, not yet delivered (cheap on both brokers)."""
+    if ON_AMQP:
+        return _amqp_ready()
+    pipe = redis_client().pipeline()
+    for name in QUEUES:
+        pipe.llen(name)
+    return sum(int(n) for n in pipe.execute())
+
+
+def _amqp_ready() -> int:
+    from kombu import Connection
+
+    ready = 0
+    with Connection(BROKER_URL) as conn:
+        channel = conn.default_channel
+        for name in QUEUES:
+            try:
+                ready += channel.queue_declare(name, passive=True).message_count
+            except Exception:  # noqa: BLE001 - a queue not declared yet holds nothing
+                channel = conn.channel()
+    return ready
+
+
+def _amqp_backlog() -> dict[str, int]:
+    """RabbitMQ's ready messages by passive declares (cheap, polled); its unacked ones
+    only from the management CLI (about a second), so asked only once nothing is ready."""
+    ready = _amqp_ready()
+    if ready:
+        return {"ready": ready, "unacked": 0}
+    # Both figures from one listing: a step publishes its successor before it acks, so
+    # a "nothing ready" read before this one and "nothing unacked" here could miss it.
+    listed = subprocess.run(
+        [
+            "rabbitmqctl",
+            "list_queues",
+            "-p",
+            _amqp_vhost(),
+            "-q",
+            "--no-table-headers",
+            "name",
+            "messages_ready",
+            "messages_unacknowledged",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    ).stdout.split()
+    rows = [listed[i : i + 3] for i in range(0, len(listed) - 2, 3)]
+    mine = [row for row in rows if row[0] in QUEUES]
+    return {
+        "ready": sum(int(row[1]) for row in mine),
+        "unacked": sum(int(row[2]) for row in mine),
+    }
+
+
+def _amqp_vhost() -> str:
+    from urllib.parse import unquote, urlsplit
+
+    return unquote(urlsplit(BROKER_URL).path[1:]) or "/"
+
+
+def broker_flush() -> None:
+    """Empty every queue (and, on Redis, the whole bench db: unacked and delayed too)."""
+    if not ON_AMQP:
+        redis_client().flushdb()
+        return
+    from kombu import Connection
+
+    with Connection(BROKER_URL) as conn:
+        for name in QUEUES:
+            channel = conn.channel()
+            try:
+                channel.queue_purge(name)
+            except Exception:  # noqa: BLE001 - not declared yet: nothing to purge
+                pass
+            finally:
+                channel.close()
 
 
 def manage(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> str:
@@ -154,6 +255,17 @@ class Procs:
 
     run_dir: Path
     procs: list[Proc] = field(default_factory=list)
+    # Seconds spent starting and stopping processes (run.py prints them per scenario,
+    # so a slow quick run shows whether the processes or the measured work grew).
+    churn_s: float = 0.0
+
+    @contextmanager
+    def _churn(self) -> Iterator[None]:
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.churn_s += time.monotonic() - t0
 
     def start(self, name: str, argv: list[str], env: dict[str, str]) -> Proc:
         log = self.run_dir / f"{name}.log"
@@ -196,6 +308,10 @@ class Procs:
     # --- servers ----------------------------------------------------------------------
 
     def gunicorn(self, name: str, port: int, workers: int = 2) -> Proc:
+        with self._churn():
+            return self._gunicorn(name, port, workers)
+
+    def _gunicorn(self, name: str, port: int, workers: int) -> Proc:
         argv = [
             str(VENV_BIN / "gunicorn"),
             "notifyflow.wsgi:application",
@@ -228,10 +344,16 @@ class Procs:
         *,
         tag: str,
         extra_env: dict[str, str] | None = None,
-        queues: str = "celery",
+        queues: str = ",".join(QUEUES),
     ) -> list[Proc]:
-        """``count`` worker nodes, ``-P solo`` each (one process per node: a node's
+        """``count`` worker nodes, one process each (WORKER_POOL; a node's
         consumer loop is the ceiling, so scale by nodes), consuming ``queues``."""
+        with self._churn():
+            return self._celery_workers(count, tag, extra_env, queues)
+
+    def _celery_workers(
+        self, count: int, tag: str, extra_env: dict[str, str] | None, queues: str
+    ) -> list[Proc]:
         marker_dir = self.run_dir / f"markers-{tag}"
         marker_dir.mkdir(parents=True, exist_ok=True)
         for old in marker_dir.iterdir():
@@ -244,8 +366,7 @@ class Procs:
                 "-A",
                 "notifyflow",
                 "worker",
-                "-P",
-                "solo",
+                *WORKER_POOL,
                 "-n",
                 f"bench{n}-{tag}@%h",
                 "-l",
@@ -271,11 +392,12 @@ class Procs:
 
     def stop_workers(self, procs: list[Proc]) -> list[dict[str, Any]]:
         """Warm shutdown; returns the no-op stats each node wrote on its way out."""
-        for proc in procs:
-            if proc.alive():
-                proc.popen.send_signal(signal.SIGTERM)
-        for proc in procs:
-            self.stop(proc, timeout=30)
+        with self._churn():
+            for proc in procs:
+                if proc.alive():
+                    proc.popen.send_signal(signal.SIGTERM)
+            for proc in procs:
+                self.stop(proc, timeout=30)
         stats = []
         for proc in procs:
             marker_dirs = {p.parent for p in self.run_dir.glob("markers-*/noop-*")}

@@ -25,6 +25,15 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank]
 
 
+def _merged(statuses: list[dict[int, int]]) -> dict[str, int]:
+    """Per-thread status counts summed, keyed by the status as text (JSON)."""
+    merged: dict[str, int] = {}
+    for chunk in statuses:
+        for code, count in chunk.items():
+            merged[str(code)] = merged.get(str(code), 0) + count
+    return merged
+
+
 def run_load(
     *,
     host: str,
@@ -39,8 +48,11 @@ def run_load(
     prefix: str,
     pool: int = 200,
     order: bool = False,
+    if_none_match: str = "",
 ) -> dict[str, Any]:
-    """Drive POSTs for warmup + duration seconds; measure only the ``duration`` part."""
+    """Drive POSTs (mode ``new``/``repeat``) or GETs (mode ``get``: 200 and 304 are
+    successes; ``if_none_match`` sent when given) for warmup + duration seconds;
+    measure only the ``duration`` part."""
     start = time.perf_counter()
     measure_from = start + warmup_s
     deadline = measure_from + duration_s
@@ -48,6 +60,26 @@ def run_load(
     errors = [0] * concurrency
     statuses: list[dict[int, int]] = [{} for _ in range(concurrency)]
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    get_headers = {"Authorization": f"Bearer {token}"}
+    if if_none_match:
+        get_headers["If-None-Match"] = if_none_match
+
+    get = mode == "get"
+    succeeded = (200, 304) if get else (200, 201)
+
+    def body_of(n: int, i: int) -> str:
+        if mode == "new":
+            key = f"{prefix}-{n}-{i}"
+        else:
+            key = f"{prefix}-pool-{(i * concurrency + n) % pool}"
+        payload: dict[str, Any] = {
+            "email": f"user{i + 1}@example.com",
+            "name": "Ada",
+            "phone": "+15005550006",
+        }
+        if order:  # what an interest template like order:{{ payload.order }} reads
+            payload["order"] = key
+        return json.dumps({"workflow": workflow, "idempotency_key": key, "payload": payload})
 
     def worker(n: int) -> None:
         conn = http.client.HTTPConnection(host, port, timeout=30)
@@ -57,21 +89,11 @@ def run_load(
             t0 = time.perf_counter()
             if t0 >= deadline:
                 break
-            if mode == "new":
-                key = f"{prefix}-{n}-{i}"
-            else:
-                key = f"{prefix}-pool-{(i * concurrency + n) % pool}"
-            i += 1
-            payload: dict[str, Any] = {
-                "email": f"user{i}@example.com",
-                "name": "Ada",
-                "phone": "+15005550006",
-            }
-            if order:  # what an interest template like order:{{ payload.order }} reads
-                payload["order"] = key
-            body = json.dumps({"workflow": workflow, "idempotency_key": key, "payload": payload})
             try:
-                conn.request("POST", path, body, headers)
+                if get:
+                    conn.request("GET", path, headers=get_headers)
+                else:
+                    conn.request("POST", path, body_of(n, i), headers)
                 resp = conn.getresponse()
                 resp.read()
                 code = resp.status
@@ -79,10 +101,11 @@ def run_load(
                 conn.close()
                 conn = http.client.HTTPConnection(host, port, timeout=30)
                 code = -1
+            i += 1
             t1 = time.perf_counter()
             if t0 >= measure_from:
                 seen[code] = seen.get(code, 0) + 1
-                if code in (200, 201):
+                if code in succeeded:
                     lat.append(t1 - t0)
                 else:
                     errors[n] += 1
@@ -94,10 +117,7 @@ def run_load(
     for t in threads:
         t.join(timeout=duration_s + warmup_s + 60)
     all_lat = [x for chunk in latencies for x in chunk]
-    merged: dict[str, int] = {}
-    for chunk in statuses:
-        for code, count in chunk.items():
-            merged[str(code)] = merged.get(str(code), 0) + count
+    merged = _merged(statuses)
     ok = len(all_lat)
     return {
         "mode": mode,
@@ -122,12 +142,13 @@ def main() -> None:
     parser.add_argument("--path", required=True)
     parser.add_argument("--token", required=True)
     parser.add_argument("--workflow", required=True)
-    parser.add_argument("--mode", choices=["new", "repeat"], required=True)
+    parser.add_argument("--mode", choices=["new", "repeat", "get"], required=True)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--order", action="store_true", help="add payload.order (= the key)")
+    parser.add_argument("--if-none-match", default="", help="GET mode: send this If-None-Match")
     args = parser.parse_args()
     if not args.host.startswith("127.") and args.host not in ("localhost", "::1"):
         parser.error("the load generator only targets loopback")
@@ -143,6 +164,7 @@ def main() -> None:
         warmup_s=args.warmup,
         prefix=args.prefix,
         order=args.order,
+        if_none_match=args.if_none_match,
     )
     print(json.dumps(result))
 

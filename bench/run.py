@@ -32,6 +32,9 @@ SCENARIOS = [
     "preferences",
     "people",
     "gates",
+    "lanes",
+    "feed",
+    "status_webhooks",
 ]
 
 
@@ -160,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="quick mode: run the peers (DBOS, procrastinate) too (full runs always do)",
     )
+    parser.add_argument(
+        "--no-peers",
+        action="store_true",
+        help="full mode without the peers (execution at sizes the peers take an hour for)",
+    )
     args = parser.parse_args(argv)
     selected = args.only or SCENARIOS
     mode = "quick" if args.quick else "full"
@@ -170,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     os.environ.setdefault("BENCH_REDIS_DB", "10" if args.quick else "9")
     from bench.infra import (
+        BROKER_URL,
         DB_NAME,
         OUT_DIR,
         REDIS_DB,
@@ -187,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.update(bench_env())
     started = time.monotonic()
-    print(f"bench ({mode}): database {DB_NAME}, redis db {REDIS_DB}, logs in {run_dir}", flush=True)
+    broker = BROKER_URL.split("@")[-1] if BROKER_URL.startswith("amqp") else f"redis db {REDIS_DB}"
+    print(f"bench ({mode}): database {DB_NAME}, broker {broker}, logs in {run_dir}", flush=True)
     recreate_database()
     manage("migrate", "--noinput")
 
@@ -201,19 +211,26 @@ def main(argv: list[str] | None = None) -> int:
     ctx = None
     error: str | None = None
     timings: dict[str, float] = {}
+    churn: dict[str, float] = {}
     loadavg: dict[str, float] = {}
     try:
-        ctx = scenarios.setup(procs, quick=args.quick, peers=args.peers or not args.quick)
+        ctx = scenarios.setup(
+            procs, quick=args.quick, peers=args.peers or not (args.quick or args.no_peers)
+        )
         for name in SCENARIOS:
             if name not in selected:
                 continue
             print(f"== {name}", flush=True)
             fn = _scenario(scenarios, name)
-            t0 = time.monotonic()
+            t0, churn0 = time.monotonic(), procs.churn_s
             loadavg[name] = round(os.getloadavg()[0], 2)
             fn(ctx)
             timings[name] = round(time.monotonic() - t0, 1)
-            print(f"   ({timings[name]} s)", flush=True)
+            churn[name] = round(procs.churn_s - churn0, 1)
+            print(
+                f"   ({timings[name]} s, {churn[name]} s of it starting and stopping processes)",
+                flush=True,
+            )
     except BaseException as exc:  # noqa: BLE001 - reported, then exit non-zero
         error = f"{exc.__class__.__name__}: {exc}"
         traceback.print_exc()
@@ -244,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": stamp,
         "total_s": total,
         "scenario_s": timings,
+        "scenario_churn_s": churn,
         "loadavg_1min_at_start": loadavg,
         "machine": info,
         "error": error,

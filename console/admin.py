@@ -6,9 +6,11 @@ from . import (
     batches,  # gates (SPEC §13)
     bindings,
     fanouts,
+    feed,  # the in-app feed (SPEC §14)
     history,
     instances,
     recipients,
+    status_webhooks,  # status webhooks (SPEC §15)
     throttles,  # gates (SPEC §13)
     workflows,
 )
@@ -18,9 +20,11 @@ __all__ = [
     "batches",
     "bindings",
     "fanouts",
+    "feed",
     "history",
     "instances",
     "recipients",
+    "status_webhooks",
     "throttles",
     "workflows",
 ]

@@ -24,10 +24,11 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from executions.erasure import recipient_erase
-from executions.models import Delivery
+from executions.models import Delivery, FeedItem
 from recipients.models import ListMembership, OptOut, Recipient, RecipientList
 from triggers.models import TriggerInstance
 
+from .feed import feed_state, feed_summary, recipient_feed_url
 from .support import (
     InputListFilter,
     LargeTableAdminMixin,
@@ -192,6 +193,7 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
         "properties_json",
         "recent_instances",
         "recent_deliveries",
+        "recent_feed",
         "created",
         "updated",
     )
@@ -218,6 +220,7 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
             ("Properties", {"fields": ("properties_json",)}),
             ("Instances", {"fields": ("recent_instances",)}),
             ("Deliveries", {"fields": ("recent_deliveries",)}),
+            ("In-app feed", {"fields": ("recent_feed",)}),
         ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Recipient | None = None) -> tuple:
@@ -285,6 +288,32 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
             "{}{}",
             _table(("instance", "workflow", "key", "status", "created"), rows, "No instances."),
             _more_link(url, "All instances of this recipient"),
+        )
+
+    @admin.display(description="latest feed items")
+    def recent_feed(self, obj: Recipient) -> SafeString:
+        # feed_recipient_newest: the recipient's newest items.
+        items = (
+            FeedItem.objects.filter(recipient=obj)
+            .select_related("workflow")
+            .defer("data", "body")
+            .order_by("-created_at", "-id")[:RECENT]
+        )
+        rows = [
+            (
+                item.title,
+                feed_state(item),
+                item.category or "-",
+                item.workflow.key,
+                timestamp_column("created_at")(self, item),
+            )
+            for item in items
+        ]
+        return format_html(
+            "{}{}{}",
+            feed_summary(obj.pk),
+            _table(("title", "state", "category", "workflow", "created"), rows, "No feed items."),
+            _more_link(recipient_feed_url(obj.pk), "All feed items of this recipient"),
         )
 
     @admin.display(description="latest deliveries")

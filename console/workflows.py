@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 from executions.preview import workflow_preview
 from notifyflow.errors import ApplicationError
 from triggers.services import workflow_pause, workflow_resume
+from workflows.concurrency import MAX_LIMIT, Concurrency, key_template_problem
 from workflows.definition import NODE_TYPES, DefinitionError, DefinitionProblem, validate_definition
 from workflows.diagram import to_mermaid
 from workflows.models import Workflow, WorkflowVersion
@@ -105,6 +106,13 @@ class WorkflowForm(forms.ModelForm):
             "the first one (the workflow itself when there is none)."
         ),
     )
+    concurrency_limit = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_LIMIT,
+        help_text="At most this many steps of its instances execute at once (per "
+        "concurrency key); waiting and parked instances do not count. Empty: no limit.",
+    )
     definition = DefinitionJSONField(
         widget=forms.Textarea(
             attrs={
@@ -126,8 +134,24 @@ class WorkflowForm(forms.ModelForm):
 
     class Meta:
         model = Workflow
-        fields = ("key", "name", "is_active", "critical", "categories")
+        fields = (
+            "key",
+            "name",
+            "is_active",
+            "priority",
+            "critical",
+            "categories",
+            "concurrency_limit",
+            "concurrency_key",
+        )
         help_texts = {
+            "priority": "Its lane: each is its own queue and a plain worker takes critical "
+            "work first (password resets: critical; newsletters: bulk). A list fan-out of "
+            "a normal workflow runs in bulk. Applies to instances created from now on.",
+            "concurrency_key": "Optional Liquid template over payload.*, recipient.id, "
+            "trigger.idempotency_key and workflow.key, rendered when an instance is "
+            "created: the limit applies per rendered key. Empty: one limit for the whole "
+            "workflow.",
             "critical": "Security and transactional mail (password resets, receipts): "
             "sent whatever the recipient's preferences and quiet hours say, with no "
             "unsubscribe link.",
@@ -138,6 +162,23 @@ class WorkflowForm(forms.ModelForm):
         if "definition" not in self.initial:
             current = self.instance.definition if self.instance.pk else None
             self.initial["definition"] = current if current is not None else NEW_DEFINITION
+
+    def clean_concurrency_key(self) -> str:
+        """The API's check (``key_template_problem``)."""
+        source = self.cleaned_data.get("concurrency_key") or ""
+        problem = key_template_problem(source)
+        if problem is not None:
+            raise forms.ValidationError(problem, code="invalid_template")
+        return source
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
+        if cleaned.get("concurrency_key") and cleaned.get("concurrency_limit") is None:
+            self.add_error(
+                "concurrency_key", forms.ValidationError("needs a limit", code="needs_limit")
+            )
+        return cleaned
 
     def clean_definition(self) -> dict[str, Any]:
         """The same validator workflow_save runs, so the errors land on the form (each
@@ -199,13 +240,14 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
         "key",
         "name",
         "is_active",
+        "priority",
         "critical",
         "categories_display",
         "version_display",
         "updated",
         "is_paused",
     )
-    list_filter = ("is_active", "is_paused", "critical")
+    list_filter = ("is_active", "is_paused", "priority", "critical")
     list_select_related = ("current_version",)
     changelist_defer = ("current_version__definition",)
     search_fields = ("key", "name")
@@ -228,10 +270,11 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
             if obj is None
             else self.has_change_permission(request, obj)
         )
-        head: tuple[str, ...] = ("key", "name", "is_active", "critical", "categories")
+        head: tuple[str, ...] = ("key", "name", "is_active", "priority", "critical", "categories")
         if obj is not None:
             head += ("version_display", "created", "updated")
         fieldsets: list = [(None, {"fields": head})]
+        fieldsets.append(("Concurrency", {"fields": ("concurrency_limit", "concurrency_key")}))
         fieldsets.append(
             ("Definition", {"fields": ("definition" if editing else "definition_json",)})
         )
@@ -250,6 +293,11 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
                 definition=form.cleaned_data["definition"],
                 actor=request.user.get_username(),
                 workflow=obj if change else None,
+                concurrency=Concurrency(
+                    limit=form.cleaned_data.get("concurrency_limit"),
+                    key=form.cleaned_data.get("concurrency_key") or "",
+                ),
+                priority=form.cleaned_data["priority"],
             )
             # The send settings (SPEC §12) are not versioned: they apply from the next
             # step of every instance, so they are written beside the definition's save.
@@ -259,6 +307,8 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
             }
             Workflow.objects.filter(pk=saved.pk).update(**settings)
         obj.critical, obj.categories = settings["critical"], settings["categories"]
+        obj.concurrency_limit, obj.concurrency_key = saved.concurrency_limit, saved.concurrency_key
+        obj.priority = saved.priority
         # The admin goes on with ``obj`` (change message, redirect): make it the saved row.
         obj.pk, obj.current_version = saved.pk, saved.current_version
         obj.created_at, obj.updated_at = saved.created_at, saved.updated_at

@@ -22,6 +22,8 @@ from django.db import connection
 from django.utils import timezone
 
 from notifyflow import db, metrics
+from status_webhooks import events as status_events
+from status_webhooks.outbox import NewEvent, record
 from triggers import state
 
 from .channel_slots import channel_slot
@@ -99,6 +101,7 @@ def _send_guarded(
         )
         return {**output, "deduplicated": True}
     step.delivery_id, step.delivery_attempt = began[0], began[1]
+    step.delivery_channel = channel
     # No transaction is open here: the provider call never holds a database lock.
     started = time.perf_counter()
     try:
@@ -128,9 +131,12 @@ def record_delivery(step: StepContext) -> None:
     message *was* sent (and the attempts were made)."""
     if not step.pending_delivery:
         return
-    Delivery.objects.filter(
+    updated = Delivery.objects.filter(
         instance_id=step.instance_id, node_id=step.node_id, status=DeliveryStatus.SENDING
     ).update(updated_at=timezone.now(), **step.pending_delivery)
+    sent = sent_event(step)
+    if updated and sent is not None:
+        record(events=[sent])
     if step.delivery_id is None:
         return
     DeliveryAttempt.objects.bulk_create(
@@ -140,6 +146,28 @@ def record_delivery(step: StepContext) -> None:
         ]
     )
 
+
+def sent_event(step: StepContext) -> NewEvent | None:
+    """``delivery.sent`` for a send the step records sent (None otherwise), naming the
+    provider that took it (the last provider call: failover tries them in order)."""
+    if step.pending_delivery.get("status") != DeliveryStatus.SENT:
+        return None
+    took = [a for a in step.pending_attempts if a.get("outcome") == "sent"]
+    return status_events.delivery_status(
+        instance_id=step.instance_id,
+        workflow_key=step.workflow_key,
+        status="sent",
+        node_id=step.node_id,
+        channel=step.delivery_channel,
+        provider=str(took[-1]["provider"]) if took else "",
+        message_id=step.pending_delivery.get("provider_message_id", ""),
+    )
+
+
+# The delivery's UPDATE in the step's statement, named: ``delivery.sent`` is written
+# when it applied (the message was sent), whether or not the step's transition did.
+OUTCOME_CTE = "delivery_outcome"
+SENT_RECORDED = f"EXISTS (SELECT 1 FROM {OUTCOME_CTE})"
 
 _ATTEMPT_FIELDS = {f.name: f for f in DeliveryAttempt._meta.concrete_fields if not f.primary_key}
 _DELIVERY_FIELDS = {f.name: f for f in _DELIVERY.concrete_fields}
@@ -168,8 +196,10 @@ def _outcome_update(step: StepContext) -> state.Statement:
     params = [fields[name].get_db_prep_save(value, conn) for name, value in values.items()]
     return state.Statement(
         f"UPDATE {_TABLE} SET {sets}"
-        f" WHERE {_q('instance')} = %s AND {_q('node_id')} = %s AND {_q('status')} = %s",
+        f" WHERE {_q('instance')} = %s AND {_q('node_id')} = %s AND {_q('status')} = %s"
+        f" RETURNING {_q('id')}",
         [*params, step.instance_id, step.node_id, DeliveryStatus.SENDING],
+        name=OUTCOME_CTE,
     )
 
 

@@ -9,6 +9,7 @@ message and an emitted event's processing.
 from __future__ import annotations
 
 import logging
+import random
 import uuid
 from datetime import datetime
 from typing import Any
@@ -213,7 +214,18 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
         parked=result is not None and result.park_until is not None and not result.skip_reason,
         skip_reason=(result.skip_reason if result is not None and outcome.success else ""),
     )
-    return StepRecord(instance, lease, started, finished, outcome, step, result, next_node, log)
+    return StepRecord(
+        instance,
+        lease,
+        started,
+        finished,
+        outcome,
+        step,
+        result,
+        next_node,
+        log,
+        version.workflow_key,
+    )
 
 
 def _report(rec: StepRecord, recorded: bool) -> StepOutcome:
@@ -303,16 +315,61 @@ def _run_node(
 
 
 def _not_claimed(instance_id: uuid.UUID | str) -> StepOutcome:
-    """A message that claimed nothing: stale, duplicate, or early. Re-send an early one."""
+    """A message that claimed nothing: stale, duplicate, early, or held back by its
+    workflow's concurrency limit. Re-send an early or held-back one."""
     row = (
-        TriggerInstance.objects.filter(pk=instance_id).values_list("status", "available_at").first()
+        TriggerInstance.objects.filter(pk=instance_id)
+        .values_list(
+            "status",
+            "available_at",
+            "lane",
+            "concurrency_key",
+            "workflow__is_paused",
+            "workflow__key",
+        )
+        .first()
     )
     if row is None:
         return StepOutcome.MISSING
-    status, available_at = row
+    status, available_at, lane, concurrency_key, paused, workflow = row
     if status == S.ENQUEUED:
         wait = (available_at - timezone.now()).total_seconds()
         if 0 < wait <= settings.NOTIFYFLOW_BROKER_HORIZON_S:
-            dispatch_on_commit(instance_id, countdown=wait)
+            dispatch_on_commit(instance_id, lane=lane, countdown=wait)
             return StepOutcome.EARLY
+        if wait <= 0 and concurrency_key is not None and not paused:
+            return _deferred(instance_id, workflow, concurrency_key, lane)
     return StepOutcome.skipped(status)
+
+
+# A claim refused by the concurrency limit: its message comes back after a random pause
+# in this range. The instance stays enqueued and due, no attempt spent; only its
+# ``dispatched_at`` is stamped, so the sweeper knows a message is on its way (without
+# it, every NOTIFYFLOW_REDISPATCH_AFTER_S would add one more message circling for each
+# waiting instance) and still re-sends one that is lost. Why a
+# timed retry rather than a hand-off from the step that frees a slot: a hand-off needs
+# an index of the waiting instances per (workflow, key) and its own message, which can
+# be lost or arrive before the freeing step commits, so the retry would be needed
+# anyway; the jitter spreads the waiting messages so that a freed slot is taken within
+# about half a second. Its cost is one refused claim (a primary-key UPDATE that finds
+# the key full) per waiting instance per pause: a deep backlog behind a small limit
+# keeps the workers polling - raise the limit, or keep such work in its own lane.
+CONCURRENCY_RETRY_S = (0.2, 1.0)
+
+
+def _deferred(
+    instance_id: uuid.UUID | str, workflow: str, concurrency_key: str, lane: str
+) -> StepOutcome:
+    countdown = random.uniform(*CONCURRENCY_RETRY_S)
+    logger.debug(
+        "step %s deferred: concurrency key %r is at its limit; again in %.2fs",
+        instance_id,
+        concurrency_key,
+        countdown,
+    )
+    metrics.CONCURRENCY_DEFERRED.labels(workflow).inc()
+    TriggerInstance.objects.filter(pk=instance_id, status=S.ENQUEUED).update(
+        dispatched_at=timezone.now()
+    )
+    dispatch_on_commit(instance_id, lane=lane, countdown=countdown)
+    return StepOutcome.DEFERRED_CONCURRENCY

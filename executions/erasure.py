@@ -11,9 +11,17 @@
    transaction set ``notifyflow.erasure = on`` (executions migration 0011);
 3. its instances are marked ``recipient_erased`` (they keep their history, without
    the person);
-4. the recipient goes, and with it its preferences, list memberships and opt-out
-   audit rows (they name the person; the opt-out no longer matters once nothing can be
-   sent to them).
+4. its in-app feed goes (items and counter: ``executions.feed.feed_erase``), then the
+   recipient, and with it its preferences, list memberships and opt-out audit rows
+   (they name the person; the opt-out no longer matters once nothing can be sent to
+   them).
+
+Status webhook messages (SPEC §15) are scrubbed, not deleted: those of the same
+instances (the cancellations of step 1 included) and the person's own events
+(``recipient.unsubscribed``, ``batch.closed``) keep their type, ids and sequence - the
+customer still learns what happened, in order - but their data no longer names the
+person, and what their receiver answered (response excerpts) is replaced by
+``[erased]`` whole. Pending ones go out scrubbed.
 """
 
 from __future__ import annotations
@@ -25,15 +33,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import models, transaction
+from django.db.models import Q
 
 from notifyflow import db
 from notifyflow.errors import ConflictError
 from recipients.models import Recipient
 from recipients.services import recipient_or_404
+from status_webhooks.models import WebhookAttempt, WebhookMessage
 from triggers.inbox_models import InboxEvent, OutboxEvent
 from triggers.models import TERMINAL_STATUSES, TriggerInstance, TriggerStatusChange
 from triggers.services import instance_cancel
 
+from .feed import feed_erase
 from .models import (
     Delivery,
     DeliveryAttempt,
@@ -56,6 +67,7 @@ _HISTORY: list[tuple[type[models.Model], str, tuple[str, ...]]] = [
     (DeliveryEvent, "delivery__instance_id", ("raw",)),
     (InboxEvent, "instance_id", ("context",)),
     (OutboxEvent, "instance_id", ("subjects", "context")),
+    (WebhookMessage, "instance_id", ("data",)),
 ]
 
 
@@ -101,19 +113,42 @@ def _scrub_history(instance_ids: Iterable[Any], person: _Person) -> int:
     ids = list(instance_ids)
     changed_rows = 0
     for model, lookup, fields in _HISTORY:
-        changed = []
-        for row in model._default_manager.filter(**{f"{lookup}__in": ids}).only("pk", *fields):
-            before = [getattr(row, name) for name in fields]
-            after = [person.scrubbed(value) for value in before]
-            if after != before:
-                for name, value in zip(fields, after, strict=True):
-                    setattr(row, name, value)
-                changed.append(row)
-        if changed:
-            # bulk_update: an UPDATE, not save() (the history models refuse save()).
-            model._default_manager.bulk_update(changed, list(fields), batch_size=500)
-            changed_rows += len(changed)
+        rows = model._default_manager.filter(**{f"{lookup}__in": ids})
+        changed_rows += _scrub_rows(model, rows, fields, person)
+    # The person's events about no instance (``recipient.unsubscribed``, a batch's
+    # ``batch.closed``). Unindexed, a scan of the messages without an instance:
+    # erasure is rare.
+    own = list(
+        WebhookMessage.objects.filter(
+            instance_id__isnull=True, data__recipient=person.recipient_id
+        ).values_list("pk", flat=True)
+    )
+    messages = WebhookMessage.objects.filter(pk__in=own)
+    changed_rows += _scrub_rows(WebhookMessage, messages, ("data",), person)
+    # What the receivers answered to all those messages is the customer's text: it may
+    # quote the person in any form, so it goes whole.
+    answers = WebhookAttempt.objects.filter(
+        Q(message__instance_id__in=ids) | Q(message_id__in=own)
+    ).exclude(response_excerpt__in=("", ERASED))
+    changed_rows += answers.update(response_excerpt=ERASED)
     return changed_rows
+
+
+def _scrub_rows(
+    model: type[models.Model], rows: models.QuerySet[Any], fields: tuple[str, ...], person: _Person
+) -> int:
+    changed = []
+    for row in rows.only("pk", *fields):
+        before = [getattr(row, name) for name in fields]
+        after = [person.scrubbed(value) for value in before]
+        if after != before:
+            for name, value in zip(fields, after, strict=True):
+                setattr(row, name, value)
+            changed.append(row)
+    if changed:
+        # bulk_update: an UPDATE, not save() (the history models refuse save()).
+        model._default_manager.bulk_update(changed, list(fields), batch_size=500)
+    return len(changed)
 
 
 def recipient_erase(*, recipient_id: str, actor: str) -> Erasure:
@@ -143,6 +178,7 @@ def recipient_erase(*, recipient_id: str, actor: str) -> Erasure:
             # otherwise outlive this erasure.
             db.set_local("notifyflow.erasure", "off")
         own.update(recipient_erased=True)
+        feed_erase(recipient_id=recipient.pk)
         recipient.delete()
     logger.info(
         "recipient erased",

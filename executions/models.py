@@ -285,3 +285,7 @@ def looks_like_recipient(term: str) -> bool:
     """An email address or a phone number (what admin search treats as a recipient)."""
     term = term.strip()
     return ("@" in term and " " not in term) or bool(re.fullmatch(r"\+?[\d\s().-]{6,}", term))
+
+
+# The in-app feed (SPEC §14) lives in its own module; imported here so Django registers it.
+from .feed_models import FeedCounter, FeedItem  # noqa: E402, F401

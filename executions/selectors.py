@@ -16,6 +16,7 @@ from triggers.models import GATES, TriggerInstance, TriggerStatus, TriggerStatus
 from triggers.selectors import instance_or_404
 from workflows.models import Workflow
 
+from .history import HISTORY_STEP_FIELDS, StatusChangeEntry, status_history
 from .models import StepExecutionLog
 
 S = TriggerStatus
@@ -38,7 +39,9 @@ class Pending:
 @dataclass(frozen=True)
 class Timeline:
     instance: TriggerInstance
-    history: list[TriggerStatusChange]
+    # Every status change (SPEC §3): audit rows merged with the step logs' claims and
+    # routine releases (executions.history).
+    history: list[StatusChangeEntry]
     steps: list[StepExecutionLog]
     # Events delivered to the instance, oldest first, consumed or pending.
     inbox: list[dict[str, Any]]
@@ -49,13 +52,14 @@ def instance_timeline(*, instance_id: uuid.UUID | str) -> Timeline:
     """Where an instance is, what happened to it and what it waits for, in four queries
     whatever its history's length: the instance (with its workflow and pinned version),
     its status changes (creation included), its step logs and its inbox, each oldest
-    first.
+    first. The history merges the audit rows with the claims and routine releases the
+    step logs record (``history.status_history``): every change is listed.
 
     Raises NotFoundError for an unknown instance.
     """
     instance = instance_or_404(instance_id)
     # status_change_instance_at and steplog_trigger_started serve these two.
-    history = list(TriggerStatusChange.objects.filter(instance=instance).order_by("at", "id"))
+    changes = list(TriggerStatusChange.objects.filter(instance=instance).order_by("at", "id"))
     steps = list(
         StepExecutionLog.objects.filter(trigger=instance)
         .select_related("workflow")
@@ -73,9 +77,23 @@ def instance_timeline(*, instance_id: uuid.UUID | str) -> Timeline:
         }
         for event in InboxEvent.objects.filter(instance=instance).order_by("received_at", "id")
     ]
+    history = status_history(instance=instance, changes=changes, steps=steps)
     return Timeline(
         instance=instance, history=history, steps=steps, inbox=inbox, pending=_pending(instance)
     )
+
+
+def instance_status_history(*, instance: TriggerInstance) -> list[StatusChangeEntry]:
+    """Every status change of ``instance``, oldest first (``history.status_history``):
+    two queries, its audit rows (status_change_instance_at) and the step-log columns
+    the merge reads (steplog_trigger_started)."""
+    changes = TriggerStatusChange.objects.filter(instance=instance).order_by("at", "id")
+    steps = (
+        StepExecutionLog.objects.filter(trigger=instance)
+        .order_by("started_at", "id")
+        .only(*HISTORY_STEP_FIELDS)
+    )
+    return status_history(instance=instance, changes=list(changes), steps=list(steps))
 
 
 def _pending(instance: TriggerInstance) -> Pending | None:

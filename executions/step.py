@@ -80,6 +80,7 @@ class StepContext:
     # per provider call (failover), written as DeliveryAttempt rows with the outcome.
     delivery_id: int | None = None
     delivery_attempt: int = 0
+    delivery_channel: str = ""
     pending_attempts: list[dict[str, Any]] = field(default_factory=list)
     # Preview: render and choose the path, but send and write nothing.
     preview: bool = False

@@ -2,8 +2,10 @@
 
 Expired leases are recovered (the step runs again, or the instance fails when its
 retries are spent), due instances whose message is lost are dispatched again, and
-emitted events whose after-commit processing was lost are processed, and list fan-out
-jobs whose worker died are sent again.
+emitted events whose after-commit processing was lost are processed, list fan-out
+jobs whose worker died are sent again, and the status webhook deliverer is kicked when
+a message is due that no deliverer holds (a lost kick, a dead deliverer's lease, a retry
+parked beyond the broker horizon).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from notifyflow import metrics
+from notifyflow.celery import send_task_on_commit
+from status_webhooks import delivery as status_webhooks
+from status_webhooks.outbox import DELIVER_TASK
 from triggers import fanout, outbox, state
 from triggers.dispatch import dispatch_many_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
@@ -46,7 +51,18 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
         "dispatched": redispatch_due(now=now, batch=batch),
         "outbox": outbox.outbox_process_pending(older_than=stale, batch=batch),
         "fanouts": fanout.fanouts_expired(now=now, batch=batch),
+        "webhooks": status_webhooks_kick(now=now),
     }
+
+
+def status_webhooks_kick(*, now: datetime) -> int:
+    """Start a deliverer pass (1) if a status webhook message is due and unheld, else 0.
+    The pass itself runs in a task of its own: a sweep never waits on the network."""
+    if not status_webhooks.due_exists(now=now):
+        return 0
+    send_task_on_commit(DELIVER_TASK)
+    metrics.SWEEPER.labels("status_webhooks").inc()
+    return 1
 
 
 def recover_expired_leases(*, now: datetime, batch: int) -> int:
@@ -98,6 +114,7 @@ def _recover(instance: TriggerInstance, now: datetime) -> bool:
         else:
             ok = state.requeue(
                 instance_id=instance.pk,
+                lane=instance.lane,
                 lease_token=instance.lease_token,
                 due=now,
                 now=now,
@@ -152,21 +169,22 @@ def redispatch_due(*, now: datetime, batch: int) -> int:
     # Two queries, each served by its own partial index, rather than one OR that would
     # read every due row: never dispatched (trigger_enqueued_undispatched), and
     # dispatched but still unclaimed long after it was due (trigger_due_enqueued).
-    ids = list(
+    rows = list(
         enqueued.filter(dispatched_at__isnull=True, available_at__lte=now).values_list(
-            "id", flat=True
+            "id", "lane"
         )[:batch]
     )
-    if len(ids) < batch:
-        ids += list(
+    if len(rows) < batch:
+        rows += list(
             enqueued.filter(available_at__lte=stale, dispatched_at__lte=stale).values_list(
-                "id", flat=True
-            )[: batch - len(ids)]
+                "id", "lane"
+            )[: batch - len(rows)]
         )
-    if not ids:
+    if not rows:
         return 0
+    ids = [pk for pk, _ in rows]
     with transaction.atomic():
         TriggerInstance.objects.filter(pk__in=ids, status=S.ENQUEUED).update(dispatched_at=now)
-        dispatch_many_on_commit(ids)
+        dispatch_many_on_commit(rows)
     metrics.SWEEPER.labels("redispatch").inc(len(ids))
     return len(ids)

@@ -15,10 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from recipients.models import OptOutSource
 from recipients.preferences import opt_out, unsubscribe_scope
+from status_webhooks import events as status_events
+from status_webhooks.outbox import record
 from triggers import inbox
 
 from .models import TRACKING_RANK, Delivery, DeliveryEvent, TrackingStatus
@@ -70,13 +73,15 @@ def delivery_status_record(
 ) -> DeliveryEvent | None:
     """Record one provider report for the delivery with ``message_id``; move its tracking
     status up if ``status`` ranks higher, and then deliver ``delivery.<status>`` to its
-    instance (skipped by the inbox when the instance has finished). None when no
+    instance (skipped by the inbox when the instance has finished) and report it as a
+    status event (``delivery.<status>``, SPEC §15) in the same transaction. None when no
     delivery has that message id (an ESP reporting a message we did not send)."""
     if not message_id:
         return None
     delivery = (
         Delivery.objects.filter(provider_message_id=message_id[:255])
         .only("id", "instance_id", "node_id", "channel")
+        .annotate(workflow_key=F("instance__workflow__key"))
         .order_by("id")
         .first()
     )
@@ -117,6 +122,21 @@ def delivery_status_record(
                 },
                 subjects=[f"{inbox.INSTANCE_SUBJECT}{delivery.instance_id}"],
             )
+            if status in status_events.TRACKING_EVENTS:
+                record(
+                    events=[
+                        status_events.delivery_status(
+                            instance_id=delivery.instance_id,
+                            workflow_key=delivery.workflow_key,
+                            status=status,
+                            node_id=delivery.node_id,
+                            channel=delivery.channel,
+                            provider=provider,
+                            message_id=message_id,
+                        )
+                    ],
+                    at=now,
+                )
     return event
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from celery import Celery
 from django.db import transaction
+from kombu.exceptions import BatchPublishError
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from . import logs
@@ -32,8 +33,11 @@ app.autodiscover_tasks()
 publisher = Publisher(app)
 
 
-def send_task_on_commit(name: str, *args: Any, countdown: float | None = None) -> None:
-    """Send task ``name`` with ``args`` (ids only) once the surrounding transaction commits.
+def send_task_on_commit(
+    name: str, *args: Any, countdown: float | None = None, queue: str | None = None
+) -> None:
+    """Send task ``name`` with ``args`` (ids only) once the surrounding transaction commits,
+    to ``queue`` (by name; None: the task's route, CELERY_TASK_ROUTES).
 
     Outside a transaction Django runs the callback at once. Carries the current
     request id (``notifyflow.logs``) in the message's headers. A message sent before commit
@@ -53,14 +57,16 @@ def send_task_on_commit(name: str, *args: Any, countdown: float | None = None) -
     def send() -> None:
         try:
             with app.producer_or_acquire() as producer:
-                publisher.publish(producer, name, [args], headers, countdown=countdown)
+                publisher.publish(producer, name, [args], headers, countdown=countdown, queue=queue)
         except KombuOperationalError as exc:
             logger.warning("broker unavailable, %s%s left for the sweeper: %s", name, args, exc)
 
     transaction.on_commit(send)
 
 
-def send_tasks_on_commit(name: str, args_list: Sequence[tuple[Any, ...]]) -> None:
+def send_tasks_on_commit(
+    name: str, args_list: Sequence[tuple[Any, ...]], queue: str | None = None
+) -> None:
     """``send_task_on_commit`` for many messages of one task: after commit, all of them
     through one producer in one Redis pipeline (kombu's ``Producer.batch``; a transport
     without batches publishes them one by one on the same connection).
@@ -72,7 +78,7 @@ def send_tasks_on_commit(name: str, args_list: Sequence[tuple[Any, ...]]) -> Non
         return
     context = publish_context()
     messages = list(args_list)
-    transaction.on_commit(lambda: send_tasks(name, messages, context))
+    transaction.on_commit(lambda: send_tasks(name, messages, context, queue))
 
 
 def publish_context() -> PublishContext:
@@ -83,20 +89,36 @@ def publish_context() -> PublishContext:
     return PublishContext({"request_id": rid} if rid else None, publisher.parent_ids())
 
 
-def send_tasks(name: str, messages: list[tuple[Any, ...]], context: PublishContext) -> None:
-    """Publish ``messages`` of task ``name`` now (their rows are committed), with
-    ``context`` (``publish_context``); see ``send_tasks_on_commit``."""
+def send_tasks(
+    name: str,
+    messages: list[tuple[Any, ...]],
+    context: PublishContext,
+    queue: str | None = None,
+) -> None:
+    """Publish ``messages`` of task ``name`` to ``queue`` now (their rows are committed),
+    with ``context`` (``publish_context``); see ``send_tasks_on_commit``."""
     try:
         with app.producer_or_acquire() as producer:
             # One flush, when the batch closes: outside kombu's retrying publish
             # (a flush inside it would be retried on a new channel, which the batch
-            # refuses), so the transport's own connection errors surface here.
-            errors = (KombuOperationalError, *producer.connection.connection_errors)
+            # refuses), so the transport's own connection errors surface here, and on
+            # Redis a failed flush as BatchPublishError ("delivery is uncertain": the
+            # sweeper re-sends; a message that did go out is claimed once anyway).
+            errors = (
+                KombuOperationalError,
+                BatchPublishError,
+                *producer.connection.connection_errors,
+            )
             try:
                 batch_size = BATCH_COMMANDS_PER_MESSAGE * len(messages)
                 with producer.batch(max_size=batch_size):
                     publisher.publish(
-                        producer, name, messages, context.headers, parents=context.parents
+                        producer,
+                        name,
+                        messages,
+                        context.headers,
+                        parents=context.parents,
+                        queue=queue,
                     )
             except errors as exc:
                 _left_for_sweeper(name, len(messages), exc)

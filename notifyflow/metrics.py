@@ -105,6 +105,13 @@ STEPS_SKIPPED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+CONCURRENCY_DEFERRED = Counter(
+    "notifyflow_concurrency_deferred",
+    "Step messages whose claim the workflow's concurrency limit refused (SPEC §16); each "
+    "is sent again shortly, by workflow",
+    ["workflow"],
+    registry=REGISTRY,
+)
 STEP_SECONDS = Histogram(
     "notifyflow_step_duration_seconds",
     "Wall time of one step, claim to recorded outcome excluded (render + send)",
@@ -131,10 +138,39 @@ CANCELLED = Counter(
 )
 SWEEPER = Counter(
     "notifyflow_sweeper_recoveries",
-    "Sweeper recoveries: lease (a dead worker's instance) or redispatch (a lost message)",
+    "Sweeper recoveries: lease (a dead worker's instance), redispatch (a lost message) or "
+    "status_webhooks (a deliverer pass for due webhook messages no deliverer holds)",
     ["kind"],
     registry=REGISTRY,
 )
+
+STATUS_WEBHOOK_ATTEMPTS = Counter(
+    "notifyflow_status_webhook_attempts",
+    "POSTs of status webhooks to the customer's endpoints, by outcome (delivered: 2xx; "
+    "failed: anything else, a timeout or a refused connection)",
+    ["outcome"],
+    registry=REGISTRY,
+)
+STATUS_WEBHOOK_MESSAGES = Counter(
+    "notifyflow_status_webhook_messages",
+    "Status webhook messages finished, by status: delivered, or failed (retries spent, "
+    "or the endpoint disabled)",
+    ["status"],
+    registry=REGISTRY,
+)
+STATUS_WEBHOOK_ENDPOINTS_DISABLED = Counter(
+    "notifyflow_status_webhook_endpoints_disabled",
+    "Webhook endpoints disabled after failing continuously for 5 days",
+    registry=REGISTRY,
+)
+
+
+@dataclass(frozen=True)
+class LaneFigures:
+    """One lane's due backlog (SPEC §16)."""
+
+    due_backlog: int  # its enqueued instances due now
+    oldest_due_age_s: float  # 0 when nothing is due
 
 
 @dataclass(frozen=True)
@@ -144,6 +180,7 @@ class QueueFigures:
     by_status: dict[str, int]  # unfinished statuses only
     due_backlog: int  # enqueued and due now (paused workflows' instances included)
     oldest_due_age_s: float  # 0 when nothing is due
+    lanes: dict[str, LaneFigures]  # every lane, most urgent first, the same figures
 
 
 class QueueCollector:
@@ -180,6 +217,45 @@ class QueueCollector:
             "notifyflow_oldest_due_age_seconds",
             "How long the oldest due, unclaimed instance has been due (0 if none)",
             value=figures.oldest_due_age_s,
+        )
+        backlog = GaugeMetricFamily(
+            "notifyflow_lane_due_backlog",
+            "Enqueued instances due now and not yet claimed, per lane",
+            labels=["lane"],
+        )
+        age = GaugeMetricFamily(
+            "notifyflow_lane_oldest_due_age_seconds",
+            "How long the lane's oldest due, unclaimed instance has been due (0 if none)",
+            labels=["lane"],
+        )
+        for lane, lane_figures in figures.lanes.items():
+            backlog.add_metric([lane], lane_figures.due_backlog)
+            age.add_metric([lane], lane_figures.oldest_due_age_s)
+        yield backlog
+        yield age
+
+
+class BacklogCollector:
+    """Status webhook gauges read at scrape time from ``backlog()``: (pending messages,
+    of which due now). A failing database leaves them out of the scrape."""
+
+    def __init__(self, backlog: Callable[[], tuple[int, int]]) -> None:
+        self.backlog = backlog
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            pending, due = self.backlog()
+        except Exception:  # noqa: BLE001 - a scrape must still answer
+            return
+        yield GaugeMetricFamily(
+            "notifyflow_status_webhook_pending",
+            "Status webhook messages waiting for delivery (first attempt or a retry)",
+            value=pending,
+        )
+        yield GaugeMetricFamily(
+            "notifyflow_status_webhook_due",
+            "Pending status webhook messages due now (a growing figure: deliverers behind)",
+            value=due,
         )
 
 

@@ -76,7 +76,7 @@ REPLAY_CONFLICT = (
 REPLAY_PATHS = ("/api/v1/triggers/",)
 # Operations whose service can refuse with ConflictError (409) or find no instance (404,
 # also without an id in the path: cancel by key), by path suffix.
-CONFLICT_PATH_SUFFIXES = ("/cancel/", "/retry/", "/run-now/", "}/events/")
+CONFLICT_PATH_SUFFIXES = ("/cancel/", "/retry/", "/run-now/", "}/events/", "}/replay/")
 # Saves refused by what exists: a taken key (duplicate_key), an event with the most
 # bindings it may have (too_many_bindings).
 CONFLICT_OPERATIONS = {

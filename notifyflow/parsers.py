@@ -53,6 +53,25 @@ def _text_problem(text: str) -> tuple[str, str] | None:
     return None
 
 
+def text_storable(text: str) -> bool:
+    """True if ``check_storable`` passes the string ``text`` (as a value or a key)."""
+    return _text_problem(text) is None
+
+
+# All that ``json.dumps`` (ensure_ascii) writes for a value ``check_storable`` refuses:
+# a non-finite number (a parsed NaN, Infinity or 1e999 is kept as a NaN), a NUL
+# (\u0000), a surrogate (\ud800-\udfff; a valid pair is written as two, a false alarm).
+_MAYBE_UNSTORABLE = re.compile(r"NaN|Infinity|\\u(?:0000|d[89a-f])")
+
+
+def dumped_storable(dumped: str) -> bool:
+    """True if ``dumped`` - ``json.dumps`` (ensure_ascii, any separators) of a parsed JSON
+    value - shows that ``check_storable`` passes that value; False means maybe not (a
+    string that contains "NaN" is a false alarm): ask ``check_storable``. One regular
+    expression over the C encoder's output instead of a Python walk of every value."""
+    return _MAYBE_UNSTORABLE.search(dumped) is None
+
+
 def _path(parent: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{parent}[{key}]"

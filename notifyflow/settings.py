@@ -7,81 +7,24 @@ The embedded default (no env vars) is a SQLite file and kombu's filesystem broke
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
-from dotenv import load_dotenv
-from kombu import Queue
 
+from notifyflow.env import (
+    BASE_DIR,
+    ENV_FILE,  # noqa: F401 - a setting: demo_api_key keeps the demo's key there
+    VAR_DIR,
+    broker_kind,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+)
 from notifyflow.rates import RATE_EXAMPLES, is_rate
-
-BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("NOTIFYFLOW_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
-
-# `make run` writes var/.env (its generated secret key, allowed hosts, console backends,
-# database and broker URLs, the demo API key), so every process of this checkout -
-# manage.py in a plain shell, celery, gunicorn - starts with the same settings. It only
-# fills in variables the environment does not set. A production host has no such file;
-# NOTIFYFLOW_ENV_FILE names another one, or none when empty.
-ENV_FILE = os.environ.get("NOTIFYFLOW_ENV_FILE", str(VAR_DIR / ".env")).strip()
-if ENV_FILE:
-    load_dotenv(ENV_FILE, override=False)
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def env_bool(name: str, default: bool) -> bool:
-    """A boolean variable; anything but the usual spellings is an error (a typo must not
-    silently switch a feature off)."""
-    value = os.environ.get(name, "").strip().lower()
-    if not value:
-        return default
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ImproperlyConfigured(
-        f"{name}={os.environ[name]!r}: expected one of {sorted(_TRUE | _FALSE)}"
-    )
-
-
-def _env_number(name: str, default: float, kind: type) -> float:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        return kind(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r}: expected {kind.__name__}") from None
-
-
-def env_int(name: str, default: int) -> int:
-    return int(_env_number(name, default, int))
-
-
-def env_float(name: str, default: float) -> float:
-    return float(_env_number(name, default, float))
-
-
-def env_list(name: str, default: str = "") -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
-
-
-def broker_kind(url: str) -> str:
-    """ "redis", "amqp" (RabbitMQ) or the URL's scheme (filesystem, memory, ...)."""
-    scheme = url.partition("://")[0].lower()
-    if scheme in ("redis", "rediss"):
-        return "redis"
-    if scheme in ("amqp", "amqps", "pyamqp"):
-        return "amqp"
-    return scheme
-
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 # Only ever accepted with DEBUG on: it is public, in this file.
@@ -133,6 +76,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "axes",
     "workflows",
+    "status_webhooks",
     "recipients",
     "triggers",
     "executions",
@@ -274,7 +218,11 @@ LOGGING = {
     "filters": {
         # The sweeper's three lines every few seconds (beat's "Sending due task", the
         # worker's "received" and "succeeded") at DEBUG; it logs at INFO when it found work.
-        "routine_tasks": {"()": "notifyflow.logs.RoutineTaskFilter", "tasks": ["notifyflow.sweep"]}
+        # The same for the status webhook deliverer's passes: it logs each attempt itself.
+        "routine_tasks": {
+            "()": "notifyflow.logs.RoutineTaskFilter",
+            "tasks": ["notifyflow.sweep", "notifyflow.deliver_status_webhooks"],
+        }
     },
     "loggers": {
         "notifyflow": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
@@ -401,6 +349,11 @@ EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10)
 EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "notifications@notifyflow.local")
 ANYMAIL: dict[str, object] = {"REQUESTS_TIMEOUT": EMAIL_TIMEOUT}
+# anymail's tracking webhooks (/webhooks/anymail/<esp>/tracking/): basic auth "user:pass".
+if os.environ.get("ANYMAIL_WEBHOOK_SECRET"):
+    ANYMAIL["WEBHOOK_SECRET"] = os.environ["ANYMAIL_WEBHOOK_SECRET"]
+if os.environ.get("MAILGUN_WEBHOOK_SIGNING_KEY"):
+    ANYMAIL["MAILGUN_WEBHOOK_SIGNING_KEY"] = os.environ["MAILGUN_WEBHOOK_SIGNING_KEY"]
 
 SMS_BACKEND = os.environ.get("SMS_BACKEND", "console")
 SMS_FILE_PATH = os.environ.get("SMS_FILE_PATH", str(VAR_DIR / "sms"))
@@ -422,96 +375,6 @@ if not (DEBUG or NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS) and (
         "set EMAIL_BACKEND and SMS_BACKEND, or NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS=1"
     )
 
-
-# --- Delivery (SPEC §11) ----------------------------------------------------------------
-def _env_providers(name: str) -> list:
-    """Ordered providers: comma-separated backend paths/names, or a JSON list of
-    ``{"name", "backend", "options"}``. Empty: the channel's single default backend."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return []
-    if value.startswith("["):
-        try:
-            parsed = json.loads(value)
-        except ValueError as exc:
-            raise ImproperlyConfigured(f"{name}: invalid JSON: {exc}") from None
-        if not isinstance(parsed, list) or not all(
-            isinstance(e, str) or (isinstance(e, dict) and isinstance(e.get("backend"), str))
-            for e in parsed
-        ):
-            raise ImproperlyConfigured(f"{name}: expected a list of paths or {{backend, ...}}")
-        return parsed
-    return [part.strip() for part in value.split(",") if part.strip()]
-
-
-NOTIFYFLOW_EMAIL_BACKENDS = _env_providers("NOTIFYFLOW_EMAIL_BACKENDS")
-NOTIFYFLOW_SMS_BACKENDS = _env_providers("NOTIFYFLOW_SMS_BACKENDS")
-# Circuit breaker per provider and process: after N transient failures in a row the
-# provider is skipped for OPEN_S seconds. 0 turns it off.
-NOTIFYFLOW_CIRCUIT_FAILURES = env_int("NOTIFYFLOW_CIRCUIT_FAILURES", 0)
-NOTIFYFLOW_CIRCUIT_OPEN_S = env_float("NOTIFYFLOW_CIRCUIT_OPEN_S", 60)
-# Send slots per channel in each worker (executions/channel_slots.py): the sends of one
-# channel may hold at most this many of the worker's processes at once (0: all but one),
-# so a hung provider leaves the other channels a process. A step that finds no free slot
-# within SLOT_WAIT_S sends nothing and runs again BUSY_RETRY_S later (no attempt counted).
-NOTIFYFLOW_CHANNEL_SLOTS = env_int("NOTIFYFLOW_CHANNEL_SLOTS", 0)
-NOTIFYFLOW_CHANNEL_SLOT_WAIT_S = env_float("NOTIFYFLOW_CHANNEL_SLOT_WAIT_S", 0.5)
-NOTIFYFLOW_CHANNEL_BUSY_RETRY_S = env_float("NOTIFYFLOW_CHANNEL_BUSY_RETRY_S", 5)
-# Given to Twilio as each message's StatusCallback (the public URL of
-# /webhooks/twilio/status/); empty: Twilio sends no status callbacks.
-NOTIFYFLOW_TWILIO_STATUS_CALLBACK_URL = os.environ.get("NOTIFYFLOW_TWILIO_STATUS_CALLBACK_URL", "")
-# anymail's tracking webhooks (/webhooks/anymail/<esp>/tracking/): basic auth "user:pass".
-if os.environ.get("ANYMAIL_WEBHOOK_SECRET"):
-    ANYMAIL["WEBHOOK_SECRET"] = os.environ["ANYMAIL_WEBHOOK_SECRET"]
-if os.environ.get("MAILGUN_WEBHOOK_SIGNING_KEY"):
-    ANYMAIL["MAILGUN_WEBHOOK_SIGNING_KEY"] = os.environ["MAILGUN_WEBHOOK_SIGNING_KEY"]
-# webhook node: the only hosts it may call (checked at save and at send), the HMAC key
-# of its X-NotifyFlow-Signature header, its timeout.
-NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = [
-    h.strip().lower()
-    for h in os.environ.get("NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS", "").split(",")
-    if h.strip()
-]
-NOTIFYFLOW_WEBHOOK_SECRET = os.environ.get("NOTIFYFLOW_WEBHOOK_SECRET", "")
-NOTIFYFLOW_WEBHOOK_TIMEOUT_S = env_float("NOTIFYFLOW_WEBHOOK_TIMEOUT_S", 10)
-# Where recipients reach this installation: the one-click unsubscribe links of emails
-# (``{NOTIFYFLOW_PUBLIC_URL}/u/{token}/``, SPEC §12). Required once recipients exist and
-# an active, non-critical workflow has an email node (system check notifyflow.E010).
-NOTIFYFLOW_PUBLIC_URL = os.environ.get("NOTIFYFLOW_PUBLIC_URL", "").strip().rstrip("/")
-
-# --- Engine ---------------------------------------------------------------------------
-NOTIFYFLOW_RETRY_BASE_DELAY_S = env_float("NOTIFYFLOW_RETRY_BASE_DELAY_S", 60)
-NOTIFYFLOW_MAX_RETRIES = env_int("NOTIFYFLOW_MAX_RETRIES", 3)
-# Order matters: soft limit < hard limit < lease < broker visibility timeout.
-NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S = env_int("NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S", 30)
-NOTIFYFLOW_STEP_TIME_LIMIT_S = env_int("NOTIFYFLOW_STEP_TIME_LIMIT_S", 45)
-NOTIFYFLOW_LEASE_S = env_int("NOTIFYFLOW_LEASE_S", 90)
-NOTIFYFLOW_SWEEP_INTERVAL_S = env_float("NOTIFYFLOW_SWEEP_INTERVAL_S", 5)
-NOTIFYFLOW_SWEEP_BATCH = env_int("NOTIFYFLOW_SWEEP_BATCH", 500)
-# List fan-out jobs (triggers/fanout.py): a job holds its lease this long past each
-# batch (the sweeper resumes it after that when its worker died), and runs for at most
-# this long before sending itself again (under the task time limits).
-NOTIFYFLOW_FANOUT_LEASE_S = env_int("NOTIFYFLOW_FANOUT_LEASE_S", 60)
-NOTIFYFLOW_FANOUT_SLICE_S = env_float("NOTIFYFLOW_FANOUT_SLICE_S", 20)
-# Instances per INSERT of a fan-out (one transaction each, with its progress).
-NOTIFYFLOW_FANOUT_BATCH = env_int("NOTIFYFLOW_FANOUT_BATCH", 2000)
-# A due instance with no claim after this long is assumed to have lost its message.
-NOTIFYFLOW_REDISPATCH_AFTER_S = env_float("NOTIFYFLOW_REDISPATCH_AFTER_S", 30)
-# Delays longer than this never go to the broker as a countdown; the sweeper wakes them.
-# A worker holds a countdown's message unacked until it is due: on RabbitMQ this must stay
-# well under the server's consumer_timeout (30 min by default), which closes the channel.
-NOTIFYFLOW_BROKER_HORIZON_S = env_int("NOTIFYFLOW_BROKER_HORIZON_S", 600)
-# Redis re-delivers an unacked message after this; it must exceed every countdown we
-# hand the broker and every task's runtime (kombu#337, celery#2599).
-NOTIFYFLOW_VISIBILITY_TIMEOUT_S = env_int("NOTIFYFLOW_VISIBILITY_TIMEOUT_S", 3600)
-
-# Worker event loop: fire all due ETA timers without a 1 s poll between batches of 10
-# (notifyflow/broker/kombu_patches.py). Off only to measure stock kombu.
-NOTIFYFLOW_KOMBU_TIMER_FIX = env_bool("NOTIFYFLOW_KOMBU_TIMER_FIX", True)
-
-# Workers commit asynchronously except for a step's outcome (executions/worker_hooks.py):
-# one fsync per step instead of three.
-NOTIFYFLOW_WORKER_ASYNC_COMMIT = env_bool("NOTIFYFLOW_WORKER_ASYNC_COMMIT", True)
 
 # --- Cache (throttling) ------------------------------------------------------------------
 # Shared by every web process: NOTIFYFLOW_CACHE_URL (a Redis URL), else the Redis broker's
@@ -538,120 +401,5 @@ CACHES = {
 # pooler that cannot keep prepared statements.
 NOTIFYFLOW_DB_PREPARE = env_bool("NOTIFYFLOW_DB_PREPARE", True)
 
-# --- Celery ---------------------------------------------------------------------------
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
-# redis (production default), amqp (RabbitMQ, supported), or an embedded one (filesystem,
-# memory): README "Brokers" says what each gives.
-NOTIFYFLOW_BROKER_KIND = broker_kind(CELERY_BROKER_URL)
-CELERY_BROKER_FILESYSTEM_DIR = VAR_DIR / "broker"
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    for _sub in ("queue", "processed", "control"):
-        (CELERY_BROKER_FILESYSTEM_DIR / _sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(CELERY_BROKER_FILESYSTEM_DIR / "queue"),
-        "data_folder_out": str(CELERY_BROKER_FILESYSTEM_DIR / "queue"),
-        "processed_folder": str(CELERY_BROKER_FILESYSTEM_DIR / "processed"),
-        "control_folder": str(CELERY_BROKER_FILESYSTEM_DIR / "control"),
-        "store_processed": False,
-    }
-elif NOTIFYFLOW_BROKER_KIND == "amqp":
-    # RabbitMQ's own acknowledgement of every publish: a publish the broker did not take
-    # (restart, resource alarm) raises, so the caller's "left for the sweeper" path
-    # applies instead of a message lost in a socket buffer. Unacked messages come back
-    # when their consumer's connection closes: no visibility timeout here.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
-else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": NOTIFYFLOW_VISIBILITY_TIMEOUT_S,
-        # A Redis that restarts closes its sockets and every process reconnects at once;
-        # these bound the cases where it vanishes without closing them (failover, NAT):
-        # a connect or a publish never hangs, and an idle socket is probed.
-        "socket_connect_timeout": 5,
-        "socket_timeout": 30,
-        "socket_keepalive": True,
-    }
-# kombu's Redis transport, minus a new client object per published message
-# (notifyflow/broker/kombu_patches.py).
-if CELERY_BROKER_URL.startswith("redis://"):
-    CELERY_BROKER_TRANSPORT = "notifyflow.broker.kombu_patches:Transport"
-# Publishing (notifyflow/broker/publish.py): on, send_task's per-call routing and queue
-# declare are done once per task, and on Redis the envelope kombu would write is pushed
-# straight onto the queue's list, a batch in one round trip; off, every message goes
-# through Celery's own send_task and kombu's producer (to rule the mirror out).
-NOTIFYFLOW_FAST_PUBLISH = env_bool("NOTIFYFLOW_FAST_PUBLISH", True)
-CELERY_RESULT_BACKEND = None
-CELERY_TASK_IGNORE_RESULT = True
-CELERY_TASK_SERIALIZER = "json"
-CELERY_RESULT_SERIALIZER = "json"
-CELERY_ACCEPT_CONTENT = ["json"]
-# At-least-once: a message is acked after the task ran; a worker that dies mid-task gets
-# its message redelivered. The database attempts counter bounds the redeliveries.
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Two queues, both consumed by a plain `celery -A notifyflow worker`: the default one
-# (steps) and `notifyflow.bulk` (list fan-out jobs), so a 100,000-member fan-out's job is
-# not one more message in the steps' line.
-CELERY_TASK_DEFAULT_QUEUE = "celery"
-# Each queue bound by its own name: on RabbitMQ two queues sharing the default routing
-# key would each get a copy of every message.
-CELERY_TASK_QUEUES = (
-    Queue("celery", routing_key="celery"),
-    Queue("notifyflow.bulk", routing_key="notifyflow.bulk"),
-)
-CELERY_TASK_ROUTES = {"notifyflow.fanout_run": {"queue": "notifyflow.bulk"}}
-# Time limits hold only in the prefork pool (solo and threads ignore them): every
-# worker command we document and `make run` use prefork.
-CELERY_TASK_SOFT_TIME_LIMIT = NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S
-CELERY_TASK_TIME_LIMIT = NOTIFYFLOW_STEP_TIME_LIMIT_S
-# A prefork child whose resident memory grows past this (KiB) is replaced after its task.
-NOTIFYFLOW_WORKER_MAX_MEMORY_KB = env_int("NOTIFYFLOW_WORKER_MAX_MEMORY_KB", 512 * 1024)
-CELERY_WORKER_MAX_MEMORY_PER_CHILD = NOTIFYFLOW_WORKER_MAX_MEMORY_KB
-# When a worker loses Redis (restart, failover), let the steps it is running finish: the
-# database records their outcome whatever the broker does, and their messages, no
-# longer ackable, come back after the visibility timeout as harmless no-ops. Celery's
-# alternative (True, its future default) kills them mid-step, which means a lease to
-# wait out and, after a send, a duplicate message. (Celery warns at each connection
-# loss that the default will change; the choice is deliberate.)
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Workers run without Celery's Gossip step (unused here; it logged a traceback on every
-# broker connection loss): notifyflow/broker/consumer.py. 1: Celery's own consumer.
-CELERY_WORKER_CONSUMER = (
-    "celery.worker.consumer:Consumer"
-    if env_bool("NOTIFYFLOW_WORKER_GOSSIP", False)
-    else "notifyflow.broker.consumer:Consumer"
-)
-# Workers and beat reconnect to a restarted broker (Celery's default, stated): up to 100
-# tries, 2 s apart growing to 30 s, about 50 minutes before a worker gives up and exits.
-CELERY_BROKER_CONNECTION_RETRY = True
-CELERY_BROKER_CONNECTION_MAX_RETRIES = 100
-# A publish (API after commit, worker after a step, beat) rides out a broker restart of a
-# few seconds: 5 tries over ~3 s. After that enqueue_on_commit leaves the instance to
-# the sweeper, so a request never waits longer than this on a dead broker.
-CELERY_TASK_PUBLISH_RETRY = True
-CELERY_TASK_PUBLISH_RETRY_POLICY = {
-    "max_retries": 4,
-    "interval_start": 0,
-    "interval_step": 0.5,
-    "interval_max": 2,
-}
-CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
-CELERY_TASK_ALWAYS_EAGER = False
-
-if not (
-    NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S
-    < NOTIFYFLOW_STEP_TIME_LIMIT_S
-    < NOTIFYFLOW_LEASE_S
-    < NOTIFYFLOW_VISIBILITY_TIMEOUT_S
-):
-    raise ImproperlyConfigured(
-        "need NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S < NOTIFYFLOW_STEP_TIME_LIMIT_S < "
-        "NOTIFYFLOW_LEASE_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S"
-    )
-if not NOTIFYFLOW_BROKER_HORIZON_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S / 2:
-    # Countdowns near the visibility timeout get redelivered (kombu#337).
-    raise ImproperlyConfigured(
-        "need NOTIFYFLOW_BROKER_HORIZON_S < NOTIFYFLOW_VISIBILITY_TIMEOUT_S / 2"
-    )
+# The engine, delivery and Celery: notifyflow/engine_settings.py.
+from notifyflow.engine_settings import *  # noqa: E402, F403

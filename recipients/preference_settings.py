@@ -11,6 +11,8 @@ from typing import Any
 from django.db import transaction
 
 from notifyflow.errors import ApplicationError, NotFoundError
+from status_webhooks import events as status_events
+from status_webhooks.outbox import record
 from workflows.models import Workflow
 
 from .models import OptOut, OptOutSource, Recipient
@@ -145,7 +147,8 @@ def preferences_set(
     *, recipient_id: str, preferences: Mapping[str, Any], merge: bool, actor: str = ""
 ) -> Recipient:
     """Replace (PUT) or merge (PATCH) the recipient's preferences, checked by
-    ``check_preferences``; every opt-out it newly sets is an audit row (source ``api``).
+    ``check_preferences``; every opt-out it newly sets is an audit row (source ``api``)
+    and a ``recipient.unsubscribed`` status event, in the same transaction.
     NotFoundError for an unknown recipient."""
     with transaction.atomic():
         recipient = recipient_or_404(recipient_id, for_update=True)
@@ -161,6 +164,14 @@ def preferences_set(
                     scope=scope,
                     source=OptOutSource.API,
                     details={"actor": actor} if actor else {},
+                )
+                for scope in new
+            ]
+        )
+        record(
+            events=[
+                status_events.recipient_unsubscribed(
+                    recipient_id=recipient.pk, scope=scope, source=OptOutSource.API
                 )
                 for scope in new
             ]

@@ -15,6 +15,9 @@ from typing import Any
 
 from django.db import transaction
 
+from status_webhooks import events as status_events
+from status_webhooks.outbox import record
+
 from .models import OptOut, Recipient
 
 CHANNELS = ("email", "sms", "in_app")
@@ -101,9 +104,10 @@ def with_opt_out(preferences: Mapping[str, Any] | None, scope: str) -> dict[str,
 def opt_out(
     *, recipient_id: str, scope: str, source: str, details: Mapping[str, Any] | None = None
 ) -> bool:
-    """Write the opt-out ``scope`` into the recipient's preferences with its audit row,
-    in one transaction. Idempotent: False (and no row) when the scope already says
-    false or the recipient is gone (erased)."""
+    """Write the opt-out ``scope`` into the recipient's preferences with its audit row
+    and its ``recipient.unsubscribed`` status event, in one transaction. Idempotent:
+    False (and no row) when the scope already says false or the recipient is gone
+    (erased)."""
     with transaction.atomic():
         recipient = Recipient.objects.select_for_update().filter(pk=recipient_id).first()
         if recipient is None:
@@ -115,5 +119,12 @@ def opt_out(
         recipient.save(update_fields=["preferences", "updated_at"])
         OptOut.objects.create(
             recipient=recipient, scope=scope, source=source, details=dict(details or {})
+        )
+        record(
+            events=[
+                status_events.recipient_unsubscribed(
+                    recipient_id=recipient.pk, scope=scope, source=source
+                )
+            ]
         )
     return True

@@ -243,7 +243,7 @@ class PrivateServices:
         except redis.RedisError:
             return False
 
-    def queued_task_args(self, task: str, queue: str = "celery") -> list[list]:
+    def queued_task_args(self, task: str, queue: str = "notifyflow.default") -> list[list]:
         """The args of every ``task`` message waiting in ``queue``, left where they are."""
         bodies = []
         if self.broker_kind == "amqp":

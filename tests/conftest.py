@@ -87,16 +87,33 @@ def workflow(db):
     return WorkflowFactory()
 
 
+class Dispatched(list[tuple[str, float | None]]):
+    """What the ``dispatched`` fixture records: (instance id, countdown) per message,
+    and in ``routes`` (instance id, queue) per message, in the same order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.routes: list[tuple[str, str | None]] = []
+
+    @property
+    def queues(self) -> dict[str, str | None]:
+        """The queue of each instance's last message."""
+        return dict(self.routes)
+
+
 @pytest.fixture
 def dispatched(monkeypatch):
-    """Record what the engine hands the broker, instead of sending it."""
-    sent: list[tuple[str, float | None]] = []
+    """Record what the engine hands the broker, instead of sending it: (instance id,
+    countdown) in order, and the queue of each (``Dispatched``)."""
+    sent = Dispatched()
 
-    def record(name, instance_id, countdown=None):
+    def record(name, instance_id, countdown=None, queue=None):
         sent.append((instance_id, countdown))
+        sent.routes.append((instance_id, queue))
 
-    def record_many(name, args_list, countdown=None):
-        sent.extend((instance_id, countdown) for (instance_id,) in args_list)
+    def record_many(name, args_list, queue=None):
+        sent.extend((instance_id, None) for (instance_id,) in args_list)
+        sent.routes.extend((instance_id, queue) for (instance_id,) in args_list)
 
     monkeypatch.setattr("triggers.dispatch.send_task_on_commit", record)
     monkeypatch.setattr("triggers.dispatch.send_tasks_on_commit", record_many)

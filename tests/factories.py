@@ -3,6 +3,7 @@ from __future__ import annotations
 import factory
 from django.utils import timezone
 
+from status_webhooks.signing import secret_generate
 from triggers.models import TriggerInstance, TriggerStatus
 from workflows.models import Workflow
 from workflows.services import workflow_save
@@ -64,6 +65,9 @@ class WorkflowFactory(factory.django.DjangoModelFactory):
     name = factory.LazyAttribute(lambda o: o.key.replace("-", " ").title())
     is_active = True
     definition = factory.LazyFunction(email_sms_definition)
+    # A workflows.concurrency.Concurrency (SPEC §16); None: no limit.
+    concurrency = None
+    priority = "normal"
 
     @classmethod
     def _create(cls, model_class, *args, **kwargs):
@@ -72,6 +76,8 @@ class WorkflowFactory(factory.django.DjangoModelFactory):
             name=kwargs["name"],
             is_active=kwargs["is_active"],
             definition=kwargs["definition"],
+            concurrency=kwargs.get("concurrency"),
+            priority=kwargs.get("priority"),
         )
 
 
@@ -88,12 +94,17 @@ class TriggerInstanceFactory(factory.django.DjangoModelFactory):
         lambda o: o.workflow_version.definition["entry_node_id"]
     )
     available_at = factory.LazyFunction(timezone.now)
+    # As the services set it: the workflow's priority (a list fan-out's: fanout_lane).
+    lane = factory.LazyAttribute(lambda o: o.workflow.priority)
 
 
 def bulk_instances(workflow: Workflow, counts: dict[str, int]) -> list[TriggerInstance]:
     """Many instances of ``workflow`` in one INSERT, ``counts`` per status, all due now
-    (plan tests need thousands: the factory's row-at-a-time create is too slow)."""
+    at its entry node, in its lane (plan tests need thousands: the factory's
+    row-at-a-time create is too slow)."""
     now = timezone.now()
+    assert workflow.current_version is not None
+    entry = workflow.current_version.definition["entry_node_id"]
     return TriggerInstance.objects.bulk_create(
         [
             TriggerInstance(
@@ -101,9 +112,10 @@ def bulk_instances(workflow: Workflow, counts: dict[str, int]) -> list[TriggerIn
                 workflow_version=workflow.current_version,
                 idempotency_key=f"{status}-{n}",
                 payload={},
-                current_node_id="hello",
+                current_node_id=entry,
                 available_at=now,
                 status=status,
+                lane=workflow.priority,
             )
             for status, count in counts.items()
             for n in range(count)
@@ -268,3 +280,86 @@ class BatchInstanceFactory(TriggerInstanceFactory):
 
     workflow = factory.SubFactory(BatchWorkflowFactory)
     payload = factory.Sequence(lambda n: {**PAYLOAD, "text": f"comment {n}"})
+
+
+# --- Status webhooks (issue 28, helper "hw") ----------------------------------------------
+
+
+class WebhookEndpointFactory(factory.django.DjangoModelFactory):
+    """An active endpoint wanting instance.completed, with a real secret (its host must
+    be in NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS for the deliverer to call it)."""
+
+    class Meta:
+        model = "status_webhooks.WebhookEndpoint"
+
+    url = "http://127.0.0.1:9/hook"
+    event_types = factory.LazyFunction(lambda: ["instance.completed"])
+    secret = factory.LazyFunction(secret_generate)
+
+
+# --- In-app feed (issue 28) -----------------------------------------------------------------
+
+
+def in_app_definition(**config: object) -> dict:
+    """One in_app node, ``bell``, then an email: the feed item of a "new comment"."""
+    node_config: dict = {
+        "title": "New comment from {{ payload.name }}",
+        "body": "{{ payload.name }} replied",
+        "url": "https://app.example.com/c/{{ payload.comment_id }}",
+        "data": {"comment_id": "{{ payload.comment_id }}", "kind": "comment"},
+        **config,
+    }
+    return {
+        "entry_node_id": "bell",
+        "nodes": [
+            {"id": "bell", "type": "in_app", "config": node_config},
+            {
+                "id": "mail",
+                "type": "email",
+                "config": {"subject": "New comment", "body": "{{ payload.name }} replied"},
+            },
+        ],
+        "edges": [{"from": "bell", "to": "mail"}],
+    }
+
+
+class FeedWorkflowFactory(WorkflowFactory):
+    definition = factory.LazyFunction(in_app_definition)
+
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):
+        return workflow_save(
+            key=kwargs["key"],
+            name=kwargs["name"],
+            is_active=kwargs["is_active"],
+            definition=kwargs["definition"],
+            categories=kwargs.get("categories", ["comments"]),
+            critical=kwargs.get("critical", False),
+        )
+
+
+def feed_items(recipient, count: int, *, workflow: Workflow | None = None) -> list:
+    """``count`` feed items of ``recipient`` written through the service (counted), one
+    instance each, the newest last."""
+    from executions.feed import feed_item_write
+    from executions.models import FeedItem
+
+    workflow = workflow or FeedWorkflowFactory()
+    ids = []
+    for n in range(count):
+        instance = TriggerInstanceFactory(workflow=workflow, recipient=recipient)
+        ids.append(
+            feed_item_write(
+                recipient_id=recipient.pk,
+                workflow_id=workflow.pk,
+                instance_id=instance.pk,
+                node_id="bell",
+                title=f"Item {n}",
+                body=f"Body {n}",
+                url="",
+                category="comments",
+                data={"n": n},
+                now=timezone.now(),
+            ).item_id
+        )
+    return list(FeedItem.objects.filter(pk__in=ids).order_by("created_at", "id"))

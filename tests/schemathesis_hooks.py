@@ -11,9 +11,12 @@ SCHEMATHESIS_HOOKS).
    ``unknown_list`` likewise), a PUT's body key matches its URL, a workflow
    definition is a valid graph (its rules - references between nodes and edges,
    templates - are checked at save), and an idempotency setting obeys the rules across
-   its options (a window strategy needs ttlMinutes, ...), and a throttle filter names a
-   subject of its scope. Only positive cases are mapped: negative ones must stay
-   invalid.
+   its options (a window strategy needs ttlMinutes, ...), a throttle filter names a
+   subject of its scope, and a webhook endpoint's URL is on the allow-list
+   (``WEBHOOK_URL``, allowed by the fuzz test) and its workflows exist. Only positive
+   cases are mapped: negative ones must stay invalid.
+3. The in-app feed's operations take a recipient token, not the run's API key: every
+   case of theirs carries the token the test minted (``NOTIFYFLOW_FUZZ_FEED_TOKEN``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ from notifyflow.pagination import CURSOR_FORMAT
 # The workflow and the recipient list the fuzz test creates.
 WORKFLOW = os.environ.get("NOTIFYFLOW_FUZZ_WORKFLOW", "welcome")
 RECIPIENT_LIST = "readers"
+# An allowed webhook endpoint URL (tests/api/test_fuzz.py allows its host).
+WEBHOOK_HOST = "hooks.example.com"
+WEBHOOK_URL = f"https://{WEBHOOK_HOST}/notifyflow"
+FEED_TOKEN = os.environ.get("NOTIFYFLOW_FUZZ_FEED_TOKEN", "")
 
 
 # A valid definition (tests.factories needs Django's apps loaded; this module loads first).
@@ -85,6 +92,8 @@ def map_case(context: Any, case: Any) -> Any:
     meta = case.meta
     # No meta: an example from the schema itself (examples are valid by definition).
     negative = meta is not None and not meta.generation.mode.is_positive
+    if FEED_TOKEN and case.operation.path.startswith("/api/v1/feed/"):
+        case.headers = {**(case.headers or {}), "Authorization": f"Bearer {FEED_TOKEN}"}
     if not negative and case.operation.path == "/api/v1/throttles/":
         _throttle_query(case)
     if negative or not isinstance(case.body, dict):
@@ -95,6 +104,11 @@ def map_case(context: Any, case: Any) -> Any:
         body["definition"] = DEFINITION
         if method == "PUT":
             body["key"] = case.path_parameters.get("key", body.get("key"))
+    elif path.startswith("/api/v1/webhook-endpoints/"):
+        if isinstance(body.get("url"), str):
+            body["url"] = WEBHOOK_URL
+        if isinstance(body.get("workflows"), list):
+            body["workflows"] = [WORKFLOW] if body["workflows"] else []
     elif path == "/api/v1/triggers/bulk/" and isinstance(body.get("items"), list):
         for item in body["items"]:
             if isinstance(item, dict):

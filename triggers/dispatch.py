@@ -11,14 +11,35 @@ from django.conf import settings
 from django.db import transaction
 
 from notifyflow.celery import publish_context, send_task_on_commit, send_tasks, send_tasks_on_commit
+from workflows.models import Priority
 
 # The task that runs one step (executions.tasks); sent by name so nothing below the
 # executions layer imports it.
 EXECUTE_NODE_TASK = "notifyflow.execute_node"
 
+# Each lane's queue (SPEC §16), most urgent first: CELERY_TASK_QUEUES lists them in
+# this order, which is the order a plain worker takes them in.
+LANE_QUEUES = {
+    Priority.CRITICAL: "notifyflow.critical",
+    Priority.HIGH: "notifyflow.high",
+    Priority.NORMAL: "notifyflow.default",
+    Priority.BULK: "notifyflow.bulk",
+}
 
-def dispatch_on_commit(instance_id: uuid.UUID | str, *, countdown: float | None = None) -> None:
-    """Send ``execute_node(instance_id)`` after commit, ``countdown`` seconds later.
+
+def lane_queue(lane: str) -> str:
+    """The queue of ``lane`` (a ``Priority`` value); ValueError for anything else."""
+    try:
+        return LANE_QUEUES[Priority(lane)]
+    except ValueError:
+        raise ValueError(f"unknown lane {lane!r}") from None
+
+
+def dispatch_on_commit(
+    instance_id: uuid.UUID | str, *, lane: str, countdown: float | None = None
+) -> None:
+    """Send ``execute_node(instance_id)`` to ``lane``'s queue (the instance's own
+    ``lane``) after commit, ``countdown`` seconds later.
 
     Callers never pass a countdown beyond NOTIFYFLOW_BROKER_HORIZON_S: longer waits stay
     in the database and the sweeper dispatches them when due.
@@ -27,16 +48,24 @@ def dispatch_on_commit(instance_id: uuid.UUID | str, *, countdown: float | None 
         countdown = None
     if countdown is not None and countdown > settings.NOTIFYFLOW_BROKER_HORIZON_S:
         raise ValueError(f"countdown {countdown}s is beyond the broker horizon")
-    send_task_on_commit(EXECUTE_NODE_TASK, str(instance_id), countdown=countdown)
+    queue = lane_queue(lane)
+    send_task_on_commit(EXECUTE_NODE_TASK, str(instance_id), countdown=countdown, queue=queue)
 
 
-def dispatch_many_on_commit(instance_ids: Iterable[uuid.UUID | str]) -> None:
-    """``dispatch_on_commit`` (no countdown) for many instances: one pipelined publish."""
-    send_tasks_on_commit(EXECUTE_NODE_TASK, [(str(instance_id),) for instance_id in instance_ids])
+def dispatch_many_on_commit(instances: Iterable[tuple[uuid.UUID | str, str]]) -> None:
+    """``dispatch_on_commit`` (no countdown) for many ``(instance_id, lane)``: one
+    pipelined publish per lane, the most urgent lane's first."""
+    by_queue: dict[str, list[tuple[str]]] = {queue: [] for queue in LANE_QUEUES.values()}
+    for instance_id, lane in instances:
+        by_queue[lane_queue(lane)].append((str(instance_id),))
+    for name, messages in by_queue.items():
+        if messages:
+            send_tasks_on_commit(EXECUTE_NODE_TASK, messages, name)
 
 
 class BackgroundDispatch:
-    """``dispatch_many_on_commit`` whose publish runs in a thread: after each commit the
+    """``dispatch_many_on_commit`` of one lane (every instance of a fan-out shares its
+    lane) whose publish runs in a thread: after each commit the
     ids are handed to one publishing thread, which sends them in the order handed over
     while the caller writes its next batch (the fan-out's batches: the INSERT waits on
     PostgreSQL while the thread builds and sends the previous batch's messages).
@@ -48,7 +77,8 @@ class BackgroundDispatch:
     their ``dispatched_at`` is set, and the sweeper re-sends them. An error the thread
     met is raised by ``close()``."""
 
-    def __init__(self, depth: int = 2) -> None:
+    def __init__(self, *, lane: str, depth: int = 2) -> None:
+        self._broker_queue = lane_queue(lane)
         self._queue: queue.Queue[list[tuple[str]] | None] = queue.Queue(maxsize=depth)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -79,7 +109,7 @@ class BackgroundDispatch:
             if self._error is not None:
                 continue  # keep draining so the caller never blocks; close() raises
             try:
-                send_tasks(EXECUTE_NODE_TASK, messages, self._context)
+                send_tasks(EXECUTE_NODE_TASK, messages, self._context, self._broker_queue)
             except BaseException as exc:  # noqa: BLE001 - raised in the caller by close()
                 self._error = exc
 

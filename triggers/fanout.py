@@ -2,7 +2,8 @@
 instance per member, created by a worker in set-based batches, resumably.
 
 - ``fanout_start`` (in the request's transaction): one FanOut row per (workflow, key);
-  the job is sent after commit, by name, on the ``notifyflow.bulk`` queue.
+  the job is sent after commit, by name, on the ``notifyflow.default`` queue
+  (CELERY_TASK_ROUTES says why not bulk).
 - ``fanout_run`` (the job): takes the lease (``locked_until``), reads the membership
   ONCE into ``recipient_ids`` (deduplicated across lists, sorted, minus the ids the
   request named itself), then inserts ``NOTIFYFLOW_FANOUT_BATCH`` instances per
@@ -11,7 +12,8 @@ instance per member, created by a worker in set-based batches, resumably.
   ``position`` and the counters in the same transaction as each batch (ids made by
   PostgreSQL unless the workflow has interests). Each batch's first steps go, after its
   commit, to a publishing thread (``BackgroundDispatch``) while the next batch is
-  written; the job ends once all are sent. It runs for at
+  written; the job ends once all are sent. Its instances run in the workflow's lane,
+  but a ``normal`` workflow's in ``bulk`` (``fanout_lane``, SPEC §16). It runs for at
   most ``NOTIFYFLOW_FANOUT_SLICE_S`` and then sends itself again, so no task outlives
   the workers' time limit.
 - A worker killed mid-job leaves its lease to expire; ``fanouts_expired`` (the sweeper)
@@ -37,7 +39,7 @@ from django.utils import timezone
 
 from notifyflow.celery import send_task_on_commit
 from recipients.models import ListMembership
-from workflows.models import Workflow, WorkflowVersion
+from workflows.models import Priority, Workflow, WorkflowVersion
 
 from . import state
 from .dispatch import BackgroundDispatch
@@ -111,6 +113,13 @@ def _lease(now: datetime) -> datetime:
     return now + timedelta(seconds=settings.NOTIFYFLOW_FANOUT_LEASE_S)
 
 
+def fanout_lane(priority: str) -> str:
+    """The lane of the instances a list fan-out of a ``priority`` workflow creates: a
+    ``normal`` workflow's go to ``bulk``, so a 100,000-member newsletter does not queue
+    in front of its one-at-a-time triggers; the other lanes were chosen on purpose."""
+    return Priority.BULK if priority == Priority.NORMAL else priority
+
+
 def _acquire(fanout_id: uuid.UUID | str) -> tuple[FanOut, datetime] | None:
     """Take the job's lease if it is running and nobody holds a live one."""
     now = timezone.now()
@@ -122,7 +131,8 @@ def _acquire(fanout_id: uuid.UUID | str) -> tuple[FanOut, datetime] | None:
     )
     if not taken:
         return None
-    fanout = FanOut.objects.select_related("workflow_version").get(pk=fanout_id)
+    # The workflow: its lane and its concurrency setting as the batches are created.
+    fanout = FanOut.objects.select_related("workflow_version", "workflow").get(pk=fanout_id)
     return fanout, lease
 
 
@@ -166,7 +176,7 @@ def fanout_run(*, fanout_id: uuid.UUID | str, batch: int | None = None) -> str:
     position = fanout.position
     # Each batch's first steps are published by a thread while the next batch is
     # written; leaving the block waits until every committed batch's are sent.
-    with BackgroundDispatch() as dispatch:
+    with BackgroundDispatch(lane=fanout_lane(fanout.workflow.priority)) as dispatch:
         while position < len(ids):
             if time.monotonic() > deadline:
                 return _continue(fanout.pk, lease)
@@ -202,11 +212,14 @@ def _batch(
 
 def _insert(fanout: FanOut, chunk: Sequence[str], now: datetime) -> list[str]:
     """The instances of ``chunk`` that do not exist yet: their ids. Without interests
-    the store makes the ids (``state.create_for_recipients``: no per-row Python);
-    interests are rendered per instance (``recipient_rows``), so they need ids first."""
+    or a concurrency limit the store makes the ids (``state.create_for_recipients``: no
+    per-row Python); interests and the concurrency key are rendered per instance
+    (``recipient_rows``), so they need ids first."""
     version = fanout.workflow_version
     actor = fanout.actor or "fanout"
-    if not version.definition.get("interests"):
+    key_template = fanout.workflow.concurrency_key_template
+    lane = fanout_lane(fanout.workflow.priority)
+    if not version.definition.get("interests") and key_template is None:
         return state.create_for_recipients(
             workflow_id=fanout.workflow_id,
             workflow_version_id=version.pk,
@@ -217,6 +230,7 @@ def _insert(fanout: FanOut, chunk: Sequence[str], now: datetime) -> list[str]:
             recipient_ids=chunk,
             now=now,
             actor=actor,
+            lane=lane,
         )
     rows = recipient_rows(
         workflow_id=fanout.workflow_id,
@@ -225,6 +239,9 @@ def _insert(fanout: FanOut, chunk: Sequence[str], now: datetime) -> list[str]:
         payload=fanout.payload,
         recipient_ids=chunk,
         created_by_key=fanout.created_by_key,
+        workflow_key=fanout.workflow.key,
+        concurrency_key_template=key_template,
+        lane=lane,
     )
     inserted = state.create_bulk(rows=rows, now=now, actor=actor)
     return [str(row.id) for row in rows if row.id in inserted]

@@ -229,10 +229,10 @@ def wake_waiting(*, instance_ids: Iterable[uuid.UUID | str], event: str) -> int:
             waiting_for_event=event,
             available_at__gt=now,
         )
-        chunk = list(waiting.values_list("id", flat=True))
+        chunk = list(waiting.values_list("id", "lane"))
         if chunk:
             TriggerInstance.objects.filter(
-                pk__in=chunk, status=S.ENQUEUED, waiting_for_event=event
+                pk__in=[pk for pk, _ in chunk], status=S.ENQUEUED, waiting_for_event=event
             ).update(available_at=now, dispatched_at=now)
             woken += chunk
     dispatch_many_on_commit(woken)

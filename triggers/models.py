@@ -7,6 +7,7 @@ from datetime import datetime
 from django.db import models
 
 from notifyflow.ids import short_id, uuid7
+from workflows.models import Priority
 
 
 class TriggerStatus(models.TextChoices):
@@ -122,6 +123,14 @@ class TriggerInstance(models.Model):
     # its place under the per-recipient uniqueness instead of taking the payload-only
     # (workflow, idempotency_key) slot.
     recipient_erased = models.BooleanField(default=False, db_default=False)
+    # Its lane (SPEC §16): the workflow's priority when created, but bulk for a list
+    # fan-out of a normal workflow. Every message for its steps goes to this lane's queue.
+    lane = models.CharField(
+        max_length=8, choices=Priority.choices, default=Priority.NORMAL, db_default="normal"
+    )
+    # The workflow's concurrency key as rendered for this instance when it was created;
+    # null when its workflow had no concurrency limit then (SPEC §16).
+    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -147,6 +156,9 @@ class TriggerInstance(models.Model):
                 condition=~models.Q(idempotency_key=""), name="trigger_idempotency_key_not_empty"
             ),
             models.CheckConstraint(
+                condition=models.Q(lane__in=Priority.values), name="trigger_lane_valid"
+            ),
+            models.CheckConstraint(
                 condition=models.Q(
                     status="processing", lease_token__isnull=False, locked_until__isnull=False
                 )
@@ -157,10 +169,20 @@ class TriggerInstance(models.Model):
         indexes = [
             # "Due enqueued instances, oldest first" (claim scans, sweeper re-dispatch):
             # partial, so finished rows never enter it however many there are.
+            # Lane included so each lane's backlog (/metrics, /readyz) is read from the
+            # index alone.
             models.Index(
                 fields=["available_at"],
                 name="trigger_due_enqueued",
+                include=["lane"],
                 condition=models.Q(status="enqueued"),
+            ),
+            # The claim's concurrency check (SPEC §16): executing steps of a workflow's
+            # instances per key. Only limited instances enter it.
+            models.Index(
+                fields=["workflow", "concurrency_key"],
+                name="trigger_concurrency_running",
+                condition=models.Q(status="processing", concurrency_key__isnull=False),
             ),
             # Sweeper: processing instances whose lease has expired.
             models.Index(

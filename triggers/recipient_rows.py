@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from notifyflow.ids import uuid7
+from workflows.concurrency import key_render
 from workflows.models import WorkflowVersion
 
 from . import state
@@ -22,9 +23,14 @@ def recipient_rows(
     payload: dict[str, Any],
     recipient_ids: Sequence[str],
     created_by_key: str,
+    lane: str,
+    workflow_key: str = "",
+    concurrency_key_template: str | None = None,
 ) -> list[state.NewInstance]:
     """The rows ``state.create_bulk`` inserts for ``recipient_ids`` (also the fan-out's
-    batches). Interests are rendered per instance only if the definition has any."""
+    batches), in ``lane``. Interests are rendered per instance only if the definition
+    has any; the concurrency key only if the workflow has a limit
+    (``concurrency_key_template`` not None: ``Workflow.concurrency_key_template``)."""
     templates = version.definition.get("interests", ())
     entry = version.definition["entry_node_id"]
     rows = []
@@ -50,6 +56,16 @@ def recipient_rows(
                 interests=interests,
                 created_by_key=created_by_key,
                 recipient_id=recipient_id,
+                concurrency_key=None
+                if concurrency_key_template is None
+                else key_render(
+                    template=concurrency_key_template,
+                    payload=payload,
+                    idempotency_key=idempotency_key,
+                    workflow_key=workflow_key,
+                    recipient_id=recipient_id,
+                ),
+                lane=lane,
             )
         )
     return rows

@@ -9,12 +9,13 @@ the guard's trigger function checks.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from notifyflow import db
+from status_webhooks.models import InstanceSequence, MessageStatus, WebhookMessage
 
 from .event_models import EventRecord
 from .models import TERMINAL_STATUSES, TriggerInstance
@@ -30,8 +31,10 @@ def allow_purge() -> None:
 
 def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]:
     """Delete instances that finished (completed, failed, cancelled) more than
-    ``older_than`` ago, with their step logs, deliveries, audit rows, inbox, interests
-    and outbox; and event records received before the same cutoff.
+    ``older_than`` ago, with their step logs, deliveries, audit rows, inbox, interests,
+    outbox and status-event sequence; event records received before the same cutoff;
+    and status webhook messages created before it that are no longer pending (with
+    their attempts; a pending one is still owed to its endpoint).
 
     Batches of ``batch`` instances, each in its own short transaction, oldest first, so
     a purge under load never holds many locks or a long transaction. Returns counts.
@@ -57,6 +60,7 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
                 break
             # The ORM's collector deletes the dependent history rows (CASCADE) first.
             TriggerInstance.objects.filter(pk__in=ids).delete()
+            InstanceSequence.objects.filter(instance_id__in=ids).delete()
             instances += len(ids)
     while True:
         with transaction.atomic():
@@ -70,5 +74,28 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
                 break
             EventRecord.objects.filter(pk__in=record_ids).delete()
             events += len(record_ids)
-    logger.info("purged %d finished instances and %d event records", instances, events)
-    return {"instances": instances, "event_records": events}
+    messages = _webhook_messages_purge(cutoff=cutoff, batch=batch)
+    logger.info(
+        "purged %d finished instances, %d event records and %d status webhook messages",
+        instances,
+        events,
+        messages,
+    )
+    return {"instances": instances, "event_records": events, "webhook_messages": messages}
+
+
+def _webhook_messages_purge(*, cutoff: datetime, batch: int) -> int:
+    done = 0
+    while True:
+        with transaction.atomic():
+            # A daily job, the one reader by age alone: a scan, not an index of its own.
+            message_ids = list(
+                WebhookMessage.objects.filter(created_at__lt=cutoff)
+                .exclude(status=MessageStatus.PENDING)
+                .order_by("created_at")
+                .values_list("id", flat=True)[:batch]
+            )
+            if not message_ids:
+                return done
+            WebhookMessage.objects.filter(pk__in=message_ids).delete()
+            done += len(message_ids)

@@ -12,8 +12,8 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from notifyflow.errors import NotFoundError
-from notifyflow.metrics import QueueFigures
-from workflows.models import Workflow, WorkflowVersion
+from notifyflow.metrics import LaneFigures, QueueFigures
+from workflows.models import Priority, Workflow, WorkflowVersion
 
 from .models import TriggerInstance, TriggerStatus
 
@@ -21,28 +21,51 @@ S = TriggerStatus
 
 
 def queue_figures(*, now: datetime | None = None) -> QueueFigures:
-    """Unfinished instances by status, the due backlog and the oldest due instance's age.
+    """Unfinished instances by status, the due backlog and the oldest due instance's
+    age, in all and per lane (every lane, most urgent first; SPEC §16).
 
     Two aggregates, each over a partial index that holds only unfinished rows and every
     column it reads (index-only): trigger_due_enqueued (status = 'enqueued', by
-    available_at) and trigger_lease_processing (status = 'processing', by
-    locked_until). Finished instances cost nothing, however many there are.
+    available_at, INCLUDE lane) grouped by lane, and trigger_lease_processing (status =
+    'processing', by locked_until). Finished instances cost nothing, however many there
+    are.
     """
     now = now or timezone.now()
-    enqueued = TriggerInstance.objects.filter(status=S.ENQUEUED).aggregate(
-        total=Count("available_at"),
-        due=Count("available_at", filter=Q(available_at__lte=now)),
-        oldest=Min("available_at", filter=Q(available_at__lte=now)),
+    per_lane = (
+        TriggerInstance.objects.filter(status=S.ENQUEUED)
+        .values("lane")
+        .order_by()
+        .annotate(
+            total=Count("available_at"),
+            due=Count("available_at", filter=Q(available_at__lte=now)),
+            oldest=Min("available_at", filter=Q(available_at__lte=now)),
+        )
     )
+    found = {row["lane"]: row for row in per_lane}
     processing = TriggerInstance.objects.filter(status=S.PROCESSING).aggregate(
         total=Count("locked_until")
     )["total"]
-    oldest = enqueued["oldest"]
+    lanes = {
+        lane: LaneFigures(
+            due_backlog=found[lane]["due"] if lane in found else 0,
+            oldest_due_age_s=_age(now, found[lane]["oldest"] if lane in found else None),
+        )
+        for lane in Priority.values
+    }
+    oldest = min((row["oldest"] for row in found.values() if row["oldest"]), default=None)
     return QueueFigures(
-        by_status={S.ENQUEUED: enqueued["total"], S.PROCESSING: processing},
-        due_backlog=enqueued["due"],
-        oldest_due_age_s=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
+        by_status={
+            S.ENQUEUED: sum(row["total"] for row in found.values()),
+            S.PROCESSING: processing,
+        },
+        due_backlog=sum(lane.due_backlog for lane in lanes.values()),
+        oldest_due_age_s=_age(now, oldest),
+        lanes=lanes,
     )
+
+
+def _age(now: datetime, since: datetime | None) -> float:
+    return max(0.0, (now - since).total_seconds()) if since else 0.0
 
 
 def instance_by_key(*, workflow: Workflow, idempotency_key: str) -> TriggerInstance | None:

@@ -181,7 +181,8 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
 
 
 def node_component_name(node_type: str) -> str:
-    return f"{node_type.capitalize()}Node"
+    # in_app -> InAppNode
+    return "".join(part.capitalize() for part in node_type.split("_")) + "Node"
 
 
 def _node_schema(node_type: str, prefix: str) -> dict[str, Any]:

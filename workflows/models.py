@@ -5,6 +5,16 @@ from typing import Any
 from django.db import models
 
 
+class Priority(models.TextChoices):
+    """A workflow's lane (SPEC §16): each is its own Celery queue, and a plain worker
+    takes critical work first."""
+
+    CRITICAL = "critical", "Critical"
+    HIGH = "high", "High"
+    NORMAL = "normal", "Normal"
+    BULK = "bulk", "Bulk"
+
+
 class Workflow(models.Model):
     key = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)
@@ -18,6 +28,15 @@ class Workflow(models.Model):
     # Category slugs, most significant first: preferences by category, and the scope of
     # the unsubscribe link (the first one).
     categories = models.JSONField(default=list, blank=True, db_default=[])
+    # Its instances' lane (SPEC §16); a list fan-out of a normal workflow runs in bulk.
+    priority = models.CharField(
+        max_length=8, choices=Priority.choices, default=Priority.NORMAL, db_default="normal"
+    )
+    # At most concurrency_limit steps of its instances execute at once, per rendered
+    # concurrency_key (a Liquid template; empty: one limit for the whole workflow). Null:
+    # no limit. Instances keep the key rendered when they were created (SPEC §16).
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+    concurrency_key = models.CharField(max_length=500, blank=True, default="", db_default="")
     # The version new trigger instances pin; every definition change adds a version.
     current_version = models.ForeignKey(
         "workflows.WorkflowVersion",
@@ -31,6 +50,20 @@ class Workflow(models.Model):
 
     class Meta:
         ordering = ["key"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(priority__in=Priority.values), name="workflow_priority_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(concurrency_limit__isnull=True)
+                | models.Q(concurrency_limit__gte=1),
+                name="workflow_concurrency_limit_positive",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(concurrency_key="") | models.Q(concurrency_limit__isnull=False),
+                name="workflow_concurrency_key_needs_limit",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.key
@@ -39,6 +72,12 @@ class Workflow(models.Model):
     def definition(self) -> dict[str, Any] | None:
         version = self.current_version
         return version.definition if version is not None else None
+
+    @property
+    def concurrency_key_template(self) -> str | None:
+        """The concurrency key template its new instances render; None without a limit
+        (their key stays null: the claim never counts them)."""
+        return self.concurrency_key if self.concurrency_limit is not None else None
 
 
 class WorkflowVersion(models.Model):

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 
 from notifyflow.errors import ConflictError
 
+from .concurrency import Concurrency
 from .definition import validate_definition
 from .models import Workflow, WorkflowVersion
 
@@ -24,16 +25,32 @@ def workflow_save(
     create_only: bool = False,
     critical: bool | None = None,
     categories: Sequence[str] | None = None,
+    concurrency: Concurrency | None = None,
+    priority: str | None = None,
 ) -> Workflow:
     """Create or update a workflow. A changed definition adds an immutable version.
-    ``critical`` and ``categories`` (SPEC §12) left None keep what the workflow has
-    (false and none for a new one).
+    ``critical`` and ``categories`` (SPEC §12), ``concurrency`` and ``priority`` (a
+    ``Priority`` value, its lane; SPEC §16) left None keep what the workflow has (false,
+    none, no limit and normal for a new one); ``concurrency.NO_LIMIT`` removes a limit.
+    Instances created before a change keep the key and the lane they were given; the
+    claim reads the current limit.
 
     ``workflow`` None saves by ``key`` (creating it if new); ``create_only`` refuses an
     existing key. Raises ``DefinitionError`` (nothing written) for an invalid
     definition and ``ConflictError`` (409) ``duplicate_key`` for a taken key, also when
     two requests race for it (the unique constraint decides).
     """
+    settings: dict[str, Any] = {
+        field: value
+        for field, value in (
+            ("critical", critical),
+            ("categories", categories),
+            ("priority", priority),
+        )
+        if value is not None
+    }
+    if concurrency is not None:
+        settings |= {"concurrency_limit": concurrency.limit, "concurrency_key": concurrency.key}
     try:
         with transaction.atomic():
             return _save(
@@ -44,11 +61,7 @@ def workflow_save(
                 actor=actor,
                 workflow=workflow,
                 create_only=create_only,
-                settings={
-                    field: value
-                    for field, value in (("critical", critical), ("categories", categories))
-                    if value is not None
-                },
+                settings=settings,
             )
     except IntegrityError as exc:
         if not Workflow.objects.filter(key=key).exists():

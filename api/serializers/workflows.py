@@ -6,6 +6,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 
 from notifyflow.fields import (
     InputSerializer,
@@ -17,7 +18,14 @@ from notifyflow.fields import (
     StrictIntegerField,
     StrictSlugField,
 )
-from workflows.models import Workflow
+from workflows.concurrency import (
+    MAX_LIMIT,
+    MAX_TEMPLATE_LENGTH,
+    NO_LIMIT,
+    Concurrency,
+    key_template_problem,
+)
+from workflows.models import Priority, Workflow
 
 
 class DefinitionField(serializers.JSONField):
@@ -62,6 +70,33 @@ class CategoriesField(serializers.ListField):
         return slugs
 
 
+class ConcurrencyInputSerializer(InputSerializer):
+    limit = StrictIntegerField(
+        min_value=1,
+        max_value=MAX_LIMIT,
+        help_text="At most this many steps of its instances execute at once",
+    )
+    key = StrictCharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=MAX_TEMPLATE_LENGTH,
+        help_text="A Liquid template over payload.*, recipient.id, trigger.idempotency_key "
+        "and workflow.key, rendered when an instance is created: the limit applies per "
+        "rendered key. Left out or empty: one limit for the whole workflow",
+    )
+
+    def validate_key(self, value: str) -> str:
+        problem = key_template_problem(value)
+        if problem is not None:
+            raise ValidationError(problem, code="invalid_template")
+        return value
+
+    def to_internal_value(self, data: Any) -> Concurrency:
+        values = super().to_internal_value(data)
+        return Concurrency(limit=values["limit"], key=values["key"])
+
+
 class WorkflowInputSerializer(InputSerializer):
     key = StrictSlugField(max_length=100, help_text="Stable identifier, e.g. welcome-series")
     name = StrictCharField(max_length=200)
@@ -84,6 +119,29 @@ class WorkflowInputSerializer(InputSerializer):
         "what the unsubscribe link opts out of (the first one). Left out: kept (none for a "
         "new workflow)",
     )
+    priority = serializers.ChoiceField(
+        choices=Priority.choices,
+        required=False,
+        help_text="Its lane: each is its own queue, and a plain worker takes critical work "
+        "first (password resets: critical; newsletters: bulk). A list fan-out of a normal "
+        "workflow runs in bulk. A change applies to instances created from then on. Left "
+        "out: kept (normal for a new workflow)",
+    )
+    concurrency = ConcurrencyInputSerializer(
+        required=False,
+        allow_null=True,
+        help_text="At most limit steps of its instances execute at once, per rendered key;"
+        " waiting and parked instances do not count. null: no limit. Left out: "
+        "kept (no limit for a new workflow)",
+    )
+
+    def validate_concurrency(self, value: Concurrency | None) -> Concurrency:
+        return NO_LIMIT if value is None else value
+
+
+class ConcurrencyOutputSerializer(serializers.Serializer):
+    limit = serializers.IntegerField(source="concurrency_limit")
+    key = serializers.CharField(source="concurrency_key")
 
 
 class WorkflowOutputSerializer(serializers.ModelSerializer):
@@ -92,6 +150,7 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
     )
     definition = DefinitionField(source="current_version.definition", read_only=True)
     categories = serializers.ListField(child=serializers.CharField(), read_only=True)
+    concurrency = serializers.SerializerMethodField()
 
     class Meta:
         model = Workflow
@@ -102,11 +161,19 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
             "is_paused",
             "critical",
             "categories",
+            "concurrency",
+            "priority",
             "version",
             "definition",
             "created_at",
             "updated_at",
         ]
+
+    @extend_schema_field(ConcurrencyOutputSerializer(allow_null=True))
+    def get_concurrency(self, workflow: Workflow) -> dict[str, Any] | None:
+        if workflow.concurrency_limit is None:
+            return None
+        return ConcurrencyOutputSerializer(workflow).data
 
 
 class DiagramQuerySerializer(QuerySerializer):

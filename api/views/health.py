@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from notifyflow import metrics
 from notifyflow.celery import app as celery_app
+from status_webhooks.delivery import pending_backlog
 from triggers.selectors import queue_figures
 
 logger = logging.getLogger("notifyflow.health")
@@ -47,16 +48,23 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
-    """``/healthz`` plus the due backlog and the oldest due instance's age, so a load
-    balancer or an alert sees a stuck fleet. 503 when the database or the broker is down,
-    or when the oldest due instance has waited longer than
-    NOTIFYFLOW_READYZ_MAX_DUE_AGE_S (if set)."""
+    """``/healthz`` plus the due backlog and the oldest due instance's age, in all and
+    per lane (``lanes``), so a load balancer or an alert sees a stuck fleet. 503 when
+    the database or the broker is down, or when the oldest due instance has waited
+    longer than NOTIFYFLOW_READYZ_MAX_DUE_AGE_S (if set)."""
     checks: dict[str, object] = dict(_checks())
     ready = all(v == "ok" for v in checks.values())
     if checks["database"] == "ok":
         figures = queue_figures()
         checks["due_backlog"] = figures.due_backlog
         checks["oldest_due_age_s"] = round(figures.oldest_due_age_s, 3)
+        checks["lanes"] = {
+            lane: {
+                "due_backlog": lane_figures.due_backlog,
+                "oldest_due_age_s": round(lane_figures.oldest_due_age_s, 3),
+            }
+            for lane, lane_figures in figures.lanes.items()
+        }
         limit = settings.NOTIFYFLOW_READYZ_MAX_DUE_AGE_S
         if limit and figures.oldest_due_age_s > limit:
             ready = False
@@ -70,7 +78,11 @@ def readyz(request: HttpRequest) -> JsonResponse:
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Prometheus metrics (notifyflow.metrics): every process's counters plus the queue
-    figures read from the database at scrape time."""
+    figures and the status webhook backlog read from the database at scrape time."""
     return metrics.metrics_response(
-        request, collectors=[metrics.QueueCollector(lambda: queue_figures())]
+        request,
+        collectors=[
+            metrics.QueueCollector(lambda: queue_figures()),
+            metrics.BacklogCollector(pending_backlog),
+        ],
     )

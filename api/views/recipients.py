@@ -6,13 +6,15 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.http import Http404
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from executions.erasure import recipient_erase
-from notifyflow.api import ApiView, paginated_list, validated_body
+from executions.feed_tokens import feed_token_create
+from notifyflow.api import ApiView, no_body, paginated_list, validated_body
 from notifyflow.errors import ApplicationError
 from notifyflow.pagination import RecipientsById
 from notifyflow.parsers import PartsCheckedJSONParser
@@ -27,6 +29,7 @@ from recipients.services import (
 
 from ..auth import request_key
 from ..permissions import actor
+from ..serializers.feed import FeedTokenOutputSerializer
 from ..serializers.preferences import (
     EvaluateOutputSerializer,
     EvaluateQuerySerializer,
@@ -219,3 +222,18 @@ class RecipientPreferencesEvaluateView(_OneRecipient):
             channel=self.query["channel"],
         )
         return Response({"send": decision.send, "rule": decision.rule})
+
+
+class RecipientFeedTokenView(_OneRecipient):
+    """A recipient token for the in-app feed (``/api/v1/feed/``), good for
+    NOTIFYFLOW_FEED_TOKEN_TTL_S seconds (1 h by default): mint it in your backend and
+    hand it to the recipient's browser. 404 for an unknown recipient."""
+
+    serializer_class = FeedTokenOutputSerializer
+    required_scope = {"POST": "trigger"}
+
+    @extend_schema(parameters=[ID_PARAMETER], request=None, responses=FeedTokenOutputSerializer)
+    def post(self, request: Request, id: str) -> Response:
+        no_body(request)
+        minted = feed_token_create(recipient_id=valid_recipient_id(id), now=timezone.now())
+        return Response({"token": minted.token, "expires_at": minted.expires_at})

@@ -57,6 +57,8 @@ def _save(request: Request, workflow: Workflow | None) -> Workflow:
         actor=actor(key),
         critical=data.get("critical"),
         categories=data.get("categories"),
+        concurrency=data.get("concurrency"),
+        priority=data.get("priority"),
     )
 
 

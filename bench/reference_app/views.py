@@ -49,3 +49,16 @@ class RefBulkView(APIView):
             ignore_conflicts=True,
         )
         return Response({"results": [{"index": i} for i in range(len(items))]})
+
+
+class RefConstantView(APIView):
+    """The reference for GET /api/v1/feed/counts/: the same DRF stack (renderer,
+    content negotiation), no authentication, no throttle, no query - a constant body.
+    The floor of any DRF GET on this machine."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+    throttle_classes: list = []
+
+    def get(self, request: Request) -> Response:
+        return Response({"unread_count": 3, "unseen_count": 5})

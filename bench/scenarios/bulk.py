@@ -31,11 +31,10 @@ from bench.scenarios.common import (
     PAYLOAD,
     Ctx,
     chain,
-    close_out,
     flush_broker,
     verdict,
-    wait_terminal,
 )
+from bench.scenarios.drain import close_out, wait_terminal
 from workflows.services import workflow_save
 
 ITEMS = 1000

@@ -1,6 +1,6 @@
 """What every bench scenario shares: the workflows, the sizes (full and quick), the
-result table and targets, the context set up once per run (web and worker processes,
-preloading, waits), and the helpers that measure (load generator, step rates, stalls).
+result table and targets, the context set up once per run (web and worker processes),
+and the load generator. Loading instances and waiting for them: ``drain``.
 
 Every figure is measured next to an in-run reference. Nothing here asserts a speed:
 a scenario raises only when something really broke (a process died, a drain timed out,
@@ -14,24 +14,13 @@ import json
 import os
 import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from django.db import connection
-from django.db.models import Max, Min
-from django.utils import timezone
-
-from bench.infra import OUT_DIR, ROOT, Procs, broker_backlog, manage, redis_client
+from bench.infra import OUT_DIR, ROOT, Procs, broker_flush, manage
 from bench.loadgen import percentile
-from executions.models import StepExecutionLog
-from notifyflow.celery import app as celery_app
-from notifyflow.ids import uuid7
-from triggers.models import TriggerInstance, TriggerStatus
+from triggers.models import TriggerStatus
 from workflows.models import Workflow
 from workflows.services import workflow_save
 
@@ -259,11 +248,14 @@ EXPECTED_TARGETS = [
     "gates: batch arrival steps/s >= plain step / 1.5",  # issue 27
     "gates: N arrivals at one batch key -> one digest, all counted",
     "gates: throttle steps/s >= plain step / 1.2",
+    "lanes: critical POST -> first step started p99, bulk steps queued",  # issue 29
+    "feed: GET counts/ req/s with 1M items",  # issue 28
+    "status webhooks: steps/s with an endpoint (delivered) >= no endpoint / 1.1",  # issue 28
 ]
 
 
 BULK_TARGET = "bulk POST /triggers/bulk/ triggers/s"
-BULK_TARGET_RATE = 5000.0
+BULK_TARGET_RATE = 20_000.0  # issue 29 (issue 14: 5,000)
 
 
 def derive_targets(ctx: Ctx) -> None:
@@ -298,148 +290,11 @@ def setup(procs: Procs, quick: bool, peers: bool = True) -> Ctx:
 
 
 def flush_broker() -> None:
-    redis_client().flushdb()
-
-
-def preload(
-    wf: Workflow,
-    n: int,
-    prefix: str,
-    *,
-    chunk: int = 5000,
-    on_chunk: Callable[[], None] | None = None,
-) -> list[uuid.UUID]:
-    """Create ``n`` due instances with one bulk INSERT per chunk and send their first
-    message, as trigger_create would, without the per-request cost."""
-    from executions.tasks import execute_node
-
-    version = wf.current_version
-    entry = version.definition["entry_node_id"]
-    ids: list[uuid.UUID] = []
-    for start in range(0, n, chunk):
-        now = timezone.now()
-        rows = [
-            TriggerInstance(
-                id=uuid7(),  # the product's ids (notifyflow.ids)
-                workflow=wf,
-                workflow_version=version,
-                idempotency_key=f"{prefix}-{i}",
-                payload=PAYLOAD,
-                status=S.ENQUEUED,
-                current_node_id=entry,
-                vars={},
-                attempts=0,
-                available_at=now,
-                dispatched_at=now,
-            )
-            for i in range(start, min(n, start + chunk))
-        ]
-        TriggerInstance.objects.bulk_create(rows, batch_size=1000)
-        with celery_app.producer_or_acquire() as producer:
-            for row in rows:
-                execute_node.apply_async(args=(str(row.id),), producer=producer)
-        ids.extend(r.id for r in rows)
-        if on_chunk:
-            on_chunk()
-    return ids
+    broker_flush()
 
 
 # Things outside the bench that disturbed a run (recorded in the JSON report).
 DISTURBANCES: list[str] = []
-
-
-class StallWatch:
-    """Notices when the broker lost our messages (this machine is shared: a test that
-    runs Redis FLUSHALL empties db 9 too) and re-sends them, as the sweeper would after
-    NOTIFYFLOW_REDISPATCH_AFTER_S. No progress for ``after_s`` with an empty broker and
-    due enqueued instances left = lost messages."""
-
-    def __init__(self, wf: Workflow, since: datetime | None, after_s: float = 20.0) -> None:
-        self.wf, self.since, self.after_s = wf, since, after_s
-        self.last_value: int | None = None
-        self.last_change = time.monotonic()
-
-    def check(self, progress: int) -> None:
-        now = time.monotonic()
-        if progress != self.last_value:
-            self.last_value, self.last_change = progress, now
-            return
-        if now - self.last_change < self.after_s:
-            return
-        backlog = broker_backlog()
-        if backlog["ready"] or backlog["unacked"]:
-            return
-        from executions.tasks import execute_node
-
-        qs = TriggerInstance.objects.filter(
-            workflow=self.wf, status=S.ENQUEUED, available_at__lte=timezone.now()
-        )
-        if self.since is not None:
-            qs = qs.filter(created_at__gte=self.since)
-        ids = list(qs.values_list("id", flat=True))
-        with celery_app.producer_or_acquire() as producer:
-            for instance_id in ids:
-                execute_node.apply_async(args=(str(instance_id),), producer=producer)
-        note = (
-            f"{self.wf.key}: no progress for {self.after_s:.0f} s and an empty broker: "
-            f"re-sent {len(ids)} lost messages (external Redis flush?)"
-        )
-        print(f"    warning: {note}", flush=True)
-        DISTURBANCES.append(note)
-        self.last_change = now
-
-
-def wait_terminal(
-    wf: Workflow,
-    n: int,
-    timeout_s: float,
-    *,
-    since: datetime | None = None,
-    procs: Iterable[Any] = (),
-    poll_s: float = 0.25,
-) -> dict[str, int]:
-    """Poll until ``n`` instances of ``wf`` (created since ``since``) are finished."""
-    qs = TriggerInstance.objects.filter(workflow=wf)
-    if since is not None:
-        qs = qs.filter(created_at__gte=since)
-    deadline = time.monotonic() + timeout_s
-    done = 0
-    watch = StallWatch(wf, since)
-    while time.monotonic() < deadline:
-        done = qs.filter(status__in=[S.COMPLETED, S.FAILED]).count()
-        if done >= n:
-            break
-        watch.check(done)
-        for proc in procs:
-            if not proc.alive():
-                raise RuntimeError(f"{proc.name} died:\n{proc.tail()}")
-        time.sleep(poll_s)
-    else:
-        raise RuntimeError(f"{wf.key}: only {done}/{n} instances finished in {timeout_s:.0f} s")
-    failed = qs.filter(status=S.FAILED).count()
-    if failed:
-        sample = qs.filter(status=S.FAILED).values_list("last_error", flat=True).first()
-        print(f"    warning: {failed} {wf.key} instances failed, e.g. {sample}", flush=True)
-    return {"finished": done, "failed": failed}
-
-
-def close_out(wf: Workflow) -> None:
-    """Mark every unfinished instance of ``wf`` completed (so no sweeper ever picks it)."""
-    with connection.cursor() as cur:
-        cur.execute(
-            "UPDATE triggers_triggerinstance SET status='completed', current_node_id=NULL, "
-            "lease_token=NULL, locked_by='', locked_until=NULL, finished_at=now(), "
-            "updated_at=now() WHERE workflow_id=%s AND status IN ('enqueued','processing')",
-            [wf.pk],
-        )
-
-
-def step_rate(wf: Workflow, since: datetime) -> dict[str, float]:
-    logs = StepExecutionLog.objects.filter(workflow=wf, started_at__gte=since)
-    agg = logs.aggregate(first=Min("started_at"), last=Max("finished_at"))
-    count = logs.count()
-    span = (agg["last"] - agg["first"]).total_seconds() if count else 0.0
-    return {"steps": count, "span_s": span, "steps_per_s": count / span if span else 0.0}
 
 
 def loadgen(
@@ -519,42 +374,3 @@ def out_dir(ctx_or_quick: Ctx | bool, kind: str) -> Path:
 # interest row each: one statement, not N trigger_create calls.
 # notifyflow.ids.uuid7 in SQL (PostgreSQL 15 has no uuidv7()): a random UUID whose first
 # 48 bits are the millisecond clock and whose version is 7, as the product's ids are.
-UUID7_SQL = (
-    "encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing"
-    " substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint)"
-    " from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid"
-)
-PARK_SQL = """
-WITH parked AS (
-  INSERT INTO triggers_triggerinstance
-    (id, workflow_id, workflow_version_id, idempotency_key, payload, status, current_node_id,
-     vars, attempts, available_at, lease_token, locked_by, locked_until, dispatched_at,
-     last_error, waiting_for_event, wait_deadline, created_at, updated_at, finished_at,
-     created_by_key)
-  SELECT {uuid7}, %(wf)s, %(ver)s, %(prefix)s || '-' || g, %(payload)s::jsonb,
-         'enqueued', 'w', '{}'::jsonb, 0, now() + interval '1 hour', NULL, '', NULL, NULL,
-         '', 'go', now() + interval '1 hour', now(), now(), NULL, 'bench'
-  FROM generate_series(1, %(n)s) AS g
-  RETURNING id
-), interest AS (
-  INSERT INTO triggers_interest (instance_id, subject)
-  SELECT id, %(subject)s::text FROM parked WHERE %(subject)s::text IS NOT NULL
-)
-SELECT id FROM parked
-""".replace("{uuid7}", UUID7_SQL)
-
-
-def park(wf: Workflow, n: int, prefix: str, subject: str | None) -> list[uuid.UUID]:
-    with connection.cursor() as cur:
-        cur.execute(
-            PARK_SQL,
-            {
-                "wf": wf.pk,
-                "ver": wf.current_version_id,
-                "prefix": prefix,
-                "payload": json.dumps(PAYLOAD),
-                "n": n,
-                "subject": subject,
-            },
-        )
-        return [row[0] for row in cur.fetchall()]

@@ -14,20 +14,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from bench.scenarios.common import (
-    PAYLOAD,
-    Ctx,
-    S,
-    close_out,
-    flush_broker,
-    ms,
-    out_dir,
-    park,
-    stats_s,
-    verdict,
-)
+from bench.scenarios.common import PAYLOAD, Ctx, flush_broker, ms, out_dir, stats_s, verdict
+from bench.scenarios.drain import close_out, due_rows, park
 from executions import engine, sweeper
-from notifyflow.ids import uuid7
 from triggers.models import TriggerInstance
 from triggers.services import trigger_create
 from workflows.models import Workflow
@@ -45,24 +34,7 @@ def _timed(fn: Callable[[], Any], n: int) -> list[float]:
 
 
 def _due_instances(wf: Workflow, n: int, prefix: str) -> list[uuid.UUID]:
-    version = wf.current_version
-    past = timezone.now() - timedelta(seconds=1)
-    rows = [
-        TriggerInstance(
-            id=uuid7(),  # the product's ids (notifyflow.ids)
-            workflow=wf,
-            workflow_version=version,
-            idempotency_key=f"{prefix}-{i}",
-            payload=PAYLOAD,
-            status=S.ENQUEUED,
-            current_node_id=version.definition["entry_node_id"],
-            vars={},
-            attempts=0,
-            available_at=past,
-            dispatched_at=past,
-        )
-        for i in range(n)
-    ]
+    rows = due_rows(wf, prefix, range(n), timezone.now() - timedelta(seconds=1))
     TriggerInstance.objects.bulk_create(rows, batch_size=1000)
     return [r.id for r in rows]
 

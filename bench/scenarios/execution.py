@@ -15,19 +15,8 @@ from django.utils import timezone
 from bench import costs
 from bench.costs import Meter
 from bench.infra import DB_NAME, REDIS_DB, broker_backlog
-from bench.scenarios.common import (
-    DISTURBANCES,
-    PAYLOAD,
-    Ctx,
-    S,
-    flush_broker,
-    ms,
-    preload,
-    stats_s,
-    step_rate,
-    verdict,
-    wait_terminal,
-)
+from bench.scenarios.common import DISTURBANCES, PAYLOAD, Ctx, S, flush_broker, ms, stats_s, verdict
+from bench.scenarios.drain import preload, step_rate, wait_terminal
 from notifyflow.celery import app as celery_app
 from triggers.models import TriggerInstance
 from triggers.services import trigger_create
@@ -156,7 +145,7 @@ def _peers(ctx: Ctx, bg: dict[str, float]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     if not ctx.peers:
-        msg = "skipped in quick mode (3-minute budget); --peers runs them"
+        msg = "skipped (quick mode or --no-peers); --peers runs them"
         print(f"    peers {msg}", flush=True)
         return {name: {"skipped": msg} for name in runner.PEERS}
     sz = ctx.sizes

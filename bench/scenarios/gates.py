@@ -29,7 +29,7 @@ from /proc (``bench.costs.cpu_s``).
   node: every pass goes through (at most N / 100 hits per key), and the instance
   completes. Target: a throttle step costs <= 1.2 plain steps (rate >= reference / 1.2).
 
-N = 10,000 (full) / 1,000 (quick); ``BENCH_GATES_N`` overrides it.
+N = 10,000 (full) / 500 (quick); ``BENCH_GATES_N`` overrides it.
 """
 
 from __future__ import annotations
@@ -43,16 +43,8 @@ from django.db import connection
 from django.utils import timezone
 
 from bench.costs import cpu_s
-from bench.scenarios.common import (
-    PAYLOAD,
-    Ctx,
-    StallWatch,
-    chain,
-    flush_broker,
-    step_rate,
-    verdict,
-    wait_terminal,
-)
+from bench.scenarios.common import PAYLOAD, Ctx, chain, flush_broker, verdict
+from bench.scenarios.drain import StallWatch, step_rate, wait_terminal
 from executions.models import StepExecutionLog
 from notifyflow.ids import uuid7
 from recipients.models import Recipient
@@ -186,7 +178,7 @@ def _phase(
     worker_pids = [proc.pid for proc in workers]
     pg_pids = _pg_pids()
     cpu0, pg0 = _cpu(worker_pids), _cpu(pg_pids)
-    dispatch_many_on_commit(ids)  # no transaction: one pipelined publish, now
+    dispatch_many_on_commit((i, "normal") for i in ids)  # no transaction: one publish, now
     if steps is None:
         status = wait_terminal(wf, n, ctx.sizes.drain_timeout_s, since=since, procs=workers)
         if status["failed"]:
@@ -301,7 +293,7 @@ def _flush_and_check(ctx: Ctx, wf: Workflow, n: int, arrivals: dict[str, Any]) -
 
 
 def scenario_gates(ctx: Ctx) -> None:
-    n = int(os.environ.get("BENCH_GATES_N") or (1_000 if ctx.quick else 10_000))
+    n = int(os.environ.get("BENCH_GATES_N") or (500 if ctx.quick else 10_000))
     wfs = {
         key: workflow_save(key=key, name=key, definition=definition, actor="bench")
         for key, definition in DEFINITIONS.items()

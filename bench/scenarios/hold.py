@@ -10,7 +10,8 @@ from typing import Any
 from django.utils import timezone
 
 from bench.infra import broker_backlog, rss_kib
-from bench.scenarios.common import Ctx, S, StallWatch, close_out, flush_broker, preload, verdict
+from bench.scenarios.common import Ctx, S, flush_broker, verdict
+from bench.scenarios.drain import StallWatch, close_out, preload
 from executions.models import StepExecutionLog
 from triggers.models import TriggerInstance
 

@@ -7,7 +7,8 @@ import uuid
 from typing import Any
 
 from bench.infra import free_port
-from bench.scenarios.common import Ctx, close_out, combine, flush_broker, loadgen, verdict
+from bench.scenarios.common import Ctx, combine, flush_broker, loadgen, verdict
+from bench.scenarios.drain import close_out
 
 # --- 1. ingestion ----------------------------------------------------------------------
 

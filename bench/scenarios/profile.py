@@ -15,16 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bench.infra import ROOT, free_port
-from bench.scenarios.common import (
-    PAYLOAD,
-    Ctx,
-    close_out,
-    flush_broker,
-    loadgen,
-    out_dir,
-    preload,
-    wait_terminal,
-)
+from bench.scenarios.common import PAYLOAD, Ctx, flush_broker, loadgen, out_dir
+from bench.scenarios.drain import close_out, preload, wait_terminal
 from executions import engine
 from triggers.models import TriggerInstance
 from triggers.services import trigger_create

@@ -27,7 +27,7 @@ from .columns import (
     WaitingFilter,
 )
 from .detail import InstanceDetailMixin
-from .inlines import InboxInline, StatusChangeInline, StepLogInline
+from .inlines import InboxInline, StepLogInline
 from .pages import InstancePagesMixin
 
 
@@ -74,7 +74,9 @@ class TriggerInstanceAdmin(
         "Exact instance id (UUID), exact idempotency key, or a recipient: their id, or "
         "an email address or phone number a delivery was sent to."
     )
-    inlines = (StepLogInline, InboxInline, StatusChangeInline)
+    # The status history follows them, rendered by the change form (detail.py): it
+    # merges two tables, which no inline can.
+    inlines = (StepLogInline, InboxInline)
     fieldsets = (
         (
             None,

@@ -22,6 +22,7 @@ from triggers.models import ParkedOn, TriggerInstance, TriggerStatus
 from ..drawing import draw_workflow_svg
 from ..support import can_operate, precise_time, pretty_json, waiting_until
 from .columns import failure_kind, is_waiting
+from .inlines import status_history_rows
 
 # Not granted to the operators group: triggers/migrations/0008 creates it, an
 # administrator hands it out.
@@ -198,6 +199,7 @@ class InstanceDetailMixin(admin.ModelAdmin):
     ) -> HttpResponse:
         if obj is not None and can_operate(request):
             context.update(operator_buttons(request, obj))
+        context["nf_status_history"] = status_history_rows(obj) if obj is not None else None
         context["nf_step_logs_url"] = (
             reverse("admin:executions_stepexecutionlog_changelist")
             + f"?trigger__id__exact={obj.pk}"

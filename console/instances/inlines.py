@@ -3,6 +3,8 @@ status changes (read-only, oldest first)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
@@ -10,12 +12,15 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from executions.history import STEP_LOG
 from executions.models import StepExecutionLog
+from executions.selectors import instance_status_history
 from triggers.inbox_models import InboxEvent
-from triggers.models import TriggerStatusChange
+from triggers.models import TriggerInstance
 
 from ..support import (
     ReadOnlyAdminMixin,
+    precise_time,
     pretty_json,
     status_badge,
     timestamp_column,
@@ -144,25 +149,29 @@ class InboxInline(ReadOnlyAdminMixin, admin.TabularInline):
         return f"consumed {obj.consumed_at.isoformat(timespec='seconds')}"
 
 
-class StatusChangeInline(ReadOnlyAdminMixin, admin.TabularInline):
-    model = TriggerStatusChange
-    fk_name = "instance"
-    verbose_name = "status change"
-    verbose_name_plural = "status history"
-    fields = ("from_status", "to_status", "reason", "actor", "when", "details_json")
-    readonly_fields = fields
-    ordering = ("at", "id")
-    extra = 0
-    max_num = 0
-    can_delete = False
-    when = timestamp_column("at")
+def status_history_rows(obj: TriggerInstance) -> list[dict[str, Any]]:
+    """The instance's status history for its page: every change, oldest first - the
+    audit rows merged with the claims and routine releases its step logs record
+    (SPEC §3, ``executions.selectors.instance_status_history``)."""
+    return [
+        {
+            "from_status": change.from_status or "-",
+            "to_status": change.to_status,
+            "reason": change.reason,
+            "actor": change.actor,
+            "when": precise_time(change.at),
+            "details": _details(change.details),
+            "from_step_log": change.source == STEP_LOG,
+        }
+        for change in instance_status_history(instance=obj)
+    ]
 
-    @admin.display(description="details")
-    def details_json(self, obj: TriggerStatusChange) -> SafeString | str:
-        if not obj.details:
-            return "-"
-        return format_html(
-            "<details><summary>{}</summary>{}</details>",
-            ", ".join(sorted(obj.details)),
-            pretty_json(obj.details),
-        )
+
+def _details(details: dict[str, Any] | None) -> SafeString | str:
+    if not details:
+        return "-"
+    return format_html(
+        "<details><summary>{}</summary>{}</details>",
+        ", ".join(sorted(details)),
+        pretty_json(details),
+    )

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ..step import NodeResult, StepContext
 from . import batch as batch_node  # gates (SPEC §13)
-from . import delay, email, emit, sms, throttle, wait, webhook
+from . import delay, email, emit, in_app, sms, throttle, wait, webhook
 
 EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "email": email.execute,
@@ -18,6 +18,8 @@ EXECUTORS: dict[str, Callable[[StepContext], NodeResult]] = {
     "throttle": throttle.execute,
     # Gates (SPEC §13).
     "batch": batch_node.execute,
+    # The in-app feed (SPEC §14).
+    "in_app": in_app.execute,
 }
 
 __all__ = ["EXECUTORS", "NodeResult", "StepContext"]

@@ -60,6 +60,8 @@ class StepRecord:
     result: NodeResult | None
     next_node: str | None
     log: dict[str, Any]
+    # The workflow's key (status events name it).
+    workflow_key: str = ""
 
     def not_applied(self, *, cancelled: bool) -> dict[str, str]:
         """The step log's error when the fenced transition did not apply: the instance

@@ -28,7 +28,7 @@ from triggers import inbox, state
 from triggers.models import TriggerInstance, TriggerStatus
 from workflows.models import Workflow
 
-from ..deliveries import delivery_outcome_statements
+from ..deliveries import SENT_RECORDED, delivery_outcome_statements, sent_event
 from ..models import Delivery, StepExecutionLog
 from ..step import Audience, StepRecipient
 from ..versions import pinned_version
@@ -117,12 +117,17 @@ def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime) -> Claime
 def record(rec: StepRecord) -> bool:
     def write(replay: bool) -> bool:
         also = [_step_log_insert(rec, only_if_applied=replay)]
+        sent = None
         if rec.step is not None:
             also += delivery_outcome_statements(rec.step, only_if_applied=replay)
+            sent = sent_event(rec.step)
         also += _running_instance_statements(rec)
         # One autocommit statement, durable whatever the session's setting: no BEGIN /
-        # SET LOCAL / COMMIT round trips around it.
-        return apply_outcome(rec, also=also, durable=True)
+        # SET LOCAL / COMMIT round trips around it. A send's ``delivery.sent`` goes with
+        # the delivery's 'sent' record, whatever the transition does.
+        return apply_outcome(
+            rec, also=also, durable=True, sent=[(sent, SENT_RECORDED)] if sent else ()
+        )
 
     return record_reconnecting(write, rec.instance.pk, deadline=_deadline(rec))
 

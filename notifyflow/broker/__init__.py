@@ -10,7 +10,7 @@
   (``CELERY_WORKER_CONSUMER``); its own module so web processes, which load the
   transport, do not import Celery's worker.
 
-Each is switchable by a setting (notifyflow/settings.py, docs "Settings"), and each has a
+Each is switchable by a setting (notifyflow/engine_settings.py, docs "Settings"), and each has a
 test that fails when kombu or Celery changes what it mirrors or fixes
 (tests/notifyflow/test_task_publish.py, test_kombu_timer_fix.py, test_brokers.py).
 """

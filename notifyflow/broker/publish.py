@@ -60,6 +60,10 @@ class _Envelope:
     repr_maxlevels: int
 
 
+# A task name and the queue its messages were asked to go to (None: the task's route).
+_Key = tuple[str, str | None]
+
+
 @dataclass(frozen=True)
 class PublishContext:
     """What messages take from the code that causes them, captured where it runs (a
@@ -73,14 +77,15 @@ class PublishContext:
 class Publisher:
     """Publishes messages of a task by name on a producer, as ``app.send_task`` would.
 
-    One per Celery app (``notifyflow.celery.publisher``); it keeps, per task name, the
-    route, whether this process declared its queue, and the Redis envelope template."""
+    One per Celery app (``notifyflow.celery.publisher``); it keeps, per task name and
+    queue, the route, whether this process declared the queue, and the Redis envelope
+    template."""
 
     def __init__(self, app: Celery) -> None:
         self.app = app
-        self._routes: dict[str, dict[str, Any]] = {}
-        self._declared: set[str] = set()
-        self._envelopes: dict[str, _Envelope | None] = {}
+        self._routes: dict[_Key, dict[str, Any]] = {}
+        self._declared: set[_Key] = set()
+        self._envelopes: dict[_Key, _Envelope | None] = {}
 
     def publish(
         self,
@@ -90,9 +95,11 @@ class Publisher:
         headers: dict[str, str] | None,
         countdown: float | None = None,
         parents: tuple[str | None, str | None] | None = None,
+        queue: str | None = None,
     ) -> None:
-        """``app.send_task(name, args, countdown=..., headers=...)`` for each args of
-        ``messages``, on ``producer`` (inside its ``batch()`` if the caller opened one).
+        """``app.send_task(name, args, countdown=..., headers=..., queue=...)`` for each
+        args of ``messages``, on ``producer`` (inside its ``batch()`` if the caller opened
+        one). ``queue``: a queue of CELERY_TASK_QUEUES by name; None: the task's route.
         ``parents``: the (root_id, parent_id) to send, when not the current task's
         (``parent_ids()`` captured in the thread that caused the messages).
         A broker error is raised as kombu's OperationalError (or, from a batch's flush,
@@ -110,15 +117,18 @@ class Publisher:
                     producer=producer,
                     root_id=root_id,
                     parent_id=parent_id,
+                    queue=queue,
                 )
             return
-        route = self._routes.get(name)
+        key = (name, queue)
+        route = self._routes.get(key)
         if route is None:
-            route = self._routes[name] = self.app.amqp.router.route({}, name)
-        declared = name in self._declared
-        if declared and self._push(producer, name, route, messages, headers, countdown, parents):
+            options = {"queue": queue} if queue else {}
+            route = self._routes[key] = self.app.amqp.router.route(options, name)
+        declared = key in self._declared
+        if declared and self._push(producer, key, route, messages, headers, countdown, parents):
             return
-        self._send(producer, name, route, messages, headers, countdown, parents)
+        self._send(producer, key, route, messages, headers, countdown, parents)
 
     def parent_ids(self) -> tuple[str | None, str | None]:
         """(root_id, parent_id) of the task sending, as ``send_task`` sets them."""
@@ -130,7 +140,7 @@ class Publisher:
     def _send(
         self,
         producer: Any,
-        name: str,
+        key: _Key,
         route: dict[str, Any],
         messages: list[tuple[Any, ...]],
         headers: dict[str, str] | None,
@@ -138,8 +148,9 @@ class Publisher:
         parents: tuple[str | None, str | None],
     ) -> None:
         """Celery's own message (``create_task_message``) sent by Celery's
-        ``send_task_message`` - with the configured publish retries - to the route of
-        ``name``; the queue is declared by the first publish of the process."""
+        ``send_task_message`` - with the configured publish retries - to ``route``;
+        the queue is declared by the first publish of the process."""
+        name = key[0]
         amqp = self.app.amqp
         root_id, parent_id = parents
         limits = self._task_limits(name) or {}
@@ -156,9 +167,9 @@ class Publisher:
                 ignore_result=None,  # as send_task sends it
                 **limits,
             )
-            declare: dict[str, Any] = {"declare": []} if name in self._declared else {}
+            declare: dict[str, Any] = {"declare": []} if key in self._declared else {}
             amqp.send_task_message(producer, name, message, headers=headers, **route, **declare)
-            self._declared.add(name)
+            self._declared.add(key)
 
     def _task_limits(self, name: str) -> dict[str, Any] | None:
         """The time limits ``send_task`` copies from the task's own options when the
@@ -172,12 +183,13 @@ class Publisher:
             return None
         return given
 
-    def _envelope(self, channel: Any, name: str, route: dict[str, Any]) -> _Envelope | None:
+    def _envelope(self, channel: Any, key: _Key, route: dict[str, Any]) -> _Envelope | None:
         """The task's envelope template, or None when its transport part is not the
         plain one ``_push`` mirrors: another transport, routing other than a direct
         queue, another serializer, compression, priorities, queue expiry, sent events."""
-        if name in self._envelopes:
-            return self._envelopes[name]
+        if key in self._envelopes:
+            return self._envelopes[key]
+        name = key[0]
         queue: Any = route.get("queue")
         conf = self.app.conf
         limits = self._task_limits(name)
@@ -209,13 +221,13 @@ class Publisher:
                 repr_maxsize=self.app.amqp.argsrepr_maxsize,
                 repr_maxlevels=conf.task_repr_maxlevels,
             )
-        self._envelopes[name] = envelope
+        self._envelopes[key] = envelope
         return envelope
 
     def _push(
         self,
         producer: Any,
-        name: str,
+        key: _Key,
         route: dict[str, Any],
         messages: list[tuple[Any, ...]],
         headers: dict[str, str] | None,
@@ -239,7 +251,7 @@ class Publisher:
             or signals.after_task_publish.receivers
         ):
             return False
-        envelope = self._envelope(producer.channel, name, route)
+        envelope = self._envelope(producer.channel, key, route)
         if envelope is None:
             return False
         try:
@@ -271,16 +283,23 @@ class Publisher:
         fill = self._template(envelope, headers, parents).format
         tail = envelope.body_tail_json
         ids = _uuid4s(2 * len(messages))
+        # A step's message: one plain id (``_PLAIN``: its JSON, repr and argsrepr need
+        # no escaping) whose length is a multiple of 3, as an instance id's 36. Its body
+        # ``[["<id>"], <tail>`` is then base64 of ``[["`` + base64 of the id + base64 of
+        # ``"], <tail>`` (base64 maps every 3 bytes to 4 characters on its own).
+        body_end = b64encode(f'"], {tail}'.encode()).decode("ascii")
         encoded = []
         for index, args in enumerate(messages):
-            body = f"[{_json_dumps(list(args))}, {tail}".encode()
+            first = args[0] if len(args) == 1 else None
+            if type(first) is str and len(first) % 3 == 0 and _PLAIN.fullmatch(first):
+                argsrepr = f"('{first}',)"
+                body = f"W1si{b64encode(first.encode()).decode('ascii')}{body_end}"
+            else:
+                argsrepr = _json_dumps(_argsrepr(args, envelope))[1:-1]
+                raw = f"[{_json_dumps(list(args))}, {tail}".encode()
+                body = b64encode(raw).decode("ascii")
             encoded.append(
-                fill(
-                    task=ids[2 * index],
-                    tag=ids[2 * index + 1],
-                    argsrepr=_json_dumps(_argsrepr(args, envelope))[1:-1],
-                    body=b64encode(body).decode("ascii"),
-                )
+                fill(task=ids[2 * index], tag=ids[2 * index + 1], argsrepr=argsrepr, body=body)
             )
         return encoded
 

@@ -20,12 +20,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
+from executions.feed_tokens import feed_token_create
 from tests.factories import (
+    RecipientFactory,
     RecipientListFactory,
     TriggerInstanceFactory,
     WorkflowFactory,
     WorkflowTriggerFactory,
+    feed_items,
 )
 from triggers.services import api_key_create
 
@@ -48,11 +52,17 @@ def test_schema_and_behaviour_agree_for_every_generated_request(
     # tested on their own (tests/notifyflow/test_parsers.py); here bodies are validated.
     settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 9 * 1024 * 1024
+    # Webhook endpoints the hooks create point at this host (never called: no event).
+    settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["hooks.example.com"]
     workflow = WorkflowFactory(key="welcome")
     RecipientListFactory(key="readers")
     TriggerInstanceFactory(workflow=workflow)
     WorkflowTriggerFactory(workflow=workflow)
     raw = api_key_create(name="fuzz", scope="admin")[1]
+    # The feed's operations take a recipient token (tests/schemathesis_hooks.py sends it).
+    reader = RecipientFactory(id="fuzz-reader")
+    feed_items(reader, 3)
+    feed_token = feed_token_create(recipient_id=reader.pk, now=timezone.now()).token
     report = tmp_path / "report.json"
     result = subprocess.run(
         [
@@ -91,6 +101,7 @@ def test_schema_and_behaviour_agree_for_every_generated_request(
             "PYTHONPATH": str(ROOT),
             "DJANGO_SETTINGS_MODULE": "tests.settings",
             "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks",
+            "NOTIFYFLOW_FUZZ_FEED_TOKEN": feed_token,
         },
     )
     print(result.stdout[-4000:])

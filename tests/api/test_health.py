@@ -62,9 +62,12 @@ def test_schema_declares_bearer_auth_on_every_api_operation():
         "scheme": "bearer",
         "description": "An API key from `manage.py create_api_key NAME` or the admin.",
     }
+    assert schema["components"]["securitySchemes"]["recipientToken"]["scheme"] == "bearer"
     for path, operations in schema["paths"].items():
+        # The in-app feed takes a recipient token, and only that.
+        scheme = "recipientToken" if path.startswith("/api/v1/feed/") else "bearerAuth"
         for method, operation in operations.items():
-            assert {"bearerAuth": []} in operation["security"], (method, path)
+            assert operation["security"] == [{scheme: []}], (method, path)
             assert "401" in operation["responses"], (method, path)
 
 

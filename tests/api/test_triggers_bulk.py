@@ -27,7 +27,7 @@ def published(monkeypatch):
     recorded instead of sent."""
     batches: list[list[str]] = []
 
-    def record(name, args_list):
+    def record(name, args_list, queue=None):
         batches.append([args[0] for args in args_list])
 
     monkeypatch.setattr("triggers.dispatch.send_tasks_on_commit", record)
@@ -301,35 +301,37 @@ def _fail_publish(monkeypatch, how):
     from kombu.exceptions import OperationalError
 
     from notifyflow.celery import app, publisher
+    from triggers.dispatch import lane_queue
 
-    if how == "fast":  # the Redis mirror's own pipeline (the queue declared first)
+    if how in ("fast", "flush"):
+        # Redis gone after this process declared the queue: the Redis mirror's own
+        # pipeline (fast), or kombu's batch flush, outside its retrying publish (flush:
+        # kombu raises BatchPublishError then, "delivery is uncertain", not the
+        # connection error itself).
         import redis
 
-        monkeypatch.setattr(settings, "NOTIFYFLOW_FAST_PUBLISH", True)
-        with app.producer_or_acquire() as producer:  # a real publish declares it
-            publisher.publish(producer, "notifyflow.execute_node", [("declare",)], None)
+        monkeypatch.setattr(settings, "NOTIFYFLOW_FAST_PUBLISH", how == "fast")
+        with app.producer_or_acquire() as producer:  # a real publish declares the queue
+            publisher.publish(
+                producer,
+                "notifyflow.execute_node",
+                [("declare",)],
+                None,
+                queue=lane_queue("normal"),
+            )
 
         def execute(self, *args, **kwargs):
             raise redis.exceptions.ConnectionError("Connection refused")
 
         monkeypatch.setattr(redis.client.Pipeline, "execute", execute)
         return
-    # kombu's paths: Celery's send_task for every message
+    # kombu's publish, Celery's send_task for every message
     monkeypatch.setattr(settings, "NOTIFYFLOW_FAST_PUBLISH", False)
-    if how == "publish":
 
-        def send_task_message(*args, **kwargs):
-            raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+    def send_task_message(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
-        monkeypatch.setattr(app.amqp, "send_task_message", send_task_message)
-    else:  # the pipeline's flush, outside kombu's retrying publish
-        import redis
-        from kombu.transport.redis import PublishBatch
-
-        def flush(self):
-            raise redis.exceptions.ConnectionError("Connection refused")
-
-        monkeypatch.setattr(PublishBatch, "flush", flush)
+    monkeypatch.setattr(app.amqp, "send_task_message", send_task_message)
 
 
 @pytest.mark.broker

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import email_sms_definition
+from triggers.models import TriggerInstance
 from workflows.models import Workflow, WorkflowVersion
 
 pytestmark = pytest.mark.django_db
@@ -103,6 +104,9 @@ def test_critical_and_categories_are_written_read_and_kept_when_left_out(api):
         ({"categories": ["not a slug"]}, "categories.0", "invalid"),
         ({"categories": "marketing"}, "categories", "not_a_list"),
         ({"critical": "yes"}, "critical", "invalid"),
+        ({"priority": "urgent"}, "priority", "invalid_choice"),
+        ({"priority": 1}, "priority", "invalid_choice"),
+        ({"priority": None}, "priority", "null"),
     ],
 )
 def test_bad_workflow_settings_are_400_naming_the_field(api, overrides, field, code):
@@ -119,3 +123,79 @@ def test_the_schema_documents_critical_and_categories(api):
     assert request["categories"]["uniqueItems"] is True
     response = schema["components"]["schemas"]["WorkflowOutput"]["properties"]
     assert {"critical", "categories"} <= response.keys()
+
+
+def test_concurrency_is_written_read_kept_when_left_out_and_removed_by_null(api):
+    created = api.post(URL, body(), format="json")
+    assert created.json()["concurrency"] is None
+    limited = {"limit": 3, "key": "{{ payload.tenant }}"}
+    saved = api.put(f"{URL}welcome/", body(concurrency=limited), format="json")
+    assert saved.status_code == 200, saved.content
+    assert saved.json()["concurrency"] == limited
+    assert api.get(f"{URL}welcome/").json()["concurrency"] == limited
+    kept = api.put(f"{URL}welcome/", body(name="Renamed"), format="json")
+    assert kept.json()["concurrency"] == limited
+    whole = api.put(f"{URL}welcome/", body(concurrency={"limit": 1}), format="json")
+    assert whole.json()["concurrency"] == {"limit": 1, "key": ""}
+    removed = api.put(f"{URL}welcome/", body(concurrency=None), format="json")
+    assert removed.json()["concurrency"] is None
+    workflow = Workflow.objects.get()
+    assert (workflow.concurrency_limit, workflow.concurrency_key) == (None, "")
+    assert workflow.current_version.version == 1  # settings are not a new version
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "field", "code"),
+    [
+        ({"limit": 0}, "concurrency.limit", "min_value"),
+        ({"limit": 2**31}, "concurrency.limit", "max_value"),
+        ({"limit": "2"}, "concurrency.limit", "invalid"),
+        ({"key": "{{ payload.tenant }}"}, "concurrency.limit", "required"),
+        ({"limit": 2, "key": "{{ payload.tenant "}, "concurrency.key", "invalid_template"),
+        ({"limit": 2, "key": "{{ recipient.email }}"}, "concurrency.key", "invalid_template"),
+        ({"limit": 2, "key": "x" * 501}, "concurrency.key", "too_long"),
+        ({"limit": 2, "keys": "x"}, "concurrency.keys", "unknown_field"),
+        (2, "concurrency", "invalid"),
+    ],
+)
+def test_bad_concurrency_is_400_naming_the_field(api, concurrency, field, code):
+    response = api.post(URL, body(concurrency=concurrency), format="json")
+    assert response.status_code == 400, response.content
+    assert (response.json()["field"], response.json()["code"]) == (field, code)
+    assert not Workflow.objects.exists()
+
+
+def test_the_schema_documents_concurrency(api):
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    components = schema["components"]["schemas"]
+    request = components["WorkflowInput"]["properties"]["concurrency"]
+    assert "null" in str(request) or request.get("nullable") is True
+    assert components["ConcurrencyInput"]["properties"]["limit"]["minimum"] == 1
+    assert components["ConcurrencyInput"]["required"] == ["limit"]
+    response = components["WorkflowOutput"]["properties"]["concurrency"]
+    assert "ConcurrencyOutput" in str(response)
+
+
+def test_priority_is_written_read_kept_when_left_out_and_sets_new_instances_lanes(api):
+    created = api.post(URL, body(), format="json")
+    assert created.json()["priority"] == "normal"
+    saved = api.put(f"{URL}welcome/", body(priority="critical"), format="json")
+    assert saved.status_code == 200, saved.content
+    assert saved.json()["priority"] == "critical"
+    kept = api.put(f"{URL}welcome/", body(name="Renamed"), format="json")
+    assert kept.json()["priority"] == "critical"
+    assert Workflow.objects.get().current_version.version == 1  # not a new version
+    trigger = {"workflow": "welcome", "idempotency_key": "k", "payload": {"email": "a@b.c"}}
+    made = api.post("/api/v1/triggers/", trigger, format="json")
+    assert made.status_code == 201, made.content
+    assert TriggerInstance.objects.get(pk=made.json()["id"]).lane == "critical"
+
+
+def test_the_schema_documents_priority(api):
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    request = schema["components"]["schemas"]["WorkflowInput"]["properties"]["priority"]
+    (ref,) = [part["$ref"] for part in request.get("allOf", [request])]
+    choices = schema["components"]["schemas"][ref.rpartition("/")[2]]["enum"]
+    assert choices == ["critical", "high", "normal", "bulk"]
+    response = schema["components"]["schemas"]["WorkflowOutput"]["properties"]
+    assert "priority" in response

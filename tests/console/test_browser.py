@@ -177,12 +177,16 @@ def assert_styled(driver) -> None:
 
 def log_in(driver, url: str, username: str) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get(f"{url}/admin/login/?next=/admin/")
     assert_styled(driver)
     driver.find_element(By.NAME, "username").send_keys(username)
     driver.find_element(By.NAME, "password").send_keys(PASSWORD)
     driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    # Until the login POST has landed: the login page has #content too, and navigating
+    # away earlier aborts the POST, leaving the next page to redirect to the login.
+    WebDriverWait(driver, 60).until(lambda d: "/admin/login/" not in d.current_url)
 
 
 def instance_failed_on_its_sms_step(settings) -> TriggerInstance:

@@ -8,7 +8,7 @@ from pathlib import Path
 from django.apps import apps
 from django.contrib import admin
 
-PRODUCT_APPS = ("workflows", "recipients", "triggers", "executions")
+PRODUCT_APPS = ("workflows", "status_webhooks", "recipients", "triggers", "executions")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -33,6 +33,9 @@ def test_every_registered_product_model_has_its_admin_in_the_console():
         "triggers.EventRecord",
         "executions.StepExecutionLog",
         "executions.Delivery",
+        "status_webhooks.WebhookEndpoint",
+        "status_webhooks.WebhookMessage",
+        "executions.FeedItem",
     }
     assert all(module.startswith("console.") for module in registered.values()), registered
 

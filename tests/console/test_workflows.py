@@ -24,10 +24,13 @@ def change_url(workflow: Workflow) -> str:
     return reverse("admin:workflows_workflow_change", args=[workflow.pk])
 
 
-def form_data(key: str, definition, *, name: str = "Welcome", is_active: bool = True) -> dict:
+def form_data(
+    key: str, definition, *, name: str = "Welcome", is_active: bool = True, priority="normal"
+) -> dict:
     data = {
         "key": key,
         "name": name,
+        "priority": priority,
         "definition": definition if isinstance(definition, str) else json.dumps(definition),
         # The read-only version-history inline still posts its management form.
         "versions-TOTAL_FORMS": "0",
@@ -264,3 +267,29 @@ def test_add_with_categories(admin_client_):
     assert admin_client_.post(reverse(ADD), data).status_code == 302
     workflow = Workflow.objects.get(key="digest")
     assert (workflow.categories, workflow.critical) == (["digest"], False)
+
+
+def test_priority_is_chosen_in_the_form_shown_and_filtered_in_the_list(admin_client_):
+    workflow = WorkflowFactory(key="resets")
+    WorkflowFactory(key="news", priority="bulk")
+    data = form_data("resets", email_sms_definition(), priority="critical")
+    response = admin_client_.post(change_url(workflow), data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    workflow.refresh_from_db()
+    assert workflow.priority == "critical"
+    assert workflow.current_version.version == 1  # a setting is no new version
+    page = admin_client_.get(change_url(workflow)).content.decode()
+    assert '<option value="critical" selected>' in page
+    listing = admin_client_.get(reverse(CHANGELIST), {"priority__exact": "bulk"})
+    assert [w.key for w in listing.context["cl"].result_list] == ["news"]
+
+
+def test_an_unknown_priority_is_a_form_error(admin_client_):
+    workflow = WorkflowFactory(key="news")
+    response = admin_client_.post(
+        change_url(workflow), form_data("news", email_sms_definition(), priority="urgent")
+    )
+    assert response.status_code == 200
+    assert "priority" in response.context["adminform"].form.errors
+    workflow.refresh_from_db()
+    assert workflow.priority == "normal"

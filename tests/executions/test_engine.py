@@ -10,6 +10,7 @@ from django.utils import timezone
 from executions import engine
 from executions.models import StepExecutionLog
 from executions.outcomes import StepOutcome
+from executions.selectors import instance_status_history
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
 from tests.fakes import ScriptedSmsBackend
 from triggers.models import TriggerInstance, TriggerStatus
@@ -71,9 +72,12 @@ def test_transient_failures_back_off_exponentially_then_fail(scripted, dispatche
     assert [(log.attempt, log.success, log.error_kind) for log in logs] == [
         (n, False, "transient") for n in (1, 2, 3, 4)
     ]
-    trail = list(instance.status_changes.values_list("to_status", "reason"))
+    # Every change in the timeline: four claims (their step logs), three retries
+    # scheduled and the failure (audit rows).
+    trail = [(c.to_status, c.reason) for c in instance_status_history(instance=instance)]
     assert trail[-1][0] == "failed" and "retries exhausted" in trail[-1][1]
-    assert [t for t, _ in trail].count("processing") == 4
+    assert [t for t, _ in trail] == ["processing", "enqueued"] * 3 + ["processing", "failed"]
+    assert all("retry" in reason for t, reason in trail if t == "enqueued")
 
 
 def test_permanent_error_fails_at_once(scripted, dispatched):
@@ -192,3 +196,29 @@ def test_step_log_records_input_context(dispatched):
     )
     with pytest.raises(ValueError):
         log.save()
+
+
+@pytest.mark.parametrize("priority", ["critical", "bulk"])
+def test_next_steps_retries_and_early_messages_stay_in_the_instances_lane(
+    scripted, dispatched, priority
+):
+    """The engine's every re-send (next node, retry with backoff, an early message sent
+    again) goes to the instance's own lane's queue (SPEC §16)."""
+    queue = {"critical": "notifyflow.critical", "bulk": "notifyflow.bulk"}[priority]
+    scripted.reset("ok", "transient")
+    definition = {
+        "entry_node_id": "first",
+        "nodes": [
+            {"id": "first", "type": "sms", "config": {"to": "+15005550006", "body": "a"}},
+            {"id": "second", "type": "sms", "config": {"to": "+15005550006", "body": "b"}},
+        ],
+        "edges": [{"from": "first", "to": "second"}],
+    }
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition=definition, priority=priority)
+    )
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.FAILED_TRANSIENT
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.EARLY
+    assert [countdown is not None for _, countdown in dispatched] == [False, True, True]
+    assert dispatched.routes == [(str(instance.pk), queue)] * 3

@@ -48,6 +48,11 @@ BRANCHING = {
         },
         {"id": "gather", "type": "batch", "config": {"window": "1m", "key": "{{ payload.plan }}"}},
         {"id": "cap", "type": "throttle", "config": {"limit": 2, "window": "1d"}},
+        {
+            "id": "bell",
+            "type": "in_app",
+            "config": {"title": "Hi {{ payload.name }}", "body": "Plan {{ payload.plan }}"},
+        },
     ],
     "edges": [
         {"from": "welcome", "to": "pause"},
@@ -57,6 +62,7 @@ BRANCHING = {
         {"from": "listen", "to": "tell"},
         {"from": "pro", "to": "gather"},
         {"from": "hook", "to": "cap"},
+        {"from": "cap", "to": "bell"},
     ],
 }
 PAYLOAD = {"name": "Ada <3", "email": "ada@example.com", "phone": "+15005550006", "plan": "free"}

@@ -65,7 +65,7 @@ def test_send_unsubscribe_then_skip_through_a_real_worker(tmp_path, settings):
         ):
             before = scrape()
             first = TriggerInstanceFactory(workflow=flow, recipient=person, payload={})
-            dispatch_on_commit(first.pk)
+            dispatch_on_commit(first.pk, lane=first.lane)
             assert finished(first).status == TriggerStatus.COMPLETED
             (message,) = [email.message_from_bytes(raw) for raw in smtp.messages]
             assert message["To"] == "ada@example.com"
@@ -78,7 +78,7 @@ def test_send_unsubscribe_then_skip_through_a_real_worker(tmp_path, settings):
             assert OptOut.objects.get(recipient=person).scope == "categories.news"
 
             second = TriggerInstanceFactory(workflow=flow, recipient=person, payload={})
-            dispatch_on_commit(second.pk)
+            dispatch_on_commit(second.pk, lane=second.lane)
             assert finished(second).status == TriggerStatus.COMPLETED
             assert len(smtp.messages) == 1
             assert second.vars["email_issue"] == {

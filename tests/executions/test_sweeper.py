@@ -29,7 +29,13 @@ def test_due_instance_with_a_lost_message_is_redispatched(dispatched, settings):
     )
     TriggerInstanceFactory(available_at=now + timedelta(hours=1), dispatched_at=None)
     TriggerInstanceFactory(status=TriggerStatus.COMPLETED, available_at=now - timedelta(days=1))
-    assert sweeper.sweep(now=now) == {"recovered": 0, "dispatched": 1, "outbox": 0, "fanouts": 0}
+    assert sweeper.sweep(now=now) == {
+        "recovered": 0,
+        "dispatched": 1,
+        "outbox": 0,
+        "fanouts": 0,
+        "webhooks": 0,
+    }
     assert dispatched == [(str(lost.pk), None)]
     # Dispatched once: the next sweep leaves it alone until it looks lost again.
     assert sweeper.sweep(now=now + timedelta(seconds=5))["dispatched"] == 0
@@ -145,3 +151,30 @@ def test_run_now_makes_a_waiting_instance_due(dispatched):
     assert instance.available_at <= timezone.now()
     assert dispatched == [(str(instance.pk), None)]
     assert instance.status_changes.last().actor == "bob"
+
+
+def test_redispatched_and_recovered_instances_go_to_their_own_lanes(dispatched):
+    now = timezone.now()
+    lost = {
+        priority: TriggerInstanceFactory(
+            workflow=WorkflowFactory(priority=priority),
+            available_at=now - timedelta(minutes=5),
+            dispatched_at=None,
+        )
+        for priority in ("bulk", "critical")
+    }
+    held = TriggerInstanceFactory(workflow=WorkflowFactory(priority="high"))
+    claimed = engine.claim(instance_id=held.pk, worker="doomed@host")
+    assert claimed is not None
+    assert sweeper.sweep(now=claimed.instance.locked_until + timedelta(seconds=1)) == {
+        "recovered": 1,
+        "dispatched": 2,
+        "outbox": 0,
+        "fanouts": 0,
+        "webhooks": 0,
+    }
+    assert dispatched.queues == {
+        str(lost["bulk"].pk): "notifyflow.bulk",
+        str(lost["critical"].pk): "notifyflow.critical",
+        str(held.pk): "notifyflow.high",
+    }

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from notifyflow.settings import broker_kind
+from notifyflow.env import broker_kind
 from tests.worker import ROOT
 
 # Printed by a fresh interpreter: settings are read once per process, from the environment.

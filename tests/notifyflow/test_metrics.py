@@ -53,6 +53,8 @@ def test_metrics_parse_and_follow_the_naming_rules():
         "notifyflow_due_backlog",
         "notifyflow_oldest_due_age_seconds",
         "notifyflow_queue_figures_up",
+        "notifyflow_lane_due_backlog",
+        "notifyflow_lane_oldest_due_age_seconds",
     } <= names
     # One family per name (the exposition never repeats a TYPE line).
     assert text.count("# TYPE notifyflow_instances ") == 1
@@ -130,6 +132,41 @@ def test_queue_figures_show_the_due_backlog_and_the_oldest_due_age():
     assert value(samples, "notifyflow_due_backlog") == 2
     assert 120 <= value(samples, "notifyflow_oldest_due_age_seconds") < 180
     assert value(samples, "notifyflow_queue_figures_up") == 1
+
+
+@pytest.mark.django_db
+def test_each_lane_reports_its_own_due_backlog_and_oldest_due_age():
+    now = timezone.now()
+    critical = WorkflowFactory(priority="critical")
+    bulk = WorkflowFactory(priority="bulk")
+    TriggerInstanceFactory(workflow=critical, available_at=now - timedelta(seconds=30))
+    for seconds in (600, 60):
+        TriggerInstanceFactory(workflow=bulk, available_at=now - timedelta(seconds=seconds))
+    TriggerInstanceFactory(workflow=bulk, available_at=now + timedelta(hours=1))  # not due
+    TriggerInstanceFactory(workflow=bulk, status=S.COMPLETED, available_at=now)
+    samples = scrape()
+    assert value(samples, "notifyflow_lane_due_backlog", lane="critical") == 1
+    assert value(samples, "notifyflow_lane_due_backlog", lane="bulk") == 2
+    assert 30 <= value(samples, "notifyflow_lane_oldest_due_age_seconds", lane="critical") < 90
+    assert 600 <= value(samples, "notifyflow_lane_oldest_due_age_seconds", lane="bulk") < 660
+    for lane in ("high", "normal"):  # every lane is reported, an empty one as zero
+        assert samples[("notifyflow_lane_due_backlog", (("lane", lane),))] == 0
+        assert samples[("notifyflow_lane_oldest_due_age_seconds", (("lane", lane),))] == 0
+    assert value(samples, "notifyflow_due_backlog") == 3
+    assert value(samples, "notifyflow_instances", status="enqueued") == 4
+    assert 600 <= value(samples, "notifyflow_oldest_due_age_seconds") < 660
+
+
+@pytest.mark.django_db
+def test_readyz_reports_each_lanes_backlog():
+    now = timezone.now()
+    TriggerInstanceFactory(
+        workflow=WorkflowFactory(priority="high"), available_at=now - timedelta(seconds=45)
+    )
+    lanes = Client().get("/readyz").json()["lanes"]
+    assert list(lanes) == ["critical", "high", "normal", "bulk"]
+    assert lanes["high"]["due_backlog"] == 1 and lanes["high"]["oldest_due_age_s"] >= 45
+    assert lanes["critical"] == {"due_backlog": 0, "oldest_due_age_s": 0.0}
 
 
 @pytest.mark.django_db

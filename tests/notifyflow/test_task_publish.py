@@ -20,7 +20,7 @@ from notifyflow.broker.publish import Publisher
 from notifyflow.celery import app, send_task_on_commit, send_tasks_on_commit
 from tests.factories import TriggerInstanceFactory
 from tests.worker import celery_worker, flush_broker, wait_until
-from triggers.dispatch import dispatch_many_on_commit, dispatch_on_commit
+from triggers.dispatch import LANE_QUEUES, dispatch_many_on_commit, dispatch_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
 
 TASK = "notifyflow.execute_node"
@@ -54,12 +54,12 @@ def producer_publishes(monkeypatch):
     return calls
 
 
-def _queued() -> list[dict]:
+def _queued(queue: str = "notifyflow.default") -> list[dict]:
     import redis
 
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     messages = []
-    for raw in reversed(client.lrange("celery", 0, -1)):  # LPUSH: oldest last
+    for raw in reversed(client.lrange(queue, 0, -1)):  # LPUSH: oldest last
         envelope = json.loads(raw)
         envelope["decoded_body"] = json.loads(base64.b64decode(envelope["body"]))
         messages.append(envelope)
@@ -130,16 +130,25 @@ def test_a_batch_larger_than_one_push_keeps_its_order(fast_publish, monkeypatch)
 
 
 @redis_only
-def test_every_message_is_send_tasks_envelope_field_by_field(fast_publish):
+@pytest.mark.parametrize(
+    "arg",
+    [
+        "same-args",
+        "0190a3c4-5e6f-7a8b-9c0d-1e2f3a4b5c6d",  # an instance id: the mirror's shortcut
+        "ten-chars!",  # not a multiple of 3 long, not plain
+        "O'Brien \u00e9",
+    ],
+)
+def test_every_message_is_send_tasks_envelope_field_by_field(fast_publish, arg):
     """Once the queue is declared too (the mirror's case): a kombu or Celery upgrade that
     changes the envelope fails here."""
     flush_broker()
     send_task_on_commit(TASK, "declares-the-queue")
     flush_broker()
     with logs.bound(request_id="req-3"):
-        app.send_task(TASK, args=("same-args",), headers={"request_id": "req-3"})
-        send_task_on_commit(TASK, "same-args")
-        send_tasks_on_commit(TASK, [("same-args",), ("same-args",)])
+        app.send_task(TASK, args=(arg,), headers={"request_id": "req-3"})
+        send_task_on_commit(TASK, arg)
+        send_tasks_on_commit(TASK, [(arg,), (arg,)])
     reference, single, *batch = _queued()
     for sent in (single, *batch):
         assert _without_ids(sent) == _without_ids(reference)
@@ -147,6 +156,49 @@ def test_every_message_is_send_tasks_envelope_field_by_field(fast_publish):
         assert sent["headers"]["id"] == sent["properties"]["correlation_id"]
     assert len({m["properties"]["delivery_tag"] for m in (single, *batch)}) == 3
     flush_broker()
+
+
+@redis_only
+def test_a_message_for_a_lane_is_send_tasks_envelope_on_that_lanes_queue(fast_publish):
+    """The mirror keeps its envelope per queue: a critical message, after a default one
+    declared the task's usual queue, is what ``send_task(queue=...)`` writes, on the
+    critical list only."""
+    flush_broker()
+    send_task_on_commit(TASK, "declares-the-default-queue")
+    send_task_on_commit(TASK, "declares-the-critical-queue", queue="notifyflow.critical")
+    flush_broker()
+    app.send_task(TASK, args=("same-args",), queue="notifyflow.critical")
+    send_task_on_commit(TASK, "same-args", queue="notifyflow.critical")
+    send_tasks_on_commit(TASK, [("same-args",)], queue="notifyflow.critical")
+    assert _queued() == []
+    reference, single, batch = _queued("notifyflow.critical")
+    for sent in (single, batch):
+        assert _without_ids(sent) == _without_ids(reference)
+        assert sent["decoded_body"] == reference["decoded_body"]
+    assert reference["properties"]["delivery_info"]["routing_key"] == "notifyflow.critical"
+    flush_broker()
+
+
+@redis_only
+def test_dispatch_sends_each_instance_to_its_own_lanes_queue(fast_publish):
+    """A batch of instances of every lane: each message on its lane's list, in the
+    batch's order within a lane."""
+    flush_broker()
+    lanes = ["bulk", "critical", "normal", "high", "bulk", "critical"]
+    ids = [f"id-{n}" for n in range(len(lanes))]
+    dispatch_many_on_commit(zip(ids, lanes, strict=True))
+    dispatch_on_commit("single", lane="high", countdown=None)
+    for lane, queue in LANE_QUEUES.items():
+        expected = [[i] for i, of in zip(ids, lanes, strict=True) if of == lane]
+        expected += [["single"]] if lane == "high" else []
+        assert [m["decoded_body"][0] for m in _queued(queue)] == expected
+    assert _queued("celery") == []
+    flush_broker()
+
+
+def test_an_unknown_lane_is_refused_before_anything_is_sent():
+    with pytest.raises(ValueError, match="unknown lane"):
+        dispatch_on_commit("x", lane="urgent")
 
 
 @redis_only
@@ -221,15 +273,16 @@ def test_publishing_reuses_the_channels_redis_client():
 
 @pytest.mark.worker
 def test_a_real_worker_runs_what_either_switch_position_publishes(fast_publish, tmp_path):
-    """Instances dispatched one by one and in a batch run to completion: the worker
-    consumes the messages this process publishes and those it publishes itself for
-    each next step (it runs with the same switch)."""
+    """Instances of every lane dispatched one by one and in a batch run to completion:
+    a plain worker consumes every lane's queue, the messages this process publishes and
+    those it publishes itself for each next step (it runs with the same switch)."""
     flush_broker()
-    instances = TriggerInstanceFactory.create_batch(4)
+    lanes = ["critical", "high", "normal", "bulk"]
+    instances = [TriggerInstanceFactory(lane=lane) for lane in lanes]
     ids = [str(instance.pk) for instance in instances]
     with celery_worker(tmp_path, NOTIFYFLOW_FAST_PUBLISH="1" if fast_publish else "0"):
-        dispatch_on_commit(ids[0])
-        dispatch_many_on_commit(ids[1:])
+        dispatch_on_commit(ids[0], lane=lanes[0])
+        dispatch_many_on_commit(zip(ids[1:], lanes[1:], strict=True))
         wait_until(
             lambda: (
                 TriggerInstance.objects.filter(pk__in=ids, status=TriggerStatus.COMPLETED).count()

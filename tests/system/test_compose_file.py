@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -7,6 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# One worker per group of priority lanes (docs/operations.md "Priority lanes").
+WORKERS = ("worker-urgent", "worker-bulk")
 
 
 def _compose() -> list[str] | None:
@@ -35,7 +38,7 @@ def test_compose_file_parses_with_every_process():
         text=True,
         check=True,
     ).stdout.split()
-    assert {"postgres", "redis", "web", "worker", "beat"} <= set(services)
+    assert {"postgres", "redis", "web", *WORKERS, "beat"} <= set(services)
 
 
 def test_worker_stop_grace_period_exceeds_the_hard_time_limit():
@@ -45,9 +48,10 @@ def test_worker_stop_grace_period_exceeds_the_hard_time_limit():
     from django.conf import settings
 
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    grace = compose["services"]["worker"]["stop_grace_period"]
-    assert grace.endswith("s")
-    assert int(grace[:-1]) > settings.NOTIFYFLOW_STEP_TIME_LIMIT_S
+    for name in WORKERS:
+        grace = compose["services"][name]["stop_grace_period"]
+        assert grace.endswith("s")
+        assert int(grace[:-1]) > settings.NOTIFYFLOW_STEP_TIME_LIMIT_S
 
 
 def _compose_file() -> dict:
@@ -56,7 +60,7 @@ def _compose_file() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
-APP_SERVICES = ("migrate", "web", "worker", "beat")
+APP_SERVICES = ("migrate", "web", *WORKERS, "beat")
 
 
 def test_one_image_built_once_runs_every_process():
@@ -66,11 +70,29 @@ def test_one_image_built_once_runs_every_process():
     built = [name for name in services if "build" in services[name]]
     assert built == ["migrate"], built
     # The others use the image migrate built (and which they wait for), never a registry's.
-    assert all(services[name]["pull_policy"] == "never" for name in ("web", "worker", "beat"))
-    for name in ("web", "worker", "beat"):
+    assert all(services[name]["pull_policy"] == "never" for name in APP_SERVICES[1:])
+    for name in APP_SERVICES[1:]:
         assert services[name]["depends_on"]["migrate"]["condition"] == (
             "service_completed_successfully"
         )
+
+
+def test_the_lane_workers_consume_every_queue_between_them_urgent_ones_apart(settings):
+    """Every queue has a worker (the sweeper's messages and fan-out jobs too), and the
+    urgent lanes' worker takes nothing else."""
+    services = _compose_file()["services"]
+    queues = {}
+    for name in WORKERS:
+        command = services[name]["command"]
+        assert command[:4] == ["celery", "-A", "notifyflow", "worker"], command
+        assert command[command.index("-P") + 1] == "prefork"
+        queues[name] = command[command.index("-Q") + 1].split(",")
+    assert queues["worker-urgent"] == ["notifyflow.critical", "notifyflow.high"]
+    every = [queue.name for queue in settings.CELERY_TASK_QUEUES]
+    assert sorted(q for names in queues.values() for q in names) == sorted(every)
+    # The -Q lists are in CELERY_TASK_QUEUES order: on Redis, the order a worker takes them.
+    for names in queues.values():
+        assert names == sorted(names, key=every.index), shlex.join(names)
 
 
 def _dockerfile() -> list[str]:
@@ -135,7 +157,7 @@ def test_web_worker_and_beat_share_the_metrics_directory():
         for part in i.split()
         if part.startswith("NOTIFYFLOW_VAR_DIR=")
     )
-    mounts = {name: services[name].get("volumes", []) for name in ("web", "worker", "beat")}
+    mounts = {name: services[name].get("volumes", []) for name in APP_SERVICES[1:]}
     for name, volumes in mounts.items():
         assert f"metrics:{var_dir}/prometheus" in volumes, (name, volumes)
 

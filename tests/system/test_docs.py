@@ -11,8 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("notifyflow", "workflows", "recipients", "triggers", "executions", "api", "console")
 # How the settings read an environment variable: os.environ.get("X"), os.getenv("X"),
-# os.environ["X"], and the typed helpers of notifyflow/settings.py (env_int("X", ...)).
-READERS = {"get", "getenv", "env_bool", "env_int", "env_float", "env_list", "_env_number"}
+# os.environ["X"], and the typed helpers of notifyflow/env.py (env_int("X", ...)).
+READERS = {"get", "getenv", "env_bool", "env_int", "env_float", "env_list", "env_providers"}
 
 
 def markdown_files() -> list[Path]:

@@ -65,10 +65,13 @@ def to_of(message: Message) -> str:
 
 
 @contextmanager
-def standard_start(tmp_path: Path, key_name: str) -> Iterator[tuple[httpx.Client, FakeSmtpServer]]:
+def standard_start(
+    tmp_path: Path, key_name: str, **settings: str
+) -> Iterator[tuple[httpx.Client, FakeSmtpServer]]:
     """The product started as SPEC §1 says - migrate, gunicorn, ``celery worker``,
     ``celery beat`` - plus the documented NOTIFYFLOW_PUBLIC_URL, the worker sending with
-    Django's SMTP backend to a local SMTP server. Yields an API client (a new key) and
+    Django's SMTP backend to a local SMTP server, and any documented ``settings`` the
+    walk needs (environment variables). Yields an API client (a new key) and
     that server; after the block, every process must still run and the web log show no
     500."""
     flush_broker()
@@ -81,6 +84,7 @@ def standard_start(tmp_path: Path, key_name: str) -> Iterator[tuple[httpx.Client
         EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
         EMAIL_HOST="127.0.0.1",
         EMAIL_PORT=str(smtp.port),
+        **settings,
     )
     manage("migrate", "--noinput", env=env)
     key = manage("create_api_key", key_name, env=env).strip().splitlines()[-1]
@@ -125,6 +129,40 @@ def standard_start(tmp_path: Path, key_name: str) -> Iterator[tuple[httpx.Client
 def test_people_first_walk_on_the_standard_start(tmp_path):
     with standard_start(tmp_path, "people") as (http, smtp):
         _walk(http, smtp)
+        _priority_lanes(http, smtp)
+
+
+RESET = {
+    "key": "password-reset",
+    "name": "Password reset",
+    "critical": True,
+    "priority": "critical",
+    "definition": {
+        "entry_node_id": "mail",
+        "nodes": [{"id": "mail", "type": "email", "config": {"subject": "Reset", "body": "b"}}],
+        "edges": [],
+    },
+}
+
+
+def _priority_lanes(http: httpx.Client, mail: FakeSmtpServer) -> None:
+    """SPEC §16 on the standard start: a critical workflow's trigger runs on the plain
+    worker (its lane's queue is consumed), and /readyz reports every lane."""
+    created = http.post("/api/v1/workflows/", json=RESET)
+    assert created.status_code == 201 and created.json()["priority"] == "critical", created.text
+    body = {"workflow": "password-reset", "idempotency_key": "r1", "payload": {}}
+    eve = {"id": "eve", "email": "eve@example.com"}
+    answer = http.post("/api/v1/triggers/", json={**body, "recipients": [eve]})
+    assert answer.status_code == 201, answer.text
+    (instance,) = answer.json()["instances"]
+    wait_until(
+        lambda: http.get(f"/api/v1/triggers/{instance['id']}/").json()["status"] == "completed",
+        timeout=60,
+        what="the critical instance",
+    )
+    assert [to_of(m) for m in mailbox(mail) if m["Subject"] == "Reset"] == ["eve@example.com"]
+    lanes = http.get("/readyz").json()["lanes"]
+    assert list(lanes) == ["critical", "high", "normal", "bulk"]
 
 
 def _walk(http: httpx.Client, mail: FakeSmtpServer) -> None:

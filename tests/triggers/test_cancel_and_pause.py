@@ -87,6 +87,7 @@ def test_a_cancelled_instances_pending_message_is_a_no_op(dispatched):
         "dispatched": 0,
         "outbox": 0,
         "fanouts": 0,
+        "webhooks": 0,
     }
     assert not sms.outbox
 

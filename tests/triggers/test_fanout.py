@@ -1,6 +1,6 @@
 """The list fan-out job (triggers.fanout), in process: membership read once, ids
 deduplicated across lists and minus the request's own entries, set-based batches with
-their progress, resume after a lost lease, cancel stops it."""
+their progress, resume after a lost lease, cancel stops it; the lane of what it creates."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from django.utils import timezone
 from recipients.models import ListMembership, Recipient, RecipientList
 from tests.factories import PAYLOAD, WorkflowFactory
 from triggers import fanout
+from triggers.dispatch import lane_queue
+from triggers.fanout import fanout_lane
 from triggers.fanout_models import FanOut
 from triggers.models import TriggerInstance
 from triggers.services import RecipientEntry, instance_cancel_by_key, trigger_create_for_recipients
@@ -234,3 +236,38 @@ def test_a_workflow_with_interests_gets_each_instances_interest_rows(db):
     subjects = set(Interest.objects.values_list("instance_id", "subject"))
     ids = TriggerInstance.objects.filter(idempotency_key="k").values_list("id", flat=True)
     assert subjects == {(i, f"k:{i}") for i in ids}
+
+
+@pytest.mark.parametrize(
+    ("priority", "lane"),
+    [("normal", "bulk"), ("critical", "critical"), ("high", "high"), ("bulk", "bulk")],
+)
+def test_a_list_fan_out_of_a_normal_workflow_runs_in_bulk_others_keep_theirs(
+    monkeypatch, django_capture_on_commit_callbacks, priority, lane
+):
+    sent: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(
+        "triggers.dispatch.send_tasks",
+        lambda name, messages, context, queue=None: sent.extend((m, queue) for (m,) in messages),
+    )
+    WorkflowFactory(key="news", priority=priority)
+    members("all", [f"m{n}" for n in range(5)])
+    result = trigger_create_for_recipients(
+        workflow="news",
+        idempotency_key="k",
+        payload=PAYLOAD,
+        recipients=[RecipientEntry(id="direct"), RecipientEntry(list_key="all")],
+    )
+    assert result.fanout is not None
+    with django_capture_on_commit_callbacks(execute=True):
+        assert fanout.fanout_run(fanout_id=result.fanout.pk, batch=2) == "done"
+    assert fanout_lane(priority) == lane
+    created = dict(TriggerInstance.objects.values_list("recipient_id", "lane"))
+    # The request's own recipient runs in the workflow's lane, the list's in the fan-out's.
+    assert created.pop("direct") == priority
+    assert created == {f"m{n}": lane for n in range(5)}
+    listed = set(
+        TriggerInstance.objects.exclude(recipient_id="direct").values_list("id", flat=True)
+    )
+    assert sorted(str(i) for i in listed) == sorted(m for m, _ in sent)
+    assert {queue for _, queue in sent} == {lane_queue(lane)}

@@ -10,9 +10,10 @@ from django.db.models import ProtectedError
 
 from executions import engine
 from executions.models import StepExecutionLog
-from tests.factories import TriggerInstanceFactory, WorkflowFactory
+from tests.factories import PAYLOAD, WorkflowFactory
 from triggers.event_models import EventRecord
 from triggers.models import TriggerStatusChange
+from triggers.services import trigger_create
 from workflows.models import Workflow, WorkflowVersion
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +21,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def history(dispatched):
-    instance = TriggerInstanceFactory(workflow=WorkflowFactory())
+    # Created through the service: its creation is an audit row (a routine step's claim
+    # and release are not: their step log records them).
+    instance = trigger_create(
+        workflow=WorkflowFactory(), idempotency_key="history", payload=PAYLOAD
+    ).instance
     engine.step_execute(instance_id=instance.pk)
     EventRecord.objects.create(name="E", context_sha256="0" * 64)
     return instance

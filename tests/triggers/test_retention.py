@@ -120,3 +120,26 @@ def test_a_retry_of_an_instance_being_purged_answers_404(api):
     assert response.json()["code"] == "not_found"
     assert not TriggerInstance.objects.filter(pk=instance.pk).exists()
     connection.close()
+
+
+def test_a_purge_takes_old_finished_webhook_messages_and_the_instances_sequences_not_pending_ones():
+    from status_webhooks.models import InstanceSequence, WebhookMessage
+    from status_webhooks.outbox import NewEvent, record
+    from tests.factories import WebhookEndpointFactory
+
+    WebhookEndpointFactory(event_types=["instance.failed", "instance.cancelled"])
+    instance = _old_failed_instance()
+    record(events=[NewEvent(type="instance.cancelled", instance_id=instance.pk)] * 2)
+    old = timezone.now() - timedelta(days=40)
+    messages = WebhookMessage.objects.filter(instance_id=instance.pk)
+    assert messages.count() >= 2 and InstanceSequence.objects.filter(pk=instance.pk).exists()
+    delivered, pending = messages.order_by("-sequence")[:2]
+    messages.exclude(pk__in=[delivered.pk, pending.pk]).delete()
+    WebhookMessage.objects.filter(pk=delivered.pk).update(status="delivered", created_at=old)
+    WebhookMessage.objects.filter(pk=pending.pk).update(created_at=old)
+
+    counts = finished_purge(older_than=timedelta(days=30))
+
+    assert counts["instances"] == 1 and counts["webhook_messages"] == 1
+    assert list(WebhookMessage.objects.values_list("pk", flat=True)) == [pending.pk]
+    assert not InstanceSequence.objects.filter(pk=instance.pk).exists()

@@ -23,6 +23,8 @@ from django.db.models import F, Q
 from notifyflow import db
 from notifyflow.errors import ApplicationError
 from notifyflow.ids import uuid7
+from status_webhooks import events as status_events
+from status_webhooks.outbox import record
 
 from ..gate_models import Batch, BatchItem, BatchStatus
 
@@ -77,7 +79,7 @@ def arrive(
             return found
     for _ in range(_ATTEMPTS):
         if postgres:
-            arrival = _join_pg(where, instance_id, now)
+            arrival = _join_pg_reporting(where, instance_id, now, max_items)
             if arrival is None:
                 arrival = existing_arrival(instance_id=instance_id, node_id=node_id) or _open_pg(
                     where, instance_id, now, window, max_items
@@ -117,6 +119,42 @@ def existing_arrival(*, instance_id: uuid.UUID, node_id: str) -> Arrival | None:
 
 def _tables() -> dict[str, str]:
     return {"batch": Batch._meta.db_table, "item": BatchItem._meta.db_table}
+
+
+def report_closed(batch_id: uuid.UUID | str) -> None:
+    """Write ``batch.closed`` for a batch just closed, in the closing transaction."""
+    workflow_key, node_id, recipient_id, count, opened_at, closed_at = (
+        Batch.objects.filter(pk=batch_id)
+        .values_list(
+            "workflow__key", "node_id", "recipient_id", "item_count", "opened_at", "closed_at"
+        )
+        .get()
+    )
+    event = status_events.batch_closed(
+        batch_id=batch_id,
+        workflow_key=workflow_key,
+        node_id=node_id,
+        recipient_id=recipient_id,
+        count=count,
+        opened_at=opened_at,
+        closed_at=closed_at,
+    )
+    record(events=[event])
+
+
+def _join_pg_reporting(
+    where: _Key, instance_id: uuid.UUID, now: datetime, max_items: int | None
+) -> Arrival | None:
+    """``_join_pg``; a join that may fill the batch (``max_items``) closes it, so it runs
+    in a transaction with the close's ``batch.closed`` event. A batch without
+    ``max_items`` closes only in ``batches.close``: its join stays one statement."""
+    if max_items is None:
+        return _join_pg(where, instance_id, now)
+    with transaction.atomic():
+        arrival = _join_pg(where, instance_id, now)
+        if arrival is not None and arrival.filled:
+            report_closed(arrival.batch_id)
+    return arrival
 
 
 def _join_pg(where: _Key, instance_id: uuid.UUID, now: datetime) -> Arrival | None:
@@ -250,6 +288,8 @@ def _arrive_orm(
                 fields += ["status", "closed_at"]
             batch.save(update_fields=fields)
             BatchItem.objects.create(batch=batch, instance_id=instance_id, seq=seq, joined_at=now)
+            if filled:
+                report_closed(batch.pk)
     except IntegrityError:  # a racing open took the key: try again
         return None
     return Arrival(

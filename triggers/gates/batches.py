@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -24,7 +24,7 @@ from notifyflow.errors import ConflictError, NotFoundError
 from .. import state
 from ..gate_models import Batch, BatchItem, BatchStatus
 from ..models import ParkedOn, TriggerInstance, TriggerStatus
-from .batch_arrival import Arrival, arrive, existing_arrival
+from .batch_arrival import Arrival, arrive, existing_arrival, report_closed
 
 __all__ = [
     "Arrival",
@@ -48,10 +48,13 @@ def close(*, batch_id: uuid.UUID, now: datetime, actor: str) -> Batch:
     """open -> closed (idempotent), then the close's duties, also for a batch already
     closed (a filler that crashed before doing them): its members still parked in it
     complete (``batched``), and the opener is woken to continue with the digest. A
-    cancelled batch is returned as it is."""
-    Batch.objects.filter(pk=batch_id, status=BatchStatus.OPEN).update(
-        status=BatchStatus.CLOSED, closed_at=now
-    )
+    cancelled batch is returned as it is. The close and its ``batch.closed`` status event
+    are one transaction."""
+    with transaction.atomic():
+        if Batch.objects.filter(pk=batch_id, status=BatchStatus.OPEN).update(
+            status=BatchStatus.CLOSED, closed_at=now
+        ):
+            report_closed(batch_id)
     batch = batch_or_404(batch_id)
     if batch.status == BatchStatus.CLOSED:
         _close_duties(batch, actor)

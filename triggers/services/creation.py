@@ -14,6 +14,7 @@ from notifyflow import metrics
 from notifyflow.caching import ProcessCache
 from notifyflow.errors import ApplicationError, ConflictError
 from notifyflow.ids import uuid7
+from workflows.concurrency import key_render
 from workflows.models import Workflow, WorkflowVersion
 
 from .. import state
@@ -105,7 +106,7 @@ def trigger_create(
                 code="busy", field=None, message="another request changed this key; try again"
             )
         return _replay(existing, api_key)
-    dispatch_on_commit(row.id)
+    dispatch_on_commit(row.id, lane=row.lane)
     instance = state.as_model(row, now)
     instance._state.adding, instance._state.db = False, connection.alias
     instance.workflow = wf
@@ -143,10 +144,11 @@ def new_row(
     wf: Workflow, idempotency_key: str, payload: dict[str, Any], *, created_by_key: str = ""
 ) -> state.NewInstance:
     """The new instance ``trigger_create`` inserts for ``idempotency_key``, with its
-    rendered interests. Raises ApplicationError for an inactive or empty workflow or an
-    interest that does not render."""
+    rendered interests and concurrency key. Raises ApplicationError for an inactive or
+    empty workflow or an interest that does not render."""
     version = _startable_version(wf)
     instance_id = uuid7()  # time-ordered: see notifyflow.ids
+    template = wf.concurrency_key_template
     return state.NewInstance(
         id=instance_id,
         workflow_id=wf.pk,
@@ -155,10 +157,20 @@ def new_row(
         payload=payload,
         entry_node_id=version.definition["entry_node_id"],
         created_by_key=created_by_key,
+        lane=wf.priority,
         interests=interests_render(
             templates=version.definition.get("interests", ()),
             payload=payload,
             trigger={"id": str(instance_id), "idempotency_key": idempotency_key},
+        ),
+        concurrency_key=None
+        if template is None
+        else key_render(
+            template=template,
+            payload=payload,
+            idempotency_key=idempotency_key,
+            workflow_key=wf.key,
+            recipient_id=None,
         ),
     )
 

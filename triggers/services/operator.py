@@ -21,7 +21,7 @@ from workflows.models import Workflow
 from workflows.services import workflow_set_paused
 
 from .. import state
-from ..dispatch import dispatch_on_commit
+from ..dispatch import dispatch_many_on_commit
 from ..fanout import fanout_cancel
 from ..fanout_models import FanOut
 from ..models import TERMINAL_STATUSES as TERMINAL
@@ -90,6 +90,7 @@ def instance_retry_on_latest_version(*, instance_id: uuid.UUID | str, actor: str
         actor=actor,
         reason=f"retried by operator on workflow version v{latest.version} (was v{old})",
         workflow_version_id=latest.pk,
+        lane=instance.lane,
         expect={"workflow_version_id": instance.workflow_version_id},
         details={"old_version": old, "new_version": latest.version},
     )
@@ -129,6 +130,7 @@ def instance_edit_payload_and_retry(
         actor=actor,
         reason="payload edited and retried by operator",
         payload=payload,
+        lane=instance.lane,
         details={"old_payload": instance.payload, "new_payload": payload},
     )
     if not moved:
@@ -269,11 +271,10 @@ def workflow_resume(*, workflow: Workflow, actor: str, batch: int = 10_000) -> W
         due = list(
             TriggerInstance.objects.filter(
                 workflow=workflow, status=TriggerStatus.ENQUEUED, available_at__lte=now
-            ).values_list("id", flat=True)[:batch]
+            ).values_list("id", "lane")[:batch]
         )
-        TriggerInstance.objects.filter(pk__in=due).update(dispatched_at=now)
-        for instance_id in due:
-            dispatch_on_commit(instance_id)
+        TriggerInstance.objects.filter(pk__in=[pk for pk, _ in due]).update(dispatched_at=now)
+        dispatch_many_on_commit(due)
     logger.warning(
         "workflow %s resumed by %s; %d due instances dispatched", workflow.key, actor, len(due)
     )

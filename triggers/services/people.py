@@ -118,6 +118,9 @@ def trigger_create_for_recipients(
             payload=payload,
             recipient_ids=direct,
             created_by_key=created_by_key,
+            workflow_key=wf.key,
+            concurrency_key_template=wf.concurrency_key_template,
+            lane=wf.priority,
         )
         inserted = state.create_bulk(rows=rows, now=timezone.now(), actor=actor)
         instances = _settle(wf, idempotency_key, rows, inserted, api_key)
@@ -135,7 +138,7 @@ def trigger_create_for_recipients(
             )
             if not fanout_created:
                 _require_readable(fanout.created_by_key, wf, api_key)
-        dispatch_many_on_commit(row.id for row in rows if row.id in inserted)
+        dispatch_many_on_commit((row.id, row.lane) for row in rows if row.id in inserted)
     created = sum(1 for i in instances if i.status == "created")
     metrics.TRIGGERS.labels("created").inc(created)
     metrics.TRIGGERS.labels("replayed").inc(len(instances) - created)

@@ -48,6 +48,7 @@ def create_for_recipients(
     recipient_ids: Sequence[str],
     now: datetime,
     actor: str,
+    lane: str,
 ) -> list[str]:
     """``create_bulk`` of one instance per recipient of one trigger (a fan-out's batch),
     without interests, the ids made by the store (on PostgreSQL in the statement:
@@ -64,6 +65,7 @@ def create_for_recipients(
         payload=payload,
         entry_node_id=entry_node_id,
         created_by_key=created_by_key,
+        lane=lane,
     )
     return store().insert_for_recipients(row, recipient_ids, now, actor)
 

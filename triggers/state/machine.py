@@ -2,7 +2,10 @@
 
 ``transition()`` is the only writer of ``status`` and of the audit rows
 (``TriggerStatusChange``); the claim, the requeue after a step and the operator actions
-(cancel, retry, run now) are built on it. Updates are fenced: they re-check the status
+(cancel, retry, run now) are built on it. The routine claim and release of one step
+(enqueued -> processing -> enqueued as the step advances) write no audit row: the step
+log is their record (SPEC §3), and the timeline merges both
+(``executions.history.status_history``). Updates are fenced: they re-check the status
 (and the lease token of the worker that holds the instance), so a stale writer changes
 nothing and learns so from the return value.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,9 +23,12 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from status_webhooks import events as status_events
+from status_webhooks.outbox import NewEvent, record
+
 from ..dispatch import dispatch_on_commit
 from ..models import GATES, ParkedOn, TriggerInstance, TriggerStatus, TriggerStatusChange
-from .shapes import Change, Join, Statement
+from .shapes import Change, Join, Reported, Statement
 from .store import store
 
 S = TriggerStatus
@@ -72,8 +79,12 @@ def transition(
     also: Sequence[Statement] = (),
     details: dict[str, Any] | None = None,
     durable: bool = False,
+    events: Sequence[NewEvent] = (),
+    guarded_events: Sequence[tuple[NewEvent, str]] = (),
+    audited: bool = True,
 ) -> bool:
-    """Move an instance from ``from_status`` to ``to_status`` and write the audit row.
+    """Move an instance from ``from_status`` to ``to_status`` and write the audit row
+    (unless not ``audited``: only a step's routine release, whose step log records it).
 
     The UPDATE re-checks ``from_status`` (and ``lease_token`` when given, which fences
     out a worker whose lease was recovered) and any extra ``where`` lookups, atomically
@@ -88,12 +99,52 @@ def transition(
     whatever the session's ``synchronous_commit`` (workers default to off), set inside
     the statement so an autocommit call stays one round trip. Inside an outer
     transaction it applies to that transaction's COMMIT.
+
+    ``events``: status events of the instance (SPEC §15) written iff the transition
+    applies, in its statement (PostgreSQL) or transaction. A terminal status always
+    reports ``instance.<status>``: built here (one read of the instance) unless the
+    caller passes it. ``guarded_events`` (PostgreSQL only, like ``also``): events
+    written when their SQL guard holds in the statement, whatever the transition does
+    (a send recorded by a fenced-out step); they take their sequence numbers first.
     """
     change = plan_change(
         instance_id, from_status, to_status, reason, actor, lease_token, where, updates
     )
     change.audit["details"] = details
-    return store().transition(change, also, durable)
+    if not audited:
+        change = replace(change, audited=False)
+    reported: list[Reported] = [*guarded_events, *((event, "") for event in events)]
+    if to_status in _FINISHED and not any(e.type == f"instance.{to_status}" for e in events):
+        finished = _finished_events([instance_id], to_status, reason)
+        reported += [(event, "") for event in finished]
+    return store().transition(change, also, durable, reported)
+
+
+_FINISHED = (S.COMPLETED, S.FAILED, S.CANCELLED)
+
+
+def _finished_events(
+    instance_ids: Sequence[uuid.UUID | str], status: str, reason: str
+) -> list[NewEvent]:
+    """``instance.<status>`` of each instance (those still there), for a transition
+    whose caller did not build it."""
+    rows = TriggerInstance.objects.filter(pk__in=list(instance_ids)).values_list(
+        "pk", "workflow__key", "idempotency_key", "recipient_id"
+    )
+    return [finished_event(row, status, reason) for row in rows]
+
+
+def finished_event(row: Sequence[Any], status: str, reason: str) -> NewEvent:
+    """``instance.<status>`` from a (pk, workflow key, idempotency key, recipient id) row."""
+    instance_id, workflow_key, idempotency_key, recipient_id = row
+    return status_events.instance_finished(
+        instance_id=instance_id,
+        workflow_key=workflow_key,
+        idempotency_key=idempotency_key,
+        recipient_id=recipient_id,
+        status=status,
+        reason=reason,
+    )
 
 
 def claim(
@@ -103,8 +154,10 @@ def claim(
     claimable (already claimed, finished, not due yet, or its workflow is paused).
 
     The conditional UPDATE re-checks status and due time, so any number of workers
-    racing on one instance get exactly one winner. On PostgreSQL the claim, its audit
-    row and the read of the row (plus ``join``'s columns) are one statement.
+    racing on one instance get exactly one winner. On PostgreSQL the claim and the read
+    of the row (plus ``join``'s columns) are one statement. No audit row: the step's
+    log row records the claim (its start, its worker), or, for a worker lost before
+    it wrote one, the sweeper's lease-recovery row (SPEC §3).
     """
     change = plan_change(
         instance_id,
@@ -120,12 +173,13 @@ def claim(
             "locked_until": now + timedelta(seconds=settings.NOTIFYFLOW_LEASE_S),
         },
     )
-    return store().claim(change, join)
+    return store().claim(replace(change, audited=False), join)
 
 
 def requeue(
     *,
     instance_id: uuid.UUID | str,
+    lane: str,
     lease_token: uuid.UUID | None,
     due: datetime,
     now: datetime,
@@ -134,9 +188,14 @@ def requeue(
     updates: dict[str, Any],
     also: Sequence[Statement] = (),
     durable: bool = False,
+    events: Sequence[NewEvent] = (),
+    guarded_events: Sequence[tuple[NewEvent, str]] = (),
+    audited: bool = True,
 ) -> bool:
-    """processing -> enqueued, due at ``due``. The message goes to the broker after
-    commit, unless ``due`` is beyond the broker horizon: then the sweeper sends it."""
+    """processing -> enqueued, due at ``due``. The message goes to ``lane``'s queue (the
+    instance's) after commit, unless ``due`` is beyond the broker horizon: then the
+    sweeper sends it. ``audited=False`` for a step's routine release only (its step log
+    records it)."""
     countdown = (due - now).total_seconds()
     in_broker = countdown <= settings.NOTIFYFLOW_BROKER_HORIZON_S
     moved = transition(
@@ -149,9 +208,12 @@ def requeue(
         also=also,
         updates={**updates, "available_at": due, "dispatched_at": now if in_broker else None},
         durable=durable,
+        events=events,
+        guarded_events=guarded_events,
+        audited=audited,
     )
     if moved and in_broker:
-        dispatch_on_commit(instance_id, countdown=countdown)
+        dispatch_on_commit(instance_id, lane=lane, countdown=countdown)
     return moved
 
 
@@ -196,14 +258,16 @@ def _cancel_chunk(chunk: Sequence[uuid.UUID], from_status: str, reason: str, act
     if from_status == S.PROCESSING:
         values.update(lease_token=None, locked_by="", locked_until=None)
     with transaction.atomic():
-        ids = list(
-            TriggerInstance.objects.select_for_update()
+        rows = list(
+            # Locks the instances only (the workflow's key is read, not locked).
+            TriggerInstance.objects.select_for_update(of=("self",))
             .order_by("pk")
             .filter(pk__in=chunk, status=from_status)
-            .values_list("pk", flat=True)
+            .values_list("pk", "workflow__key", "idempotency_key", "recipient_id")
         )
-        if not ids:
+        if not rows:
             return 0
+        ids = [row[0] for row in rows]
         TriggerInstance.objects.filter(pk__in=ids).update(**values)
         TriggerStatusChange.objects.bulk_create(
             TriggerStatusChange(
@@ -216,6 +280,7 @@ def _cancel_chunk(chunk: Sequence[uuid.UUID], from_status: str, reason: str, act
             )
             for instance_id in ids
         )
+        record(events=[finished_event(row, S.CANCELLED, reason) for row in rows], at=now)
     instances_cancelled.send(sender=TriggerInstance, instance_ids=ids)
     return len(ids)
 
@@ -229,8 +294,11 @@ def retry(
     payload: dict[str, Any] | None = None,
     expect: dict[str, Any] | None = None,
     details: dict[str, Any] | None = None,
+    lane: str | None = None,
 ) -> bool:
-    """failed -> enqueued now, attempts reset: the only way out of failed.
+    """failed -> enqueued now, attempts reset: the only way out of failed. Its message
+    goes to ``lane``'s queue (the instance's; read after the write if not given: a
+    lane never changes).
 
     An operator may pin another version of the workflow (``workflow_version_id``) or
     replace the payload in the same fenced write; ``expect`` are further lookups the
@@ -259,7 +327,9 @@ def retry(
         details=details,
     )
     if moved:
-        dispatch_on_commit(instance_id)
+        if lane is None:
+            lane = TriggerInstance.objects.values_list("lane", flat=True).get(pk=instance_id)
+        dispatch_on_commit(instance_id, lane=lane)
     return moved
 
 
@@ -279,13 +349,18 @@ def run_now(*, instance_id: uuid.UUID | str, actor: str, reason: str = "") -> bo
         row = (
             TriggerInstance.objects.filter(pk=instance_id, status=S.ENQUEUED, available_at__gt=now)
             .values_list(
-                "current_node_id", "attempts", "waiting_for_event", "wait_deadline", "parked_on"
+                "current_node_id",
+                "attempts",
+                "waiting_for_event",
+                "wait_deadline",
+                "parked_on",
+                "lane",
             )
             .first()
         )
         if row is None:
             return False
-        node_id, attempts, event, deadline, parked_on = row
+        node_id, attempts, event, deadline, parked_on, lane = row
         why = f"run now by operator: {_skipped(node_id, attempts, event, deadline, parked_on)}"
         if reason.strip():
             why += f"; reason: {reason.strip()}"
@@ -314,7 +389,7 @@ def run_now(*, instance_id: uuid.UUID | str, actor: str, reason: str = "") -> bo
             where=where,
             updates=updates,
         ):
-            dispatch_on_commit(instance_id)
+            dispatch_on_commit(instance_id, lane=lane)
             return True
     return False
 

@@ -10,23 +10,31 @@ from dataclasses import replace
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 
 from notifyflow.ids import uuid7
+from status_webhooks import outbox
 from workflows.models import Workflow
 
 from ..inbox_models import Interest
-from ..models import TriggerInstance, TriggerStatusChange
+from ..models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from ..selectors import instance_by_key
-from .shapes import CREATED, Change, Join, NewInstance, Statement, as_model
+from .shapes import CREATED, Change, Join, NewInstance, Reported, Statement, as_model
 
 
-def transition(change: Change, also: Sequence[Statement], durable: bool) -> bool:
-    if also:
+def transition(
+    change: Change, also: Sequence[Statement], durable: bool, events: Sequence[Reported] = ()
+) -> bool:
+    if also or any(when for _, when in events):
         raise ValueError("extra statements run only inside PostgreSQL's single statement")
     with transaction.atomic(savepoint=False):
         if TriggerInstance.objects.filter(**change.conditions).update(**change.values) != 1:
             return False
-        TriggerStatusChange.objects.create(**change.audit)
+        if change.audited:
+            TriggerStatusChange.objects.create(**change.audit)
+        # The status events in the same transaction (SPEC §15).
+        outbox.record(events=[event for event, _ in events], at=change.audit["at"])
     return True
 
 
@@ -34,13 +42,38 @@ def claim(change: Change, join: Join | None) -> TriggerInstance | None:
     if join is not None:
         raise ValueError("a join is read only inside PostgreSQL's claim statement")
     with transaction.atomic(savepoint=False):
-        claimable = TriggerInstance.objects.filter(**change.conditions).exclude(
-            workflow__is_paused=True
+        claimable = (
+            TriggerInstance.objects.filter(**change.conditions)
+            .exclude(workflow__is_paused=True)
+            .filter(_concurrency_admits())
         )
         if claimable.update(**change.values) != 1:
             return None
-        TriggerStatusChange.objects.create(**change.audit)
+        if change.audited:
+            TriggerStatusChange.objects.create(**change.audit)
     return TriggerInstance.objects.get(pk=change.conditions["pk"])
+
+
+def _concurrency_admits() -> Q:
+    """PostgreSQL's ``CONCURRENCY_ADMITS`` as a condition of the claim's UPDATE: no key,
+    or fewer executing steps of (workflow, key) than the workflow's limit now. SQLite
+    runs one writer at a time, so the count inside the UPDATE cannot go stale."""
+    running = (
+        TriggerInstance.objects.order_by()
+        .filter(
+            workflow_id=OuterRef("workflow_id"),
+            concurrency_key=OuterRef("concurrency_key"),
+            status=TriggerStatus.PROCESSING,
+        )
+        .values("workflow_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return (
+        Q(concurrency_key__isnull=True)
+        | Q(workflow__concurrency_limit__isnull=True)
+        | Q(workflow__concurrency_limit__gt=Coalesce(Subquery(running), 0))
+    )
 
 
 def insert_many(rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:

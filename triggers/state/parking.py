@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from django.db import transaction
 from django.utils import timezone
 
+from status_webhooks.outbox import record
+
 from ..dispatch import dispatch_many_on_commit
 from ..models import ParkedOn, TriggerInstance, TriggerStatus, TriggerStatusChange
-from .machine import check_transition
+from .machine import check_transition, finished_event
 
 S = TriggerStatus
 _CHUNK = 1000
@@ -27,7 +29,7 @@ def wake_parked(*, instance_ids: Sequence[uuid.UUID | str], parked_on: str) -> i
     are dispatched after commit (a duplicate message is a harmless no-op). Returns how
     many were woken."""
     now = timezone.now()
-    woken: list[uuid.UUID] = []
+    woken: list[tuple[uuid.UUID, str]] = []
     for start in range(0, len(instance_ids), _CHUNK):
         rows = TriggerInstance.objects.filter(
             pk__in=instance_ids[start : start + _CHUNK],
@@ -35,10 +37,10 @@ def wake_parked(*, instance_ids: Sequence[uuid.UUID | str], parked_on: str) -> i
             parked_on=parked_on,
             available_at__gt=now,
         )
-        chunk = list(rows.values_list("pk", flat=True))
+        chunk = list(rows.values_list("pk", "lane"))
         if chunk:
             TriggerInstance.objects.filter(
-                pk__in=chunk, status=S.ENQUEUED, parked_on=parked_on
+                pk__in=[pk for pk, _ in chunk], status=S.ENQUEUED, parked_on=parked_on
             ).update(available_at=now, dispatched_at=now, updated_at=now)
             woken += chunk
     dispatch_many_on_commit(woken)
@@ -59,8 +61,9 @@ def complete_parked(
         chunk = instance_ids[start : start + _CHUNK]
         now = timezone.now()
         with transaction.atomic():
-            ids = list(
-                TriggerInstance.objects.select_for_update()
+            rows = list(
+                # Locks the instances only (the workflow's key is read, not locked).
+                TriggerInstance.objects.select_for_update(of=("self",))
                 .order_by("pk")
                 .filter(
                     pk__in=chunk,
@@ -68,10 +71,11 @@ def complete_parked(
                     parked_on=ParkedOn.BATCH,
                     current_node_id=node_id,
                 )
-                .values_list("pk", flat=True)
+                .values_list("pk", "workflow__key", "idempotency_key", "recipient_id")
             )
-            if not ids:
+            if not rows:
                 continue
+            ids = [row[0] for row in rows]
             TriggerInstance.objects.filter(pk__in=ids).update(
                 status=S.COMPLETED,
                 current_node_id=None,
@@ -91,5 +95,7 @@ def complete_parked(
                 )
                 for instance_id in ids
             )
+            # Their instance.completed events, set-based, in the same transaction.
+            record(events=[finished_event(row, S.COMPLETED, reason) for row in rows], at=now)
         completed += len(ids)
     return completed

@@ -24,12 +24,13 @@ from django.db import connection
 
 from notifyflow import db
 from notifyflow.ids import UUID7_SQL
+from status_webhooks import outbox
 from workflows.models import Workflow
 
 from ..inbox_models import Interest
 from ..models import TriggerInstance, TriggerStatusChange
 from ..selectors import by_key_sql, instance_from_row
-from .shapes import CREATED, Change, Join, NewInstance, Statement, as_model
+from .shapes import CREATED, Change, Join, NewInstance, Reported, Statement, as_model
 
 _INSTANCE = TriggerInstance._meta
 _AUDIT = TriggerStatusChange._meta
@@ -84,6 +85,16 @@ NOT_PAUSED = (
     f'NOT EXISTS (SELECT 1 FROM "{_WORKFLOW.db_table}" w'
     f' WHERE w."{_WORKFLOW.pk.column}" = {TABLE}.{_q(_INSTANCE, "workflow")}'
     f' AND w."{_WORKFLOW.get_field("is_paused").column}")'  # type: ignore[union-attr]
+)
+
+# The claim's concurrency check (SPEC §16): an instance without a key (its workflow had
+# no limit) costs one NULL test; one with a key is admitted only if its (workflow, key)
+# has fewer executing steps than the workflow's limit now, counted under an advisory
+# lock (the function and why it is VOLATILE: migration 0020_concurrency_admits).
+CONCURRENCY_ADMITS = (
+    f"({TABLE}.{_q(_INSTANCE, 'concurrency_key')} IS NULL"
+    f" OR notifyflow_concurrency_admits({TABLE}.{_q(_INSTANCE, 'workflow')},"
+    f" {TABLE}.{_q(_INSTANCE, 'concurrency_key')}))"
 )
 
 # ``transition(durable=True)``: synchronous commit for this statement's transaction only.
@@ -147,17 +158,18 @@ def _statement(
     returning: str = PK,
     extra_where: str = "",
 ) -> tuple[str, list[Any]]:
-    """The conditional UPDATE, its audit row and ``also`` as one statement."""
+    """The conditional UPDATE, its audit row (if ``change.audited``) and ``also`` as
+    one statement."""
     update, params = _update(change, extra_where)
-    ctes = [
-        f"{CLAIMED} AS ({update} RETURNING {returning})",
-        f"audit AS ({_audit_insert(CLAIMED)})",
-    ]
-    audit = change.audit
-    params += [audit["from_status"], audit["to_status"], audit["reason"], audit["actor"]]
-    params += [audit["at"], _AUDIT_DETAILS.get_db_prep_save(audit.get("details"), db.current())]
+    ctes = [f"{CLAIMED} AS ({update} RETURNING {returning})"]
+    if change.audited:
+        ctes.append(f"audit AS ({_audit_insert(CLAIMED)})")
+        audit = change.audit
+        params += [audit["from_status"], audit["to_status"], audit["reason"], audit["actor"]]
+        details = _AUDIT_DETAILS.get_db_prep_save(audit.get("details"), db.current())
+        params += [audit["at"], details]
     for index, statement in enumerate(also):
-        ctes.append(f"also_{index} AS ({statement.sql})")
+        ctes.append(f"{statement.name or f'also_{index}'} AS ({statement.sql})")
         params += statement.params
     return f"WITH {', '.join(ctes)} {select}", params
 
@@ -165,21 +177,40 @@ def _statement(
 # --- the store -------------------------------------------------------------------------
 
 
-def transition(change: Change, also: Sequence[Statement], durable: bool) -> bool:
+def transition(
+    change: Change, also: Sequence[Statement], durable: bool, events: Sequence[Reported] = ()
+) -> bool:
     # Always one row, so set_config runs whether or not the transition applied (the
     # ``also`` rows, a delivery's 'sent' record, are written either way).
-    select = f"SELECT {APPLIED}" + (DURABLE if durable else "")
+    select = f"SELECT {APPLIED}"
+    select_params: list[Any] = []
+    if events:
+        # The status events in the same statement (SPEC §15), each guarded.
+        guarded = [(event, when or APPLIED) for event, when in events]
+        written, select_params = outbox.instance_events_select(
+            events=guarded, at=change.audit["at"]
+        )
+        select += f", {written}"
+    select += DURABLE if durable else ""
     sql, params = _statement(change, also, select)
+    params += select_params
     with connection.cursor() as cursor:
         # By primary key: prepared (notifyflow/db.py).
-        return bool(db.execute(cursor, sql, params).fetchone()[0])
+        applied = bool(db.execute(cursor, sql, params).fetchone()[0])
+    if events and outbox.any_active_endpoint():
+        outbox.kick_on_commit()
+    return applied
 
 
 def claim(change: Change, join: Join | None) -> TriggerInstance | None:
     columns = ", ".join([*(f"{CLAIMED}.{c}" for c in _COLUMNS), *(join.columns if join else ())])
     select = f"SELECT {columns} FROM {CLAIMED} {join.clause if join else ''}"
     sql, params = _statement(
-        change, (), select, returning=", ".join(_COLUMNS), extra_where=NOT_PAUSED
+        change,
+        (),
+        select,
+        returning=", ".join(_COLUMNS),
+        extra_where=f"{NOT_PAUSED} AND {CONCURRENCY_ADMITS}",
     )
     with connection.cursor() as cursor:
         # By primary key: prepared (notifyflow/db.py).
@@ -216,6 +247,7 @@ VARYING = (
     "payload",
     "current_node_id",
     "recipient_id",
+    "lane",
 )
 
 
@@ -224,32 +256,50 @@ VARYING_PER_RECIPIENT = ("id", "recipient_id")
 
 
 def _rows_from_arrays(varying: tuple[str, ...], generated_id: bool = False) -> str:
-    """INSERT_MANY's rows: one array per varying column; the others one parameter, but
-    the id made by PostgreSQL (``UUID7_SQL``) if ``generated_id``."""
-    arrays = ", ".join(
-        "%s::text[]"  # JSON text, cast per element below
-        if name == "payload"
-        else f"%s::{_FIELDS[name].cast_db_type(connection)}[]"
-        for name in varying
-    )
+    """A recipients batch's rows: one array per varying column (a few plain columns);
+    the others one parameter, but the id made by PostgreSQL (``UUID7_SQL``) if
+    ``generated_id``."""
+    arrays = ", ".join(f"%s::{_FIELDS[name].cast_db_type(connection)}[]" for name in varying)
     values = [
         UUID7_SQL
         if generated_id and f.attname == "id"
-        else "v.payload::jsonb"
-        if f.attname == "payload" and "payload" in varying
         else f"v.{f.attname}"
         if f.attname in varying
         else f"%s::{f.cast_db_type(connection)}"
         for f in _CONCRETE
     ]
+    return (
+        f"SELECT {', '.join(values)} FROM unnest({arrays}) AS v({', '.join(varying)})"
+        f" ORDER BY {_order(varying)}"
+    )
+
+
+def _rows_from_json(varying: tuple[str, ...]) -> str:
+    """INSERT_MANY's rows from one JSON array of objects, one key per varying column
+    (``json_to_recordset``); the other columns one parameter each. One text parameter
+    instead of an array per column: psycopg quotes one string in C where it walked
+    seven arrays of 1,000 elements in Python (~18 ms of a 1,000-item bulk request,
+    bench/RESULTS.md issue 29), and the payloads need no JSON dump each."""
+    record = ", ".join(
+        f"{name} {'jsonb' if name == 'payload' else _FIELDS[name].cast_db_type(connection)}"
+        for name in varying
+    )
+    values = [
+        f"v.{f.attname}" if f.attname in varying else f"%s::{f.cast_db_type(connection)}"
+        for f in _CONCRETE
+    ]
+    return (
+        f"SELECT {', '.join(values)} FROM json_to_recordset(%s::json) AS v({record})"
+        f" ORDER BY {_order(varying)}"
+    )
+
+
+def _order(varying: tuple[str, ...]) -> str:
     # One order for every writer: two requests inserting overlapping keys wait on each
     # other's keys in the same order, never in a cycle (a deadlock otherwise).
     order = [f"v.{name}" for name in ("workflow_id", "idempotency_key") if name in varying]
     order.append("v.recipient_id")
-    return (
-        f"SELECT {', '.join(values)} FROM unnest({arrays}) AS v({', '.join(varying)})"
-        f" ORDER BY {', '.join(order)}"
-    )
+    return ", ".join(order)
 
 
 def _row_unless_existing() -> str:
@@ -267,7 +317,12 @@ def instance_insert(*, many: bool, varying: tuple[str, ...] = VARYING) -> str:
     statement returns the created ids; otherwise one row, inserted only if no instance
     holds its key, and the statement returns the created id or the existing row."""
     created_at = _q(_INSTANCE, "created_at")
-    rows = _rows_from_arrays(varying) if many else _row_unless_existing()
+    if not many:
+        rows = _row_unless_existing()
+    elif "payload" in varying:  # VARYING, with or without the concurrency key
+        rows = _rows_from_json(varying)
+    else:
+        rows = _rows_from_arrays(varying)
     created = (
         f"created AS (INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) {rows}"
         f" ON CONFLICT DO NOTHING RETURNING {PK}, {created_at})"
@@ -303,10 +358,14 @@ def insert_many(rows: Sequence[NewInstance], now: datetime, actor: str) -> set[u
         and row.idempotency_key == first.idempotency_key
         and row.payload is first.payload
         and row.entry_node_id == first.entry_node_id
+        and row.lane == first.lane
         and row.recipient_id is not None
         for row in rows
     )
     varying = VARYING_PER_RECIPIENT if shared else VARYING
+    if any(row.concurrency_key is not None for row in rows):
+        # Only for workflows with a limit (SPEC §16): their keys may differ per row.
+        varying = (*varying, "concurrency_key")
     template = as_model(first, now)
     # In the statement's order: the constant columns (SELECT list), then the arrays.
     params: list[Any] = [
@@ -314,16 +373,23 @@ def insert_many(rows: Sequence[NewInstance], now: datetime, actor: str) -> set[u
         for f in _CONCRETE
         if f.attname not in varying
     ]
+    # Each varying column's value, as JSON (``_rows_from_json``) or an array element.
     columns = {
-        "id": lambda row: row.id,
+        "id": lambda row: str(row.id),
         "workflow_id": lambda row: row.workflow_id,
         "workflow_version_id": lambda row: row.workflow_version_id,
         "idempotency_key": lambda row: row.idempotency_key,
-        "payload": lambda row: json.dumps(row.payload),
+        "payload": lambda row: row.payload,
         "current_node_id": lambda row: row.entry_node_id,
         "recipient_id": lambda row: row.recipient_id,
+        "concurrency_key": lambda row: row.concurrency_key,
+        "lane": lambda row: row.lane,
     }
-    params += [[columns[name](row) for row in rows] for name in varying]
+    if "payload" in varying:
+        getters = [(name, columns[name]) for name in varying]
+        params.append(json.dumps([{name: get(row) for name, get in getters} for row in rows]))
+    else:
+        params += [[columns[name](row) for row in rows] for name in varying]
     params += _creation_params(rows, actor)
     with connection.cursor() as cursor:
         cursor.execute(instance_insert(many=True, varying=varying), params)

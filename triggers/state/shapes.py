@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from status_webhooks.outbox import NewEvent
+
 from ..models import TriggerInstance, TriggerStatus
 
 if TYPE_CHECKING:
@@ -24,11 +26,14 @@ CREATED = ("", TriggerStatus.ENQUEUED)
 @dataclass(frozen=True)
 class Change:
     """One fenced write of an instance: the row must still match ``conditions``; it
-    then takes ``values``, and ``audit`` is its TriggerStatusChange row."""
+    then takes ``values``, and ``audit`` is its TriggerStatusChange row - written only
+    if ``audited``: the routine claim and release of one step are not (SPEC §3: the
+    step log is their record; the timeline merges both)."""
 
     conditions: dict[str, Any]
     values: dict[str, Any]
     audit: dict[str, Any]
+    audited: bool = True
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,8 @@ class Statement:
 
     sql: str
     params: list[Any] = field(default_factory=list)
+    # The CTE's name when another statement reads its rows (default ``also_<n>``).
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,8 +57,19 @@ class Join:
     columns: Sequence[str]
 
 
+# A status event written with a transition, and when: "" - iff the transition applies;
+# else SQL that holds in the transition's statement (PostgreSQL), whatever it does.
+Reported = tuple[NewEvent, str]
+
+
 class Store(Protocol):
-    def transition(self, change: Change, also: Sequence[Statement], durable: bool) -> bool: ...
+    def transition(
+        self,
+        change: Change,
+        also: Sequence[Statement],
+        durable: bool,
+        events: Sequence[Reported] = (),
+    ) -> bool: ...
 
     def claim(self, change: Change, join: Join | None) -> TriggerInstance | None: ...
 
@@ -84,6 +102,11 @@ class NewInstance:
     created_by_key: str = ""
     # The person it is for (SPEC §12): unique per (recipient, workflow, key) then.
     recipient_id: str | None = None
+    # Its rendered concurrency key; None when its workflow has no limit (SPEC §16).
+    concurrency_key: str | None = None
+    # Its lane (SPEC §16): the workflow's priority, or bulk for a normal workflow's list
+    # fan-out (``lane_for``).
+    lane: str = "normal"
 
 
 def as_model(row: NewInstance, now: datetime) -> TriggerInstance:
@@ -104,4 +127,6 @@ def as_model(row: NewInstance, now: datetime) -> TriggerInstance:
         updated_at=now,
         created_by_key=row.created_by_key[:100],
         recipient_id=row.recipient_id,
+        concurrency_key=row.concurrency_key,
+        lane=row.lane,
     )

@@ -197,6 +197,20 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
             f"{BATCH_MAX_ITEMS}).",
         ),
     },
+    # The in-app feed (SPEC §14).
+    "in_app": {
+        "title": FieldSpec(True, "template", "The item's title (template); must not render empty."),
+        "body": FieldSpec(True, "template", "The item's text (template)."),
+        "url": FieldSpec(False, "template", "Where the item leads when clicked (template)."),
+        "category": FieldSpec(
+            False, "name", "The item's category; default: the workflow's first category."
+        ),
+        "data": FieldSpec(
+            False,
+            "template_object",
+            "Anything else the front end shows (a JSON object; string values are templates).",
+        ),
+    },
 }
 NODE_DESCRIPTIONS: dict[str, str] = {
     "email": "Send an email through the configured email backend(s). Output in "
@@ -218,6 +232,10 @@ NODE_DESCRIPTIONS: dict[str, str] = {
     "batch": "Collect the instances reaching the node per recipient and key for a window: "
     "the first continues when it closes with `vars.batch_<node id>` = {batch_id, count, "
     "items, first, last, opened_at, closed_at}; the others end, skipped `batched`.",
+    "in_app": "Write an item into the recipient's in-app feed (once per instance and node); "
+    "the recipient's preferences apply (channel `in_app`), quiet hours and send windows do "
+    "not. Without a recipient it is skipped (`missing_channel_data`). Output in "
+    "`vars.in_app_<node id>`: {feed_item_id, title, category}.",
 }
 # Fields of which a node needs exactly one.
 EXACTLY_ONE_OF: dict[str, tuple[str, ...]] = {

@@ -20,7 +20,7 @@ NODE_SCOPE = ("payload", "trigger", "workflow", "vars", "now", "recipient", "uns
 INTEREST_SCOPE = ("payload", "trigger")
 CANCEL_SCOPE = ("payload", "trigger", "event")
 # Node types whose output the engine keeps as ``vars.<type>_<node id>``.
-TYPES_WITH_VARS = ("email", "sms", "wait", "emit", "webhook", "throttle", "batch")
+TYPES_WITH_VARS = ("email", "sms", "wait", "emit", "webhook", "throttle", "batch", "in_app")
 
 
 def check_variables(

@@ -31,5 +31,6 @@ class Command(BaseCommand):
             raise CommandError("--batch must be positive")
         counts = finished_purge(older_than=parse_age(older_than), batch=batch)
         self.stdout.write(
-            f"purged {counts['instances']} instances and {counts['event_records']} event records"
+            f"purged {counts['instances']} instances, {counts['event_records']} event records"
+            f" and {counts['webhook_messages']} status webhook messages"
         )

@@ -1,0 +1,107 @@
+"""The in-app feed (SPEC §14): items as the recipient's front end sees them, the list's
+filters, the counts, a bulk action, and a minted recipient token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from executions.feed import ACTIONS, ARCHIVED, MAX_BULK_IDS, STATUSES
+from executions.models import FeedItem
+from notifyflow.fields import InputSerializer, QuerySerializer
+
+
+class FeedItemOutputSerializer(serializers.ModelSerializer):
+    recipient = serializers.CharField(source="recipient_id", read_only=True)
+    workflow = serializers.CharField(source="workflow.key", read_only=True)
+    instance = serializers.UUIDField(source="instance_id", read_only=True, allow_null=True)
+
+    class Meta:
+        model = FeedItem
+        fields = [
+            "id",
+            "recipient",
+            "workflow",
+            "instance",
+            "node_id",
+            "title",
+            "body",
+            "url",
+            "category",
+            "data",
+            "created_at",
+            "seen_at",
+            "read_at",
+            "archived_at",
+        ]
+
+
+class FeedFilterSerializer(QuerySerializer):
+    status = serializers.ChoiceField(
+        choices=STATUSES, required=False, help_text="all (default), unread or unseen"
+    )
+    archived = serializers.ChoiceField(
+        choices=ARCHIVED,
+        required=False,
+        help_text="exclude (default): not archived; include: all; only: archived only",
+    )
+
+
+class FeedCountsSerializer(serializers.Serializer):
+    unread_count = serializers.IntegerField(help_text="Unread items, archived ones excluded")
+    unseen_count = serializers.IntegerField(help_text="Unseen items, archived ones excluded")
+
+
+class FeedPageSerializer(FeedCountsSerializer):
+    """One page of the feed, newest first, with the counts."""
+
+    results = FeedItemOutputSerializer(many=True)
+    next = serializers.URLField(allow_null=True, help_text="The next (older) page, or null")
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {
+                "type": "array",
+                "items": {"type": "string", "format": "uuid"},
+                "maxItems": MAX_BULK_IDS,
+            },
+            {"type": "string", "enum": ["all"]},
+        ],
+        "description": f'Item ids (at most {MAX_BULK_IDS:,}), or "all": every item of the '
+        "recipient's feed",
+    }
+)
+class FeedIdsField(serializers.Field):
+    """A list of item ids, or "all" (None)."""
+
+    default_error_messages = {"invalid": 'expected a list of item ids or "all"'}
+
+    def to_internal_value(self, data: Any) -> Any:
+        if data == "all":
+            return None
+        if not isinstance(data, list):
+            self.fail("invalid")
+        if len(data) > MAX_BULK_IDS:
+            raise serializers.ValidationError(f"at most {MAX_BULK_IDS} ids", code="too_many_ids")
+        return [serializers.UUIDField().run_validation(value) for value in data]
+
+    def to_representation(self, value: Any) -> Any:
+        return "all" if value is None else [str(v) for v in value]
+
+
+class FeedBulkInputSerializer(InputSerializer):
+    action = serializers.ChoiceField(choices=list(ACTIONS))
+    ids = FeedIdsField()
+
+
+class FeedBulkOutputSerializer(FeedCountsSerializer):
+    changed = serializers.IntegerField(help_text="Items the action changed")
+
+
+class FeedTokenOutputSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Send it as `Authorization: Bearer <token>`")
+    expires_at = serializers.DateTimeField()

@@ -1,0 +1,71 @@
+"""``in_app``: write an item into the recipient's feed (SPEC §14). It needs a recipient
+(else skipped, ``missing_channel_data``); the recipient's preferences apply with the
+channel ``in_app`` (``preference_opt_out``), quiet hours and send windows do not (an
+item in a feed disturbs nobody). The write is idempotent per (instance, node): a step
+run again after a crash finds its item and writes nothing twice (``executions.feed``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recipients.preferences import evaluate
+
+from .. import audience
+from ..feed import feed_item_write
+from ..models import SkipReason
+from ..providers.base import ProviderError
+from ..step import NodeResult, StepContext
+from .emit import _render_value
+
+CHANNEL = "in_app"
+
+
+def execute(step: StepContext) -> NodeResult:
+    item = _rendered(step)
+    if step.preview:  # writes nothing: the item it would write
+        return NodeResult(output={"feed_item_id": None, **item}, vars_key=_vars_key(step))
+    person = step.audience.recipient
+    if person is None:
+        return audience.skipped(step, CHANNEL, SkipReason.MISSING_CHANNEL_DATA)
+    decision = evaluate(
+        preferences=person.preferences,
+        workflow_key=step.workflow_key,
+        categories=step.audience.categories,
+        channel=CHANNEL,
+        critical=step.audience.critical,
+    )
+    if not decision.send:
+        return audience.skipped(step, CHANNEL, SkipReason.PREFERENCE_OPT_OUT, decision.rule)
+    assert step.workflow_id is not None  # the engine sets it
+    written = feed_item_write(
+        recipient_id=person.id,
+        workflow_id=step.workflow_id,
+        instance_id=step.instance_id,
+        node_id=step.node_id,
+        now=step.now,
+        **item,
+    )
+    output = {"feed_item_id": str(written.item_id), "title": item["title"]}
+    output["category"] = item["category"]
+    return NodeResult(output=audience.with_rule(output, decision.rule), vars_key=_vars_key(step))
+
+
+def _vars_key(step: StepContext) -> str:
+    return f"{CHANNEL}_{step.node_id}"
+
+
+def _rendered(step: StepContext) -> dict[str, Any]:
+    """The item's fields: title, body and url rendered (title must not render empty),
+    the category (the node's, else the workflow's first), data's strings rendered."""
+    title = step.render("title").strip()
+    if not title:
+        raise ProviderError("title: renders to nothing", permanent=True)
+    categories = step.audience.categories
+    data = _render_value(step.config.get("data", {}), step, "data")
+    return {
+        "title": title,
+        "body": step.render("body"),
+        "url": (step.render_optional("url") or "").strip(),
+        "category": step.config.get("category") or (categories[0] if categories else ""),
+        "data": data,
+    }

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class StatusWebhooksConfig(AppConfig):
+    name = "status_webhooks"
+    verbose_name = "Status webhooks"
