@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,6 +247,14 @@ class Proc:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
         except OSError:
             return ""
+
+
+def raise_if_any_died(procs: Iterable[Proc]) -> None:
+    """A drain's check between polls: a worker that died fails the scenario with its log's
+    tail instead of running into the drain's deadline."""
+    for proc in procs:
+        if not proc.alive():
+            raise RuntimeError(f"{proc.name} died:\n{proc.tail()}")
 
 
 @dataclass

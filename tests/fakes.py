@@ -75,3 +75,27 @@ def terminate_backend(connection) -> None:
         autocommit=True,
     ) as other:
         other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def email_node_stalling_past_its_lease(monkeypatch, instance) -> None:
+    """Make the email node a zombie's: while it "sends", ``instance``'s lease expires and
+    the sweeper recovers it, then the real send runs. ``monkeypatch.undo()`` or a new
+    ``setitem`` restores the real node."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from executions import sweeper
+    from executions.nodes import EXECUTORS
+    from triggers.models import TriggerInstance
+
+    real_email = EXECUTORS["email"]
+
+    def stalled(step):
+        TriggerInstance.objects.filter(pk=instance.pk).update(
+            locked_until=timezone.now() - timedelta(seconds=1)
+        )
+        sweeper.sweep()
+        return real_email(step)
+
+    monkeypatch.setitem(EXECUTORS, "email", stalled)

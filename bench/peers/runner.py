@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from bench.costs import Meter
-from bench.infra import PG_HOST, PG_PORT, ROOT, Procs, bench_env
+from bench.infra import PG_HOST, PG_PORT, ROOT, Procs, bench_env, raise_if_any_died
 from bench.loadgen import percentile
 
 # Tuned for throughput on this machine (bench/README.md "Peers"): best found of the
@@ -112,9 +112,7 @@ def _wait_steps(db: str, prefix: str, want: int, timeout_s: float, workers: list
         got = _steps(db, prefix)["steps"]
         if got >= want:
             return
-        for w in workers:
-            if not w.alive():
-                raise RuntimeError(f"{w.name} died:\n{w.tail()}")
+        raise_if_any_died(workers)
         time.sleep(0.25)
     raise RuntimeError(f"peer: {got}/{want} steps in {timeout_s:.0f} s")
 

@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from bench.infra import broker_backlog, broker_ready
+from bench.infra import broker_backlog, broker_ready, raise_if_any_died
 from bench.scenarios.common import DISTURBANCES, PAYLOAD, S
 from executions.models import StepExecutionLog
 from notifyflow.celery import app as celery_app
@@ -152,9 +152,7 @@ def wait_terminal(
         if done >= n:
             break
         watch.check(done)
-        for proc in procs:
-            if not proc.alive():
-                raise RuntimeError(f"{proc.name} died:\n{proc.tail()}")
+        raise_if_any_died(procs)
         time.sleep(poll_s)
     else:
         raise RuntimeError(f"{wf.key}: only {done}/{n} instances finished in {timeout_s:.0f} s")

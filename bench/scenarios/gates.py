@@ -43,6 +43,7 @@ from django.db import connection
 from django.utils import timezone
 
 from bench.costs import cpu_s
+from bench.infra import raise_if_any_died
 from bench.scenarios.common import PAYLOAD, Ctx, chain, flush_broker, verdict
 from bench.scenarios.drain import StallWatch, step_rate, wait_terminal
 from executions.models import StepExecutionLog
@@ -155,9 +156,7 @@ def _wait_steps(ctx: Ctx, wf: Workflow, n: int, since: Any, workers: list[Any]) 
         if time.monotonic() > deadline:
             raise RuntimeError(f"{wf.key}: only {done}/{n} steps in time")
         watch.check(done)
-        for proc in workers:
-            if not proc.alive():
-                raise RuntimeError(f"{proc.name} died:\n{proc.tail()}")
+        raise_if_any_died(workers)
         time.sleep(0.1)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from bench.infra import broker_backlog, rss_kib
+from bench.infra import broker_backlog, raise_if_any_died, rss_kib
 from bench.scenarios.common import Ctx, S, flush_broker, verdict
 from bench.scenarios.drain import StallWatch, close_out, preload
 from executions.models import StepExecutionLog
@@ -49,9 +49,7 @@ def scenario_hold_and_rss(ctx: Ctx) -> None:
             if done >= sz.hold_n and waiting_qs.count() >= sz.hold_n:
                 break
             watch.check(done)
-            for w in workers:
-                if not w.alive():
-                    raise RuntimeError(f"{w.name} died:\n{w.tail()}")
+            raise_if_any_died(workers)
             time.sleep(0.5)
         else:
             raise RuntimeError(f"hold: {steps_done()}/{sz.hold_n} delay steps in time")

@@ -46,6 +46,7 @@ from typing import Any
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from bench.infra import raise_if_any_died
 from bench.scenarios.common import EMAIL, Ctx, chain, flush_broker, verdict
 from bench.scenarios.drain import close_out, step_rate, wait_terminal
 from bench.scenarios.gates import WARMUP, _cpu, _load, _pg_pids
@@ -118,9 +119,7 @@ def _wait_delivered(ctx: Ctx, since: Any, n: int, workers: list[Any]) -> None:
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"webhooks: {written}/{n} written, {pending} not delivered")
-        for proc in workers:
-            if not proc.alive():
-                raise RuntimeError(f"{proc.name} died:\n{proc.tail()}")
+        raise_if_any_died(workers)
         time.sleep(0.1)
 
 

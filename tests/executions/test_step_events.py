@@ -6,13 +6,12 @@ sequence order, never with an address or a message's content."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
 from django.core import mail
 from django.utils import timezone
 
-from executions import engine, sweeper
+from executions import engine
 from executions.nodes import EXECUTORS
 from executions.outcomes import StepOutcome
 from tests.factories import (
@@ -21,6 +20,7 @@ from tests.factories import (
     WorkflowFactory,
     render_error_definition,
 )
+from tests.fakes import email_node_stalling_past_its_lease
 from tests.webhook_events import kicks, sent_to, subscribe, types_in_order
 from triggers.models import TriggerInstance, TriggerStatus
 
@@ -135,15 +135,7 @@ def test_a_fenced_out_step_reports_its_send_but_not_its_outcome(monkeypatch):
     endpoint = subscribe(*ALL)
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
     real_email = EXECUTORS["email"]
-
-    def stalled(step):
-        TriggerInstance.objects.filter(pk=instance.pk).update(
-            locked_until=timezone.now() - timedelta(seconds=1)
-        )
-        sweeper.sweep()
-        return real_email(step)
-
-    monkeypatch.setitem(EXECUTORS, "email", stalled)
+    email_node_stalling_past_its_lease(monkeypatch, instance)
     assert engine.step_execute(instance_id=instance.pk, worker="zombie") == StepOutcome.ADVANCED
     assert types_in_order(endpoint, instance.pk) == [(1, "delivery.sent")]
     monkeypatch.setitem(EXECUTORS, "email", real_email)

@@ -12,6 +12,7 @@ from executions.models import StepExecutionLog
 from executions.outcomes import StepOutcome
 from notifyflow.errors import ConflictError
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
+from tests.fakes import email_node_stalling_past_its_lease
 from triggers import services
 from triggers.models import TriggerInstance, TriggerStatus
 
@@ -100,16 +101,8 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
 
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
     real_email = EXECUTORS["email"]
-
-    def stalled(step):
-        # While the zombie "sends", its lease expires and someone else takes over.
-        TriggerInstance.objects.filter(pk=instance.pk).update(
-            locked_until=timezone.now() - timedelta(seconds=1)
-        )
-        sweeper.sweep()
-        return real_email(step)
-
-    monkeypatch.setitem(EXECUTORS, "email", stalled)
+    # While the zombie "sends", its lease expires and someone else takes over.
+    email_node_stalling_past_its_lease(monkeypatch, instance)
     assert engine.step_execute(instance_id=instance.pk, worker="zombie") == StepOutcome.ADVANCED
     instance.refresh_from_db()
     # The zombie's "advance" was discarded: the sweeper's requeue stands.
