@@ -1,6 +1,6 @@
 """The outbox's write inside a state transition's one statement (PostgreSQL, PL/pgSQL so
 its plan is cached per connection):
-``notifyflow_webhook_events``, called by ``outbox.instance_events_statements`` only when
+``notifyflow_webhook_events``, called by ``outbox.instance_events_select`` only when
 some endpoint is active, so a step pays one look at the (empty) endpoint table when
 nobody subscribes instead of planning and opening the outbox's tables. It writes the
 events of ONE instance whose flag is true: the instance's sequence moves once by the
