@@ -69,7 +69,7 @@ class WebhookEndpointForm(forms.ModelForm):
     )
     event_types = forms.MultipleChoiceField(
         choices=[(t, t) for t in SUBSCRIBABLE],
-        widget=forms.CheckboxSelectMultiple,
+        widget=forms.CheckboxSelectMultiple(attrs={"class": "nf-choices"}),
         help_text="delivery.* receives every delivery status",
     )
     workflows = forms.MultipleChoiceField(

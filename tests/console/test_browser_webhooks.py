@@ -124,6 +124,12 @@ def test_webhook_pages_render_fit_and_are_screenshotted(tmp_path, settings, monk
         page = driver.find_element(By.ID, "content").text
         assert "secret_rotated" in page and "api:deploy-bot" in page
         assert healthy.secret not in driver.page_source
+        # Every event type's checkbox and name stay on one line, the longest included.
+        heights = driver.execute_script(
+            "return [...document.querySelectorAll('#id_event_types label')]"
+            ".map(l => l.getBoundingClientRect().height)"
+        )
+        assert len(heights) > 10 and max(heights) < 1.5 * min(heights), heights
         full_page_screenshot(driver, "webhooks-endpoint.png")
         assert_fits(driver)
 
