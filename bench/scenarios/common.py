@@ -120,11 +120,11 @@ FULL = Sizes(
 )
 QUICK = Sizes(
     ingest_rounds=1,
-    ingest_s=2,
+    ingest_s=1.5,
     ingest_warmup_s=0.5,
     exec_n=300,
     noop_n=1_000,
-    latency_s=3,
+    latency_s=2,
     delay_n=100,
     horizon_n=30,
     cost_k=100,

@@ -182,7 +182,7 @@ def scenario_execution(ctx: Ctx) -> None:
     wf = ctx.workflows["bench-exec"]
     flush_broker()
     # Server-wide WAL and Redis traffic of the neighbours, subtracted from every drain.
-    bg = costs.background(2.0 if ctx.quick else 5.0)
+    bg = costs.background(1.0 if ctx.quick else 5.0)
     ref = _noop_reference(ctx, bg)
     relay = _relay_reference(ctx, bg)
     durable = _durable_reference(ctx, bg)

@@ -79,7 +79,7 @@ def _fill(items: int, recipients: int) -> None:
 def scenario_feed(ctx: Ctx) -> None:
     quick = ctx.quick
     items, recipients = (20_000, 200) if quick else (1_000_000, 10_000)
-    rounds, seconds, warmup = (1, 3.0, 0.5) if quick else (3, 6.0, 1.0)
+    rounds, seconds, warmup = (1, 2.0, 0.5) if quick else (3, 6.0, 1.0)
     _fill(items, recipients)
     person = f"{PREFIX}7"
     token = feed_token_create(recipient_id=person, now=timezone.now()).token
