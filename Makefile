@@ -1,7 +1,7 @@
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: run test test-sqlite test-amqp lint bench bench-quick bench-scaling clean
+.PHONY: run test pytest test-sqlite test-amqp lint bench bench-quick bench-scaling clean
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -14,8 +14,13 @@ venv: $(VENV_STAMP)
 run: $(VENV_STAMP)
 	bash scripts/run.sh
 
-test: $(VENV_STAMP) lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+# One test process per core (pytest-xdist): each has its own test database and, on
+# Redis, its own broker database (tests/settings.py). PYTEST_WORKERS=0 runs in one.
+PYTEST_WORKERS ?= auto
+test: $(VENV_STAMP) lint pytest
+
+pytest: $(VENV_STAMP)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The tests of code that differs per database (marker both_databases) on the embedded
 # default (SQLite, filesystem broker), so both paths are tested.
@@ -26,7 +31,8 @@ test-sqlite: $(VENV_STAMP)
 # The broker-facing tests (marker `broker`: every worker and chaos test, and the few that
 # publish for real) again on RabbitMQ; what is Redis-only skips, saying why. AMQP_URL
 # names the vhost (.ci/run gives CI one of its own); the admin's browser test is not
-# about the broker and runs once, in `make test`.
+# about the broker and runs once, in `make test`. One process: a vhost per test process
+# would have to be created first.
 AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672//
 test-amqp: $(VENV_STAMP)
 	CELERY_BROKER_URL=$(AMQP_URL) $(PY) -m pytest -m "broker and not browser" $(PYTEST_ARGS)

@@ -4,7 +4,8 @@ A view declares ``required_scope``: a mapping of HTTP method to one of the acces
 below (missing methods: ``read`` for GET/HEAD/OPTIONS, ``admin`` for the rest). A key
 out of scope gets 403 ``permission_denied``. A key limited to workflows (``ApiKey.
 workflows``) sees and acts on only those: views filter with ``visible_instances`` and
-check with ``require_workflow``.
+check with ``require_workflow``; the people endpoints refuse it
+(``NotLimitedToWorkflows``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,29 @@ class HasScope(permissions.BasePermission):
                 f"(needs {' or '.join(sorted(LEVELS[level]))})"
             )
         return True
+
+
+class NotLimitedToWorkflows(permissions.BasePermission):
+    """The people endpoints (SPEC §10): recipients, lists and their members, preferences,
+    channel data, feed tokens, erasure. A person is not any workflow's, so a key limited
+    to workflows (``ApiKey.workflows``) - which acts only through its workflows: it
+    triggers them (inline recipients included) and reads what it created - gets 403
+    ``permission_denied`` here, whatever its scope. Every people view lists it:
+    ``PEOPLE_PERMISSIONS``."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        key = request.user
+        if isinstance(key, ApiKey) and key.workflows:
+            raise exceptions.PermissionDenied(
+                "an API key limited to workflows acts only through them (triggers, its "
+                "instances); recipients, lists, preferences and feed tokens need a key that "
+                "is not limited to workflows"
+            )
+        return True
+
+
+# The permissions of a people endpoint: authenticated, in scope, not limited to workflows.
+PEOPLE_PERMISSIONS = [permissions.IsAuthenticated, HasScope, NotLimitedToWorkflows]
 
 
 def visible_instances(queryset: QuerySet, key: ApiKey, *, prefix: str = "") -> QuerySet:

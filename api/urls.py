@@ -112,6 +112,11 @@ v1 = [
         recipients.RecipientFeedTokenView.as_view(),
         name="recipient-feed-token",
     ),
+    path(
+        "recipients/<str:id>/feed-token/revoke/",
+        recipients.RecipientFeedTokenRevokeView.as_view(),
+        name="recipient-feed-token-revoke",
+    ),
     path("lists/", lists.ListListView.as_view(), name="list-list"),
     path("lists/<slug:key>/", lists.ListDetailView.as_view(), name="list-detail"),
     path("lists/<slug:key>/members/", lists.ListMembersView.as_view(), name="list-members"),

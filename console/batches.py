@@ -11,8 +11,9 @@ from django.utils.safestring import SafeString
 
 from notifyflow.errors import ApplicationError
 from notifyflow.ids import short_id
-from triggers.gate_models import Batch, BatchItem
+from triggers.gate_models import Batch, BatchCloseReason, BatchItem, BatchStatus
 from triggers.gates.batches import flush
+from triggers.models import TriggerStatusChange
 
 from .support import (
     LargeTableAdminMixin,
@@ -23,8 +24,65 @@ from .support import (
     status_badge,
     timestamp_column,
 )
+from .visible import visible_id
 
 FLUSH_LIMIT = 100
+# The audit reason of an operator's run-now (triggers.state.machine.run_now).
+RUN_NOW_AUDIT = "run now by operator"
+
+
+def close_summary(batch: Batch) -> SafeString | str:
+    """How the batch closed, in a few words: the recorded reason, and who flushed it."""
+    if batch.status == BatchStatus.OPEN:
+        return "-"
+    reason = batch.close_reason
+    if reason is None and batch.status == BatchStatus.CANCELLED:
+        return BatchCloseReason.OPENER_CANCELLED.label  # the one way a batch is cancelled
+    if reason is None:
+        if batch.max_items is not None and batch.item_count >= batch.max_items:
+            return "max_items reached (not recorded: its count says so)"
+        return "not recorded (closed before the reason was kept)"
+    label = BatchCloseReason(reason).label
+    if reason == BatchCloseReason.FLUSH and batch.closed_by:
+        return format_html("{} by <strong>{}</strong>", label, visible_id(batch.closed_by))
+    return label
+
+
+def close_details(batch: Batch) -> SafeString | str:
+    """``close_summary`` with what the batch page can say more: the window's end, the
+    arrival that filled it, the operator whose run-now released the opener."""
+    summary = close_summary(batch)
+    reason = batch.close_reason
+    if reason == BatchCloseReason.WINDOW:
+        return format_html("{} (the opener continued at its end)", summary)
+    if reason == BatchCloseReason.MAX_ITEMS and batch.max_items is not None:
+        filler = (
+            BatchItem.objects.filter(batch=batch, seq=batch.max_items)
+            .values_list("instance_id", flat=True)
+            .first()
+        )
+        if filler is not None:
+            return format_html(
+                "{} ({} of {}): the arrival of {} filled it",
+                summary,
+                batch.item_count,
+                batch.max_items,
+                instance_link(filler),
+            )
+    if reason == BatchCloseReason.RUN_NOW:
+        operator = (
+            TriggerStatusChange.objects.filter(
+                instance_id=batch.opener_id, reason__startswith=RUN_NOW_AUDIT
+            )
+            .order_by("-at", "-id")
+            .values_list("actor", flat=True)
+            .first()
+        )
+        if operator:
+            return format_html(
+                "{} by <strong>{}</strong>, before its window's end", summary, visible_id(operator)
+            )
+    return summary
 
 
 class BatchItemInline(admin.TabularInline):
@@ -69,13 +127,13 @@ class BatchAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         "short",
         "workflow",
         "node_id",
-        "recipient_id",
+        "recipient_display",
         "key_display",
         "status_display",
         "item_count",
         "opened",
         "closes",
-        "closed",
+        "closed_how",
     )
     list_display_links = ("short",)
     list_filter = ("status", "workflow")
@@ -87,8 +145,8 @@ class BatchAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         "id",
         "workflow",
         "node_id",
-        "recipient_id",
-        "key",
+        "recipient_display",
+        "key_display",
         "status_display",
         "opener_link",
         "item_count",
@@ -96,6 +154,7 @@ class BatchAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         "opened",
         "closes",
         "closed",
+        "closed_how_details",
     )
     readonly_fields = fields
     inlines = (BatchItemInline,)
@@ -113,8 +172,25 @@ class BatchAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
         return format_html('<code title="{}">{}</code>', obj.pk, short_id(obj.pk))
 
     @admin.display(description="key")
-    def key_display(self, obj: Batch) -> str:
-        return obj.key or "-"
+    def key_display(self, obj: Batch) -> SafeString:
+        return visible_id(obj.key, empty="-")
+
+    @admin.display(description="recipient")
+    def recipient_display(self, obj: Batch) -> SafeString:
+        return visible_id(obj.recipient_id, empty="-")
+
+    @admin.display(description="closed")
+    def closed_how(self, obj: Batch) -> SafeString | str:
+        """When it closed, and how (the list has no room for two columns)."""
+        if obj.closed_at is None:
+            return "-"
+        return format_html(
+            '{}<div class="nf-closed-how">{}</div>', self.closed(obj), close_summary(obj)
+        )
+
+    @admin.display(description="closed how")
+    def closed_how_details(self, obj: Batch) -> SafeString | str:
+        return close_details(obj)
 
     @admin.display(description="status")
     def status_display(self, obj: Batch) -> SafeString:

@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
+from django.utils.safestring import SafeString
 
 from notifyflow.errors import ApplicationError
 from triggers.event_models import EventRecord, WorkflowTrigger
@@ -24,6 +25,7 @@ from triggers.events import (
 from triggers.idempotency import default_setting_json
 
 from .support import timestamp_column
+from .visible import visible_id
 
 
 class WorkflowTriggerForm(forms.ModelForm):
@@ -71,13 +73,18 @@ class PreviewKeyForm(forms.Form):
 class WorkflowTriggerAdmin(admin.ModelAdmin):
     form = WorkflowTriggerForm
     change_form_template = "admin/triggers/workflowtrigger/binding_change_form.html"
-    list_display = ["event_name", "workflow", "is_active", "strategy"]
+    list_display = ["event_name_display", "workflow", "is_active", "strategy"]
+    list_display_links = ["event_name_display"]
     list_filter = ["is_active"]
     list_select_related = ["workflow"]
     search_fields = ["event_name", "workflow__key"]
     readonly_fields = ["created", "updated"]
     created = timestamp_column("created_at", "created")
     updated = timestamp_column("updated_at", "updated")
+
+    @admin.display(description="event name", ordering="event_name")
+    def event_name_display(self, obj: WorkflowTrigger) -> SafeString:
+        return visible_id(obj.event_name)
 
     @admin.display(description="strategy")
     def strategy(self, obj: WorkflowTrigger) -> str:
@@ -140,12 +147,22 @@ class WorkflowTriggerAdmin(admin.ModelAdmin):
 class EventRecordAdmin(admin.ModelAdmin):
     """Read-only: events are written by POST /api/v1/events/ only."""
 
-    list_display = ["name", "event_id", "received", "summary"]
+    list_display = ["name_display", "event_id_display", "received", "summary"]
+    list_display_links = ["name_display"]
     received = timestamp_column("received_at", "received")
     search_fields = ["=name", "=event_id"]
     date_hierarchy = "received_at"
     show_full_result_count = False
-    readonly_fields = ["name", "event_id", "context_sha256", "received", "outcomes"]
+    fields = ("name_display", "event_id_display", "context_sha256", "received", "outcomes")
+    readonly_fields = fields
+
+    @admin.display(description="name")
+    def name_display(self, obj: EventRecord) -> SafeString:
+        return visible_id(obj.name)
+
+    @admin.display(description="event id")
+    def event_id_display(self, obj: EventRecord) -> SafeString:
+        return visible_id(obj.event_id)
 
     @admin.display(description="outcomes")
     def summary(self, obj: EventRecord) -> str:

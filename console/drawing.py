@@ -14,6 +14,8 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from executions.audience import ADDRESS_FIELD
+
 NODE_W, NODE_H = 240, 58
 # The gap between columns grows with the widest edge label (up to MAX_COL_GAP), so a
 # label always sits in the gap, never under a node.
@@ -78,7 +80,11 @@ def _summary(node: Mapping[str, Any]) -> str:
                 value = config[key]
                 return f"{value} ms" if key == "delay_ms" else f"{key} {value}"
     if kind in ("email", "sms"):
-        to = config.get("to", "")
+        to = config.get("to")
+        if not to:
+            # No `to`: the executor sends to the recipient's address for the channel
+            # (executions.audience.addresses), or skips with missing_channel_data.
+            return f"to recipient.{ADDRESS_FIELD[kind]}"
         return f"to {', '.join(map(str, to)) if isinstance(to, list) else to}"
     if kind == "wait":
         timeout = config.get("timeout") or f"{config.get('timeout_ms')} ms"
@@ -151,6 +157,7 @@ def draw_workflow_svg(
     current_node: str | None = None,
     node_states: Mapping[str, str] | None = None,
     node_errors: Mapping[str, str] | None = None,
+    node_skips: Mapping[str, str] | None = None,
     waiting_until: str | None = None,
 ) -> SafeString:
     """An inline <svg> of ``definition``, in a sideways-scrolling box; empty string when
@@ -158,8 +165,10 @@ def draw_workflow_svg(
 
     ``node_states`` maps node id -> ``"succeeded"``, ``"skipped"`` or ``"failed"`` (the outcome of
     that node's latest attempt); ``node_errors`` node id -> the error of that failed
-    attempt, shown in the node; ``current_node`` is outlined, and captioned "waiting
-    until ``waiting_until``" when the instance is waiting for that time.
+    attempt, shown in the node; ``node_skips`` node id -> why that skipped node sent
+    nothing (its skip reason, and the rule of an opt-out), shown in the node the same
+    way; ``current_node`` is outlined, and captioned "waiting until ``waiting_until``"
+    when the instance is waiting for that time.
     """
     if not isinstance(definition, Mapping):
         return mark_safe("")
@@ -180,8 +189,9 @@ def draw_workflow_svg(
 
     width = max(x for x, _ in positions.values()) + NODE_W + PAD
     height = max(y for _, y in positions.values()) + NODE_H + PAD
-    if any(states.get(node) == "failed" for node in (node_errors or {})):
-        height += 2 * ERROR_LINE_H  # a failed node's error lines
+    notes = _notes(states, node_errors, node_skips)
+    if notes:
+        height += 2 * ERROR_LINE_H  # a failed node's error lines, a skipped one's reason
     show_legend = bool(states) or current_node is not None
     skipped = "skipped" in states.values()
     if show_legend:
@@ -201,7 +211,6 @@ def draw_workflow_svg(
     ]
     edge_paths, label_parts = _edges_svg(edges, positions, labels, col_gap)
     parts.extend(edge_paths)
-    errors = dict(node_errors or {})
     for node_id in ids:
         parts.append(
             _node_svg(
@@ -211,7 +220,7 @@ def draw_workflow_svg(
                 state=states.get(node_id),
                 current=node_id == current_node,
                 entry=node_id == entry,
-                error=errors.get(node_id) if states.get(node_id) == "failed" else None,
+                note=notes.get(node_id),
                 waiting_until=waiting_until if node_id == current_node else None,
             )
         )
@@ -222,6 +231,21 @@ def draw_workflow_svg(
     parts.append("</svg></div>")
     # Safe: every piece of text interpolated above went through escape().
     return mark_safe("".join(parts))
+
+
+def _notes(
+    states: Mapping[str, str],
+    errors: Mapping[str, str] | None,
+    skips: Mapping[str, str] | None,
+) -> dict[str, str]:
+    """node id -> the text under it: a failed node's error, a skipped node's reason."""
+    wanted = (("failed", errors or {}), ("skipped", skips or {}))
+    return {
+        node: text
+        for state, texts in wanted
+        for node, text in texts.items()
+        if text and states.get(node) == state
+    }
 
 
 def _label_width(text: str) -> float:
@@ -316,7 +340,7 @@ def _node_svg(
     state: str | None,
     current: bool,
     entry: bool,
-    error: str | None = None,
+    note: str | None = None,
     waiting_until: str | None = None,
 ) -> str:
     x, y = pos
@@ -336,11 +360,14 @@ def _node_svg(
     if caption:
         tooltip += f"\n{caption}"
     # A failed node grows by two lines (into the row gap) holding the start of its
-    # error; the whole error is the node's tooltip.
-    error_lines = _wrap(error, 36, 2) if error else []
-    height = NODE_H + ERROR_LINE_H * len(error_lines)
-    if error:
-        tooltip += f"\n{error}"
+    # error, a skipped one its reason; the whole of it is the node's tooltip.
+    note_lines = _wrap(note, 36, 2) if note else []
+    height = NODE_H + ERROR_LINE_H * len(note_lines)
+    if note:
+        tooltip += f"\n{note}"
+    note_class, note_fill = (
+        ("nf-node-skip-reason", "#6b5500") if state == "skipped" else ("nf-node-error", "#c62828")
+    )
     parts = [
         f'<g class="{" ".join(classes)}" data-node-id="{escape(node_id)}">',
         f"<title>{escape(tooltip)}</title>",
@@ -361,10 +388,10 @@ def _node_svg(
             f'font-size="{MIN_FONT_PX}" font-weight="600" '
             f'fill="{CURRENT_STROKE if current else stroke}">{escape(_short(caption, 34))}</text>'
         )
-    for index, line in enumerate(error_lines, start=1):
+    for index, line in enumerate(note_lines, start=1):
         parts.append(
-            f'<text class="nf-node-error" x="{x + 14}" y="{y + 51 + index * ERROR_LINE_H}" '
-            f'font-size="{MIN_FONT_PX}" fill="#c62828">{escape(line)}</text>'
+            f'<text class="{note_class}" x="{x + 14}" y="{y + 51 + index * ERROR_LINE_H}" '
+            f'font-size="{MIN_FONT_PX}" fill="{note_fill}">{escape(line)}</text>'
         )
     if entry:
         parts.append(

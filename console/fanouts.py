@@ -4,11 +4,13 @@ POST /triggers/cancel/) stops it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
@@ -25,6 +27,7 @@ from .support import (
     status_badge,
     timestamp_column,
 )
+from .visible import visible_id
 
 
 def progress_bar(obj: FanOut) -> SafeString:
@@ -57,7 +60,7 @@ class FanOutAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
     list_display = (
         "short",
         "workflow",
-        "idempotency_key",
+        "idempotency_key_display",
         "status_display",
         "progress",
         "lists_display",
@@ -81,7 +84,7 @@ class FanOutAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
                     "id",
                     "workflow",
                     "version_display",
-                    "idempotency_key",
+                    "idempotency_key_display",
                     "status_display",
                     "progress",
                     "lists_display",
@@ -101,6 +104,7 @@ class FanOutAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
     )
     readonly_fields = (
         "version_display",
+        "idempotency_key_display",
         "status_display",
         "progress",
         "lists_display",
@@ -118,6 +122,23 @@ class FanOutAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
     updated = timestamp_column("updated_at", "updated")
     finished = timestamp_column("finished_at", "finished")
     locked = timestamp_column("locked_until", "held by a worker until")
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: FanOut | None = None,
+    ) -> HttpResponse:
+        if obj is not None:  # its key as keys are shown (change_form.html), not str(obj)
+            context["nf_object_name"] = format_html(
+                "{} ({})", visible_id(obj.idempotency_key), obj.status
+            )
+        return super().render_change_form(
+            request, context, add=add, change=change, form_url=form_url, obj=obj
+        )
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
@@ -142,9 +163,14 @@ class FanOutAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
     def progress(self, obj: FanOut) -> SafeString:
         return progress_bar(obj)
 
+    @admin.display(description="idempotency key")
+    def idempotency_key_display(self, obj: FanOut) -> SafeString:
+        return visible_id(obj.idempotency_key, limit=40)
+
     @admin.display(description="lists")
-    def lists_display(self, obj: FanOut) -> str:
-        return ", ".join(str(key) for key in obj.lists) or "-"
+    def lists_display(self, obj: FanOut) -> SafeString:
+        keys = ((visible_id(key),) for key in obj.lists or [])
+        return format_html_join(", ", "<code>{}</code>", keys) or format_html("-")
 
     @admin.display(description="left out (created by the request itself)")
     def excluded_display(self, obj: FanOut) -> str:
@@ -168,7 +194,9 @@ class FanOutAdmin(LargeTableAdminMixin, LeanChangeListMixin, ReadOnlyAdminMixin,
             + urlencode({"q": obj.idempotency_key})
         )
         return format_html(
-            '<a href="{}">Instances with key <code>{}</code> →</a>', url, obj.idempotency_key
+            '<a href="{}">Instances with key <code>{}</code> →</a>',
+            url,
+            visible_id(obj.idempotency_key),
         )
 
     @admin.display(description="payload")

@@ -27,6 +27,7 @@ from .support import (
     timestamp_column,
     truncated,
 )
+from .support import recipient_link as link_to_recipient
 
 
 class FeedRecipientFilter(InputListFilter):
@@ -124,8 +125,7 @@ class FeedItemAdmin(
 
     @admin.display(description="recipient")
     def recipient_link(self, obj: FeedItem) -> SafeString:
-        url = reverse("admin:recipients_recipient_change", args=[obj.recipient_id])
-        return format_html('<a href="{}">{}</a>', url, obj.recipient_id)
+        return link_to_recipient(obj.recipient_id)
 
     @admin.display(description="state")
     def state(self, obj: FeedItem) -> SafeString:

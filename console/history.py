@@ -27,7 +27,7 @@ from notifyflow.redaction import redact
 from triggers.models import TriggerStatusChange
 from workflows.definition import NODE_TYPES
 
-from .instances.inlines import run_label, step_outcome
+from .instances.inlines import run_label, skip_rule, step_outcome
 from .support import (
     LargeTableAdminMixin,
     LeanChangeListMixin,
@@ -40,6 +40,7 @@ from .support import (
     timestamp_column,
     truncated,
 )
+from .visible import visible_id
 
 
 class NodeTypeFilter(admin.SimpleListFilter):
@@ -151,6 +152,7 @@ class StepExecutionLogAdmin(
                     "started",
                     "finished",
                     "duration",
+                    "outcome",
                     "success",
                     "skip_reason",
                     "error_kind",
@@ -165,6 +167,7 @@ class StepExecutionLogAdmin(
     )
     readonly_fields = (
         "instance_display",
+        "outcome",
         "run",
         "started",
         "finished",
@@ -195,7 +198,13 @@ class StepExecutionLogAdmin(
             .annotate(n=Count("*"))
             .values("n")
         )
-        return super().get_queryset(request).annotate(run_number=Subquery(earlier))
+        # The rule of a skipped step from its output, which the list defers (one key
+        # read in the query, for skipped rows only): step_outcome shows it.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(run_number=Subquery(earlier), skip_rule=skip_rule())
+        )
 
     @admin.display(description="attempt")
     def run(self, obj: StepExecutionLog) -> str:
@@ -298,7 +307,7 @@ class DeliveryAdmin(
         "instance_display",
         "node_id",
         "channel",
-        "recipient",
+        "recipient_display",
         "status_display",
         "tracking_status",
         "tracking_updated_at",
@@ -308,7 +317,14 @@ class DeliveryAdmin(
         "updated",
         "output_json",
     )
-    readonly_fields = ("instance_display", "status_display", "created", "updated", "output_json")
+    readonly_fields = (
+        "instance_display",
+        "recipient_display",
+        "status_display",
+        "created",
+        "updated",
+        "output_json",
+    )
     created = timestamp_column("created_at", "created")
     updated = timestamp_column("updated_at", "updated")
 
@@ -321,8 +337,12 @@ class DeliveryAdmin(
         return _search_by_instance(queryset, search_term, "instance_id")
 
     @admin.display(description="recipient")
-    def recipient_short(self, obj: Delivery) -> SafeString | str:
-        return truncated(obj.recipient, 32)
+    def recipient_short(self, obj: Delivery) -> SafeString:
+        return visible_id(obj.recipient, limit=32)
+
+    @admin.display(description="recipient")
+    def recipient_display(self, obj: Delivery) -> SafeString:
+        return visible_id(obj.recipient)
 
     @admin.display(description="provider message id")
     def provider_message_id_short(self, obj: Delivery) -> SafeString | str:

@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 
 from executions.erasure import recipient_erase
 from executions.models import Delivery, FeedItem
+from recipients.ids import recipient_id_problem
 from recipients.models import ListMembership, OptOut, Recipient, RecipientList
 from triggers.models import TriggerInstance
 
@@ -36,9 +37,11 @@ from .support import (
     instance_link,
     log_admin_change,
     pretty_json,
+    recipient_link,
     status_badge,
     timestamp_column,
 )
+from .visible import visible_id
 
 # Rows of history shown on a recipient's or a list's page; the link under each table
 # opens the whole (paginated) list.
@@ -112,6 +115,14 @@ class RecipientForm(forms.ModelForm):
             ) from exc
         return value
 
+    def clean_id(self) -> str:
+        # As the API: printable, and an id a path can address (recipients.ids).
+        value = self.cleaned_data.get("id") or ""
+        problem = recipient_id_problem(value)
+        if problem is not None:
+            raise forms.ValidationError(problem[1], code=problem[0])
+        return value
+
     def clean_email(self) -> str | None:
         return self.cleaned_data.get("email") or None
 
@@ -148,17 +159,20 @@ class MembershipInline(ReadOnlyAdminMixin, admin.TabularInline):
     @admin.display(description="list")
     def list_link(self, obj: ListMembership) -> SafeString:
         url = reverse("admin:recipients_recipientlist_change", args=[obj.list_id])
-        return format_html('<a href="{}">{}</a> {}', url, obj.list.key, obj.list.name or "")
+        return format_html(
+            '<a href="{}">{}</a> {}', url, visible_id(obj.list.key), obj.list.name or ""
+        )
 
 
 class OptOutInline(ReadOnlyAdminMixin, admin.TabularInline):
-    """Every opt-out written into the preferences, newest first: audit, never edited."""
+    """Every opt-out written into the preferences, and every reversal of one of the
+    person's own (``action``), newest first: audit, never edited."""
 
     model = OptOut
     fk_name = "recipient"
     verbose_name = "opt-out"
     verbose_name_plural = "opt-out history"
-    fields = ("scope", "source", "at_display", "details_json")
+    fields = ("action", "scope", "source", "at_display", "details_json")
     readonly_fields = fields
     ordering = ("-at", "-id")
     extra = 0
@@ -180,7 +194,8 @@ class OptOutInline(ReadOnlyAdminMixin, admin.TabularInline):
 @admin.register(Recipient)
 class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     form = RecipientForm
-    list_display = ("id", "email", "phone", "timezone", "locale", "updated")
+    list_display = ("id_display", "email_display", "phone_display", "timezone", "locale", "updated")
+    list_display_links = ("id_display",)
     list_filter = (ListKeyFilter,)
     ordering = ("id",)
     search_fields = ("id",)
@@ -189,6 +204,7 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     )
     inlines = (MembershipInline, OptOutInline)
     readonly_fields = (
+        "id_display",
         "preferences_json",
         "properties_json",
         "recent_instances",
@@ -202,11 +218,12 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     updated = timestamp_column("updated_at", "updated", sortable=True)
 
     def get_fieldsets(self, request: HttpRequest, obj: Recipient | None = None) -> list:
-        contact: tuple[str, ...] = ("id", "email", "phone", "timezone", "locale")
+        contact: tuple[str, ...] = ("email", "phone", "timezone", "locale")
         if obj is None:
-            return [(None, {"fields": contact})]
+            return [(None, {"fields": ("id", *contact)})]
         return [
-            (None, {"fields": (*contact, "created", "updated")}),
+            # The id is the caller's own key: set once, shown with its hidden characters.
+            (None, {"fields": ("id_display", *contact, "created", "updated")}),
             (
                 "Preferences",
                 {
@@ -231,6 +248,18 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
         return recipient_search(queryset, search_term), False
+
+    @admin.display(description="id", ordering="id")
+    def id_display(self, obj: Recipient) -> SafeString:
+        return visible_id(obj.pk)
+
+    @admin.display(description="email", ordering="email")
+    def email_display(self, obj: Recipient) -> SafeString:
+        return visible_id(obj.email)
+
+    @admin.display(description="phone", ordering="phone")
+    def phone_display(self, obj: Recipient) -> SafeString:
+        return visible_id(obj.phone)
 
     def has_delete_permission(self, request: HttpRequest, obj: Recipient | None = None) -> bool:
         # Deleting the row would leave the person's addresses in deliveries and step
@@ -273,7 +302,7 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
             (
                 instance_link(i.pk),
                 i.workflow.key,
-                i.idempotency_key,
+                visible_id(i.idempotency_key, limit=40),
                 status_badge(i.status, i.get_status_display()),
                 timestamp_column("created_at")(self, i),
             )
@@ -360,10 +389,11 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
 
 @admin.register(RecipientList)
 class RecipientListAdmin(admin.ModelAdmin):
-    list_display = ("key", "name", "member_count", "updated")
+    list_display = ("key_display", "name", "member_count", "updated")
+    list_display_links = ("key_display",)
     search_fields = ("key", "name")
     ordering = ("key",)
-    readonly_fields = ("member_count", "members", "created", "updated")
+    readonly_fields = ("key_display", "member_count", "members", "created", "updated")
     created = timestamp_column("created_at", "created")
     updated = timestamp_column("updated_at", "updated", sortable=True)
 
@@ -385,13 +415,17 @@ class RecipientListAdmin(admin.ModelAdmin):
         if obj is None:
             return [(None, {"fields": ("key", "name")})]
         return [
-            (None, {"fields": ("key", "name", "member_count", "created", "updated")}),
+            (None, {"fields": ("key_display", "name", "member_count", "created", "updated")}),
             ("Members", {"fields": ("members",)}),
         ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: RecipientList | None = None) -> tuple:
         # The key is what triggers name ({list: key}): set once.
         return (*self.readonly_fields, "key") if obj is not None else self.readonly_fields
+
+    @admin.display(description="key", ordering="key")
+    def key_display(self, obj: RecipientList) -> SafeString:
+        return visible_id(obj.key)
 
     @admin.display(description="members", ordering="n_members")
     def member_count(self, obj: RecipientList) -> int:
@@ -407,11 +441,7 @@ class RecipientListAdmin(admin.ModelAdmin):
         )
         rows = [
             (
-                format_html(
-                    '<a href="{}"><code>{}</code></a>',
-                    reverse("admin:recipients_recipient_change", args=[quote(r.pk)]),
-                    r.pk,
-                ),
+                format_html("<code>{}</code>", recipient_link(r.pk)),
                 r.email or "-",
                 r.phone or "-",
             )

@@ -6,12 +6,13 @@ status and type. Operators view; changing needs the endpoint change permission."
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.db.models import QuerySet
+from django.db.models import DateTimeField, ExpressionWrapper, OuterRef, QuerySet, Subquery, Value
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -46,6 +47,7 @@ from .support import (
     ReadOnlyAdminMixin,
     instance_link,
     log_admin_change,
+    precise_time,
     pretty_json,
     status_badge,
     timestamp_column,
@@ -53,6 +55,28 @@ from .support import (
 )
 
 ACTION_LIMIT = 50
+# ``failing_since`` is written when the first failed attempt of a streak is recorded,
+# after its POST began (``attempted_at``): the streak's attempts are looked for from
+# this much earlier, longer than any claim's POSTs take.
+FAILURE_LOOKBACK = timedelta(hours=1)
+
+
+def _failed_attempts(endpoint: Any, since: Any) -> QuerySet:
+    """The failed attempts of ``endpoint`` (a row, or an OuterRef to one) from ``since``,
+    newest first (an attempt has an error for anything but a 2xx)."""
+    return (
+        WebhookAttempt.objects.filter(message__endpoint=endpoint, attempted_at__gte=since)
+        .exclude(error="")
+        .order_by("-attempted_at", "-id")
+    )
+
+
+def last_failed_attempt(endpoint: WebhookEndpoint) -> WebhookAttempt | None:
+    """The latest failed attempt of a failing endpoint; None for a healthy one."""
+    if endpoint.failing_since is None:
+        return None
+    since = endpoint.failing_since - FAILURE_LOOKBACK
+    return _failed_attempts(endpoint, since).select_related("message").first()
 
 
 def _workflow_choices() -> list[tuple[str, str]]:
@@ -140,7 +164,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
         "types",
         "workflows_text",
         "state",
-        "failing",
+        "failing_column",
         "created",
     )
     list_filter = ("is_active",)
@@ -148,6 +172,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     readonly_fields = (
         "state",
         "failing",
+        "last_error",
         "disabled_reason",
         "rotation",
         "messages_link",
@@ -169,6 +194,56 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             (None, {"fields": editable}),
             ("Health and secret", {"fields": self.readonly_fields}),
         ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The error of each failing endpoint's latest failed attempt, for the list (its
+        # messages' attempts since it started failing; NULL for a healthy one).
+        since = ExpressionWrapper(
+            OuterRef("failing_since") - Value(FAILURE_LOOKBACK), output_field=DateTimeField()
+        )
+        latest = _failed_attempts(OuterRef("pk"), since).values("error")[:1]
+        return super().get_queryset(request).annotate(last_failure_error=Subquery(latest))
+
+    @admin.display(description="failing since")
+    def failing_column(self, obj: WebhookEndpoint) -> SafeString | str:
+        """When it started failing, and the error of its latest failed attempt."""
+        if obj.failing_since is None:
+            return "-"
+        error = getattr(obj, "last_failure_error", None) or ""
+        return format_html(
+            '{}<div class="nf-last-error">{}</div>',
+            self.failing(obj),
+            truncated(error, 60) if error else "",
+        )
+
+    @admin.display(description="last error")
+    def last_error(self, obj: WebhookEndpoint) -> SafeString | str:
+        """The latest failed attempt of a failing endpoint: its error (HTTP status, or
+        why no response came), when, the start of the response, and its message."""
+        attempt = last_failed_attempt(obj)
+        if attempt is None:
+            return "-" if obj.failing_since is None else "no failed attempt recorded"
+        message_url = reverse(
+            "admin:status_webhooks_webhookmessage_change", args=[attempt.message_id]
+        )
+        excerpt = attempt.response_excerpt
+        response = (
+            format_html(
+                '<div class="nf-last-error-response">response: <code title="{}">{}</code></div>',
+                excerpt,
+                excerpt if len(excerpt) <= 200 else excerpt[:199] + "…",
+            )
+            if excerpt
+            else ""
+        )
+        return format_html(
+            '<strong class="nf-last-error">{}</strong> at {} (<a href="{}">{} message</a>){}',
+            attempt.error,
+            precise_time(attempt.attempted_at),
+            message_url,
+            attempt.message.type,
+            response,
+        )
 
     @admin.display(description="event types")
     def types(self, obj: WebhookEndpoint) -> str:

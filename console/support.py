@@ -30,6 +30,8 @@ from django.utils.safestring import SafeString
 from notifyflow.db import table_row_estimate
 from notifyflow.ids import short_id
 
+from .visible import visible_id
+
 # The permission behind "retry" and "run now". It is not declared in any model's Meta:
 # workflows/migrations/0002_operators_group.py creates the row on TriggerInstance's
 # content type, so ModelBackend resolves it like any other "triggers.*" permission.
@@ -281,6 +283,15 @@ def instance_link(instance_id: uuid.UUID | str) -> SafeString:
     """The instance's short id, linking to its console page."""
     url = reverse("admin:triggers_triggerinstance_change", args=[quote(instance_id)])
     return format_html('<a href="{}"><code>{}</code></a>', url, short_id(instance_id))
+
+
+def recipient_link(recipient_id: str | None, *, empty: str = "-") -> SafeString:
+    """The recipient's id (hidden characters shown: ``visible_id``), linking to their
+    console page; ``empty`` without one."""
+    if recipient_id is None or recipient_id == "":
+        return format_html("{}", empty)
+    url = reverse("admin:recipients_recipient_change", args=[quote(recipient_id)])
+    return format_html('<a href="{}">{}</a>', url, visible_id(recipient_id))
 
 
 def log_admin_change(request: HttpRequest, objects: Iterable[Model], message: str) -> None:

@@ -25,6 +25,7 @@ from .support import (
     precise_time,
     timestamp_column,
 )
+from .visible import visible_id
 
 
 def reset_counter(counter: ThrottleCounter) -> int:
@@ -37,8 +38,8 @@ def reset_counter(counter: ThrottleCounter) -> int:
 
 @admin.register(ThrottleCounter)
 class ThrottleCounterAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("subject", "scope", "key_display", "in_window", "room", "updated")
-    list_display_links = ("subject",)
+    list_display = ("subject_display", "scope", "key_display", "in_window", "room", "updated")
+    list_display_links = ("subject_display",)
     list_filter = ("scope",)
     # The unique (scope, subject, key) index serves an exact subject; newest rows first.
     ordering = ("-id",)
@@ -46,7 +47,7 @@ class ThrottleCounterAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.Model
     search_fields = ("subject",)
     search_help_text = 'Exact subject: "<workflow key>:<node id>" or a recipient id.'
     actions = ("reset",)
-    fields = ("scope", "subject", "key_display", "in_window", "oldest", "room", "updated")
+    fields = ("scope", "subject_display", "key_display", "in_window", "oldest", "room", "updated")
     readonly_fields = fields
     updated = timestamp_column("updated_at", "updated")
 
@@ -56,11 +57,15 @@ class ThrottleCounterAdmin(LargeTableAdminMixin, ReadOnlyAdminMixin, admin.Model
         term = search_term.strip()
         return (queryset.filter(subject=term) if term else queryset), False
 
+    @admin.display(description="subject")
+    def subject_display(self, obj: ThrottleCounter) -> SafeString:
+        return visible_id(obj.subject)
+
     @admin.display(description="key")
     def key_display(self, obj: ThrottleCounter) -> SafeString:
         if not obj.key:
             return format_html("<em>{}</em>", "(none)")
-        return format_html("<code>{}</code>", obj.key)
+        return format_html("<code>{}</code>", visible_id(obj.key))
 
     @admin.display(description="in window")
     def in_window(self, obj: ThrottleCounter) -> str:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from notifyflow import db, logs, metrics
 from notifyflow.redaction import redact
-from triggers import inbox, outbox
+from triggers import inbox, outbox, stale_messages
 from triggers.dispatch import dispatch_on_commit
 from triggers.gates import batches
 from triggers.models import ParkedOn, TriggerInstance, TriggerStatus
@@ -28,6 +28,7 @@ from workflows.templating import TemplateError, condition_holds
 
 from . import audience as audiences
 from .channel_slots import ChannelBusy
+from .erasure import scrub_fenced_step
 from .nodes import EXECUTORS, NodeResult, StepContext
 from .outcomes import StepOutcome
 from .providers.base import ProviderError
@@ -147,6 +148,15 @@ def _step(instance_id: uuid.UUID | str, task_id: str, worker: str) -> StepOutcom
     recorded = recorder().record(rec)
     if recorded and rec.result is not None:
         _after_commit(rec.instance, rec.result)
+    elif not recorded:
+        # Fenced out: cancelled meanwhile - by an erasure of its recipient, the step
+        # wrote the addresses it had read after the erasure's scrub (one read, only on
+        # this rare path).
+        scrub_fenced_step(
+            instance_id=rec.instance.pk,
+            idempotency_key=rec.instance.idempotency_key,
+            recipient=claimed.audience.recipient,
+        )
     return _report(rec, recorded)
 
 
@@ -339,6 +349,9 @@ def _not_claimed(instance_id: uuid.UUID | str) -> StepOutcome:
             return StepOutcome.EARLY
         if wait <= 0 and concurrency_key is not None and not paused:
             return _deferred(instance_id, workflow, concurrency_key, lane)
+    elif status == S.CANCELLED:
+        # Likely one of many (a cancelled fan-out): they go in bulk (stale_messages).
+        stale_messages.message_of_cancelled_instance(lane=lane)
     return StepOutcome.skipped(status)
 
 

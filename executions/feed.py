@@ -252,28 +252,29 @@ def _counts_sql() -> str:
 
 def feed_counts(*, recipient_id: str) -> FeedCounts:
     """The recipient's counts: one primary-key read of its counter row (never a count
-    of its items). No row (no item yet, or erased): zeros."""
-    wrapper = db.current()
-    if wrapper.vendor == "postgresql" and not wrapper.queries_logged:
-        row = _counts_postgres(wrapper, recipient_id)
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute(_counts_sql(), [recipient_id])
-            row = cursor.fetchone()
+    of its items). No row (no item yet, or erased): zeros. (The polled
+    ``GET /feed/counts/`` reads them with its token's check:
+    ``feed_tokens.feed_token_counts``.)"""
+    row = polled_row(_counts_sql(), [recipient_id])
     return NO_FEED if row is None else FeedCounts(int(row[0]), int(row[1]), int(row[2]))
 
 
-def _counts_postgres(wrapper: Any, recipient_id: str) -> tuple[int, int, int] | None:
-    """The counts query straight on psycopg's connection, prepared once per connection:
-    ``GET /feed/counts/`` is polled every few seconds by every open page, and Django's
-    cursor wrapper (client-side binding, the execute wrappers) was a third of its cost
-    (bench/scenarios/feed.py). Same statement, same errors (``wrap_database_errors``:
-    a lost database is a 503 as anywhere); a logged connection (tests capturing
-    queries, DEBUG) takes the ordinary path above (tests/executions/test_feed.py
-    compares the two)."""
-    wrapper.ensure_connection()
-    with wrapper.wrap_database_errors:
-        return wrapper.connection.execute(_counts_sql(), [recipient_id], prepare=True).fetchone()
+def polled_row(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    """The one row of a polled read. On PostgreSQL straight on psycopg's connection,
+    prepared once per connection: ``GET /feed/counts/`` is polled every few seconds by
+    every open page, and Django's cursor wrapper (client-side binding, the execute
+    wrappers) was a third of its cost (bench/scenarios/feed.py). Same statement, same
+    errors (``wrap_database_errors``: a lost database is a 503 as anywhere); a logged
+    connection (tests capturing queries, DEBUG) takes Django's cursor
+    (tests/executions/test_feed.py compares the two)."""
+    wrapper = db.current()
+    if wrapper.vendor == "postgresql" and not wrapper.queries_logged:
+        wrapper.ensure_connection()
+        with wrapper.wrap_database_errors:
+            return wrapper.connection.execute(sql, params, prepare=True).fetchone()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
 
 
 def feed_items(*, recipient_id: str, status: str = "all", archived: str = "exclude") -> QuerySet:

@@ -24,6 +24,7 @@ from status_webhooks import events as status_events
 from status_webhooks.outbox import record
 from triggers import inbox
 
+from .erasure_scrub import ERASED
 from .models import TRACKING_RANK, Delivery, DeliveryEvent, TrackingStatus
 
 logger = logging.getLogger("notifyflow.tracking")
@@ -80,7 +81,7 @@ def delivery_status_record(
         return None
     delivery = (
         Delivery.objects.filter(provider_message_id=message_id[:255])
-        .only("id", "instance_id", "node_id", "channel")
+        .only("id", "instance_id", "node_id", "channel", "recipient")
         .annotate(workflow_key=F("instance__workflow__key"))
         .order_by("id")
         .first()
@@ -90,6 +91,9 @@ def delivery_status_record(
         return None
     now = timezone.now()
     occurred_at = _storable(occurred_at)
+    if delivery.recipient == ERASED:
+        # Its address was erased (SPEC §10): a provider's report quotes it; keep none.
+        raw = {"erased": ERASED}
     with transaction.atomic():
         applied = False
         if status:

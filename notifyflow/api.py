@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -17,37 +18,40 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 
+from .api_errors import error_body
 from .errors import ApplicationError
 from .fields import InputSerializer, QuerySerializer
 
 
-def json_object_body(request: Request, limit: int | None = None) -> dict:
-    """The request body as a JSON object, or a 4xx naming what is wrong.
+def check_body_size(request: HttpRequest | Request, setting: str) -> None:
+    """Refuse a body whose declared size (``Content-Length``) is over the limit the
+    setting named ``setting`` holds: 413 ``payload_too_large`` naming the limit, the body
+    unread. Every API view calls it before anything else (``ApiView.body_limit``)."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    limit = getattr(settings, setting)
+    if length > limit:
+        raise ApplicationError(
+            code="payload_too_large",
+            field="body",
+            status=413,
+            message=f"body: {length} bytes is over this endpoint's limit of {limit} bytes "
+            f"({setting})",
+        )
 
-    Checks the declared size before parsing (``limit``, by default the payload limit
-    plus room for the other fields), so an oversized body is refused unread.
-    """
-    declared = request.META.get("CONTENT_LENGTH")
-    if not declared:
+
+def json_object_body(request: Request) -> dict:
+    """The request body as a JSON object, or a 4xx naming what is wrong (its size was
+    checked before the view ran: ``ApiView.initial``)."""
+    if not request.META.get("CONTENT_LENGTH"):
         # A chunked body's size is unknown until read: refuse it unread.
         raise ApplicationError(
             code="length_required",
             field="Content-Length",
             status=411,
             message="Content-Length: required (chunked request bodies are not accepted)",
-        )
-    try:
-        length = int(declared)
-    except ValueError:
-        length = 0
-    if limit is None:
-        limit = settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES + 16 * 1024
-    if length > limit:
-        raise ApplicationError(
-            code="payload_too_large",
-            field="body",
-            status=413,
-            message=f"body: {length} bytes is over the limit of {limit} bytes",
         )
     data = request.data
     if not isinstance(data, dict):
@@ -57,9 +61,7 @@ def json_object_body(request: Request, limit: int | None = None) -> dict:
     return data
 
 
-def validated_body(
-    request: Request, serializer_class: type[Serializer], limit: int | None = None
-) -> dict[str, Any]:
+def validated_body(request: Request, serializer_class: type[Serializer]) -> dict[str, Any]:
     """The body checked by ``serializer_class`` (400 naming the first bad field).
 
     A serializer class that declares ``stateless_validation = True`` (no context, no
@@ -71,7 +73,7 @@ def validated_body(
         raise TypeError(
             f"{serializer_class.__name__} must subclass notifyflow.fields.InputSerializer"
         )
-    data = json_object_body(request, limit)
+    data = json_object_body(request)
     if getattr(serializer_class, "stateless_validation", False):
         shared = _shared_serializers.get(serializer_class)
         if shared is None:
@@ -114,6 +116,9 @@ class ApiView(GenericAPIView):
     pagination_class: type[BasePagination] | None = None
     query_serializer_class: type[QuerySerializer] | None = None
     query: dict[str, Any]
+    # The setting that holds the largest body this view takes, whatever the method
+    # (docs/api.md#limits): checked before authentication, the body unread.
+    body_limit: str = "NOTIFYFLOW_MAX_BODY_BYTES"
 
     def get_query_serializer_class(self) -> type[QuerySerializer] | None:
         if self.request.method in ("GET", "HEAD"):
@@ -121,7 +126,8 @@ class ApiView(GenericAPIView):
         return None
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        super().initial(request, *args, **kwargs)  # authentication, scope, throttle first
+        check_body_size(request, self.body_limit)
+        super().initial(request, *args, **kwargs)  # authentication, scope, throttle
         if hasattr(self, (request.method or "").lower()):  # else 405, whatever the query
             self.query = self.validated_query(request)
 
@@ -155,6 +161,49 @@ class ApiAppendSlashMiddleware:
                 request.path_info = f"{path}/"
                 request.path = f"{request.path}/"
         return self.get_response(request)
+
+
+class ApiPathCheck:
+    """WSGI middleware around Django (``notifyflow.wsgi``): a path under ``/api/`` whose
+    percent-decoded bytes are not UTF-8 (``%ED%A0%80``, an encoded surrogate; ``%C0%AF``,
+    an overlong ``/``; ``%FF``) is a 400 ``invalid_path`` in the error shape. Django
+    would put such bytes back as the text ``%ED%A0%80``, which a view then takes as an
+    id; only the server's ``PATH_INFO``, before Django rewrites it, still tells them
+    from an id written with ``%25``."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self.app = app
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        path = environ["PATH_INFO"] if "PATH_INFO" in environ else ""
+        if path.startswith("/api/") and not _utf8(path):
+            body = json.dumps(
+                error_body(
+                    ApplicationError(
+                        code="invalid_path",
+                        field="path",
+                        message="path: not valid UTF-8 once percent-decoded (an invalid or "
+                        "overlong byte sequence, or an encoded surrogate)",
+                    )
+                )
+            ).encode()
+            headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+            start_response("400 Bad Request", headers)
+            return [body]
+        return self.app(environ, start_response)
+
+
+def _utf8(wsgi_path: str) -> bool:
+    """Whether a WSGI ``PATH_INFO`` (the percent-decoded bytes, as latin-1) is UTF-8."""
+    try:
+        wsgi_path.encode("iso-8859-1").decode("utf-8")
+    except UnicodeEncodeError:  # not bytes as latin-1: a server that decoded it already
+        return True
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 Lookup = str | Callable[[QuerySet, Any], QuerySet]

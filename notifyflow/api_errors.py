@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import DisallowedHost, PermissionDenied
+from django.conf import settings
+from django.core.exceptions import DisallowedHost, PermissionDenied, RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
@@ -55,6 +56,18 @@ def error_response(
     return Response(body, status=status_code)
 
 
+def _form_limit_error() -> ApplicationError:
+    """A body Django refused (DATA_UPLOAD_MAX_MEMORY_SIZE: the console's, the unsubscribe
+    page's and the providers' webhooks' limit) as 413, never an opaque 400."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return ApplicationError(
+        code="payload_too_large",
+        field="body",
+        status=413,
+        message=f"body: over this endpoint's limit of {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)",
+    )
+
+
 def validation_error(exc: exceptions.ValidationError) -> ApplicationError:
     """A serializer's ValidationError as the ApplicationError the API answers for it:
     the first field error's code and field, every field error in ``details``."""
@@ -81,6 +94,8 @@ DATABASE_RETRY_AFTER_S = 5
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, RequestDataTooBig):
+        exc = _form_limit_error()
     if isinstance(exc, ApplicationError):
         return Response(error_body(exc), status=exc.status)
     if isinstance(exc, (OperationalError, InterfaceError)):
@@ -156,7 +171,13 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """Django's 400 view (``handler400``), for what fails before a view runs (a ``Host``
-    not in ALLOWED_HOSTS, a suspicious request): the error shape under ``/api/``."""
+    not in ALLOWED_HOSTS, a suspicious request): the error shape under ``/api/``. A body
+    over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 naming it, everywhere (the form pages)."""
+    if isinstance(exception, RequestDataTooBig):
+        too_big = _form_limit_error()
+        if _is_api(request):
+            return JsonResponse(error_body(too_big), status=413)
+        return HttpResponse(too_big.message, status=413, content_type="text/plain")
     if _is_api(request):
         if isinstance(exception, DisallowedHost):
             body = _body("disallowed_host", "Host: not a host this server answers for", "Host")

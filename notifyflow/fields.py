@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +16,66 @@ from rest_framework.exceptions import ErrorDetail, ValidationError
 from rest_framework.fields import empty
 
 from .errors import ApplicationError
+
+# --- Ids and keys are printable text (SPEC §10, turn 4) ------------------------------------
+# The one rule for every id and key the API takes - recipient ids (in a body or a path),
+# list keys, idempotency keys, workflow keys, event ids: none may hold a C0 or C1
+# control character or DEL (NUL, newline, tab, ESC, NEL ...), a line or paragraph
+# separator, a lone UTF-16 surrogate, or a bidirectional control (the embeddings,
+# overrides, isolates and marks that make text display as other text). Everything else
+# - any script, emoji, spaces inside - is fine. As (first, last) code points:
+_CONTROLS = ((0x00, 0x1F), (0x7F, 0x9F), (0x2028, 0x2029))
+_BIDI_CONTROLS = ((0x061C, 0x061C), (0x200E, 0x200F), (0x202A, 0x202E), (0x2066, 0x2069))
+_SURROGATES = ((0xD800, 0xDFFF),)
+
+
+def _class(ranges: Iterable[tuple[int, int]], char: Callable[[int], str]) -> str:
+    """A regular expression character class's inside: the ranges, each end by ``char``."""
+    return "".join(
+        char(first) if first == last else f"{char(first)}-{char(last)}" for first, last in ranges
+    )
+
+
+_NOT_PRINTABLE = re.compile(f"[{_class((*_CONTROLS, *_BIDI_CONTROLS, *_SURROGATES), chr)}]")
+_BIDI = re.compile(f"[{_class(_BIDI_CONTROLS, chr)}]")
+# The same set, escaped, for the schema's ``pattern`` (ECMAScript; a lone surrogate
+# cannot be written there: the parser refuses one in any string). PRINTABLE_PATTERN:
+# printable; KEY_PATTERN: printable and not blank (StrictCharField's rule).
+_SCHEMA_CLASS = _class((*_CONTROLS, *_BIDI_CONTROLS), lambda point: f"\\u{point:04x}")
+PRINTABLE_PATTERN = f"^[^{_SCHEMA_CLASS}]*$"
+
+
+def key_pattern(excluded: str = "") -> str:
+    """The schema's ``pattern`` of a key: printable, not blank, and none of the
+    characters ``excluded`` (written as inside a character class)."""
+    chars = _SCHEMA_CLASS + excluded
+    return f"^[^{chars}]*[^\\s{chars}][^{chars}]*$"
+
+
+KEY_PATTERN = key_pattern()
+
+
+def printable(text: str) -> bool:
+    """True if ``text`` holds no character ``printable_problem`` refuses (one search)."""
+    return _NOT_PRINTABLE.search(text) is None
+
+
+def printable_problem(text: str) -> tuple[str, str] | None:
+    """(code, problem) for the first character no id or key may hold, else None. The
+    codes: ``nul_character`` and ``lone_surrogate`` (as the parser names them anywhere
+    in a body), ``bidi_control``, ``control_character``."""
+    found = _NOT_PRINTABLE.search(text)
+    if found is None:
+        return None
+    char = found.group()
+    point = f"U+{ord(char):04X}"
+    if char == "\x00":
+        return "nul_character", "contains a NUL character (U+0000)"
+    if "\ud800" <= char <= "\udfff":
+        return "lone_surrogate", f"contains a lone UTF-16 surrogate ({point}, not valid Unicode)"
+    if _BIDI.match(char):
+        return "bidi_control", f"contains a bidirectional control character ({point})"
+    return "control_character", f"contains a control character ({point})"
 
 
 class StrictCharField(serializers.CharField):
@@ -41,6 +101,18 @@ class StrictCharField(serializers.CharField):
         if self.max_length is not None and len(data) > self.max_length:
             self.fail("too_long", max_length=self.max_length)
         return data
+
+
+class KeyField(StrictCharField):
+    """An id or a key: a non-blank ``StrictCharField`` of printable text
+    (``printable_problem``; the schema's ``pattern`` is KEY_PATTERN)."""
+
+    def run_validation(self, data: Any = empty) -> Any:
+        if isinstance(data, str):
+            problem = printable_problem(data)
+            if problem is not None:
+                raise ValidationError(problem[1], code=problem[0])
+        return super().run_validation(data)
 
 
 class JsonObjectField(serializers.DictField):
@@ -82,7 +154,16 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class StrictSlugField(serializers.SlugField):
-    """A slug that is a JSON string (DRF's SlugField also takes the number 12 as "12")."""
+    """A slug that is a JSON string (DRF's SlugField also takes the number 12 as "12"),
+    taken as written: a control character is refused as in any key (DRF would trim
+    ``"welcome\\n"`` to ``welcome``)."""
+
+    def run_validation(self, data: Any = empty) -> Any:
+        if isinstance(data, str):
+            problem = printable_problem(data)
+            if problem is not None:
+                raise ValidationError(problem[1], code=problem[0])
+        return super().run_validation(data)
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):

@@ -2,8 +2,9 @@
 
 Cursor pagination for the big, growing tables (no COUNT(*), stable under inserts);
 limit/offset only for the small workflow list. Every page parameter is checked: a value
-that is not a number, or a cursor this API did not return, is a 400 naming it, never
-silently the first page (or a 500 at the query).
+that is not a number, is out of its range (a page size over MAX_PAGE_SIZE), or a cursor
+this API did not return, is a 400 naming it, never silently the first page, a smaller
+page than asked for (or a 500 at the query).
 """
 
 from __future__ import annotations
@@ -32,34 +33,31 @@ MAX_OFFSET = 10**15
 
 
 def query_integer(request: Request, name: str, *, minimum: int, maximum: int, default: int) -> int:
-    """The integer query parameter ``name``, capped at ``maximum`` (``default`` when
-    absent): 400 ``invalid`` unless it is a plain decimal integer of at least
-    ``minimum``. Any number of digits is an integer (the schema sets no maximum)."""
+    """The integer query parameter ``name`` (``default`` when absent): 400 ``invalid``
+    naming it unless it is a plain decimal integer from ``minimum`` to ``maximum`` - never
+    silently capped (the schema says both bounds)."""
     raw = request.query_params.get(name)
     if raw is None:
         return default
+    out_of_range = ApplicationError(
+        code="invalid",
+        field=name,
+        message=f"{name}: must be an integer from {minimum} to {maximum}",
+    )
     if not _INTEGER.fullmatch(raw) or (raw.startswith("-") and raw.strip("-0")):
-        raise ApplicationError(
-            code="invalid",
-            field=name,
-            message=f"{name}: must be an integer of at least {minimum}",
-        )
+        raise out_of_range
     digits = raw.lstrip("-").lstrip("0") or "0"
-    # int() refuses very long digit strings; anything that long is over the cap anyway.
-    value = maximum if len(digits) > len(str(maximum)) else min(int(digits), maximum)
-    if value < minimum:
-        raise ApplicationError(
-            code="invalid",
-            field=name,
-            message=f"{name}: must be an integer of at least {minimum}",
-        )
-    return value
+    # int() refuses very long digit strings; anything that long is over the maximum.
+    if len(digits) > len(str(maximum)) or not minimum <= int(digits) <= maximum:
+        raise out_of_range
+    return int(digits)
 
 
-def _with_minimum(parameters: list[dict[str, Any]], minimums: dict[str, int]) -> list[dict]:
+def _with_bounds(parameters: list[dict[str, Any]], bounds: dict[str, tuple[int, int]]) -> list:
     for parameter in parameters:
-        if parameter["name"] in minimums:
-            parameter["schema"]["minimum"] = minimums[parameter["name"]]
+        if parameter["name"] in bounds:
+            low, high = bounds[parameter["name"]]
+            parameter["schema"]["minimum"], parameter["schema"]["maximum"] = low, high
     return parameters
 
 
@@ -72,7 +70,7 @@ class CursorPagination(DrfCursorPagination):
         "Opaque: the cursor of this list's `next` or `previous` link, copied as is; "
         "any other value is refused (400 `invalid_cursor`)."
     )
-    page_size_query_description = f"Results per page (larger values are capped at {MAX_PAGE_SIZE})"
+    page_size_query_description = f"Results per page, 1 to {MAX_PAGE_SIZE}"
     _position_field: Field | None = None
 
     def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
@@ -108,9 +106,10 @@ class CursorPagination(DrfCursorPagination):
             ) from None
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        parameters = _with_minimum(
+        size = self.page_size_query_param
+        parameters = _with_bounds(
             super().get_schema_operation_parameters(view),
-            {self.page_size_query_param: 1} if self.page_size_query_param else {},
+            {size: (1, self.max_page_size or MAX_PAGE_SIZE)} if size else {},
         )
         for parameter in parameters:
             if parameter["name"] == self.cursor_query_param:
@@ -143,7 +142,7 @@ class WorkflowPages(LimitOffsetPagination):
     """Limit/offset; a limit or offset that is not a number is a 400 naming it."""
 
     max_limit = MAX_PAGE_SIZE
-    limit_query_description = f"Results per page (larger values are capped at {MAX_PAGE_SIZE})"
+    limit_query_description = f"Results per page, 1 to {MAX_PAGE_SIZE}"
 
     def get_limit(self, request: Request) -> int | None:
         if self.limit_query_param not in request.query_params:
@@ -158,9 +157,9 @@ class WorkflowPages(LimitOffsetPagination):
         )
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        return _with_minimum(
+        return _with_bounds(
             super().get_schema_operation_parameters(view),
-            {self.limit_query_param: 1, self.offset_query_param: 0},
+            {self.limit_query_param: (1, self.max_limit), self.offset_query_param: (0, MAX_OFFSET)},
         )
 
 

@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from django.conf import settings
-from rest_framework import parsers
+from rest_framework import parsers, renderers
 from rest_framework.exceptions import ParseError
 
 from .errors import ApplicationError
@@ -111,11 +111,19 @@ def _refuse(field: str, code: str, problem: str) -> None:
     raise ApplicationError(code=code, field=field, message=f"{field}: {problem}")
 
 
-class JSONParser(parsers.JSONParser):
+class JSONParser(parsers.BaseParser):
     """DRF's JSON parser, plus: pathologically deep nesting refused as malformed
     (Python's json raises RecursionError there), and non-finite numbers, NUL characters
-    and lone surrogates refused with a 400 naming the field (``check_storable``)."""
+    and lone surrogates refused with a 400 naming the field (``check_storable``).
 
+    Not a subclass of DRF's ``JSONParser``: DRF hands one of those Django's
+    ``request.body``, which applies DATA_UPLOAD_MAX_MEMORY_SIZE - the limit of the
+    console's forms - and cut a 400 KB bulk body (its own limit 16 MiB) with an opaque
+    400. This one reads the request's stream, whose size the view has checked against
+    its own limit before (``notifyflow.api.ApiView.body_limit``; 413 above it)."""
+
+    media_type = "application/json"
+    renderer_class = renderers.JSONRenderer
     check_values = True
 
     def parse(self, stream, media_type=None, parser_context=None):

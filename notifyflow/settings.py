@@ -167,6 +167,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+    # "SQLite does not support indexes with non-key columns": the covering index of the
+    # due-instance query (triggers.TriggerInstance) is a PostgreSQL refinement; on the
+    # demo default the plain index serves, and every manage.py command would say so.
+    SILENCED_SYSTEM_CHECKS = ["models.W040"]
 IS_POSTGRES = DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql")
 if IS_POSTGRES:
     # A failed-over address that drops packets fails a reconnect in seconds, not after
@@ -284,15 +288,31 @@ if NOTIFYFLOW_THROTTLE_RATE and not is_rate(NOTIFYFLOW_THROTTLE_RATE):
         f"NOTIFYFLOW_THROTTLE_RATE={NOTIFYFLOW_THROTTLE_RATE!r}: expected requests per "
         f"period, {RATE_EXAMPLES}, or empty (off)"
     )
+# Requests per recipient on the in-app feed's endpoints (recipient tokens, any number of
+# tabs): a page polling counts/ every few seconds stays far below it. Empty: off.
+NOTIFYFLOW_FEED_RATE = os.environ.get("NOTIFYFLOW_FEED_RATE", "120/min").strip()
+if NOTIFYFLOW_FEED_RATE and not is_rate(NOTIFYFLOW_FEED_RATE):
+    raise ImproperlyConfigured(
+        f"NOTIFYFLOW_FEED_RATE={NOTIFYFLOW_FEED_RATE!r}: expected requests per period, "
+        f"{RATE_EXAMPLES}, or empty (off)"
+    )
 # An event fans out to at most this many bindings (and no more may be saved).
 NOTIFYFLOW_MAX_BINDINGS_PER_EVENT = env_int("NOTIFYFLOW_MAX_BINDINGS_PER_EVENT", 20)
 
-# Requests bigger than this never reach a view: 413 (checked before parsing).
+# Body limits (docs/api.md#limits): every API endpoint has one, checked on the declared
+# size before the body is read; above it, 413 payload_too_large naming it.
+# A payload (a trigger's, an event's context, ...): 413 past it.
 NOTIFYFLOW_MAX_PAYLOAD_BYTES = env_int("NOTIFYFLOW_MAX_PAYLOAD_BYTES", 256 * 1024)
-DATA_UPLOAD_MAX_MEMORY_SIZE = NOTIFYFLOW_MAX_PAYLOAD_BYTES + 64 * 1024
-# The whole body of POST /api/v1/triggers/bulk/ (up to 1,000 items, each payload within
-# NOTIFYFLOW_MAX_PAYLOAD_BYTES); larger: 413 unread.
+# The body of every API endpoint but the two bulk ones: a payload and room for the rest.
+NOTIFYFLOW_MAX_BODY_BYTES = env_int(
+    "NOTIFYFLOW_MAX_BODY_BYTES", NOTIFYFLOW_MAX_PAYLOAD_BYTES + 16 * 1024
+)
+# The whole body of POST /api/v1/triggers/bulk/ and /api/v1/recipients/bulk/ (up to
+# 1,000 items, each payload within NOTIFYFLOW_MAX_PAYLOAD_BYTES).
 NOTIFYFLOW_MAX_BULK_BODY_BYTES = env_int("NOTIFYFLOW_MAX_BULK_BODY_BYTES", 16 * 1024 * 1024)
+# Django's own limit: only for what is not the API (the console's forms, the unsubscribe
+# page, the providers' status webhooks); the API's parser reads past it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = NOTIFYFLOW_MAX_PAYLOAD_BYTES + 64 * 1024
 
 # --- Observability ----------------------------------------------------------------------
 # prometheus_client's own variable: a directory shared by every process of a host (web,

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.staticfiles.storage import staticfiles_storage
-from django.core.checks import CheckMessage, Tags, Warning, register
+from django.core.checks import CheckMessage, Warning, register
 from whitenoise.middleware import WhiteNoiseMiddleware
 from whitenoise.storage import CompressedManifestStaticFilesStorage
 
@@ -62,7 +62,9 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
                 self.add_files_from_finders()
 
 
-@register(Tags.staticfiles)
+# Untagged: `collectstatic` runs only the checks tagged staticfiles, and it is the one
+# command that must not tell its own user to run it.
+@register()
 def check_static_files_collected(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     if static_files_collected():
         return []

@@ -9,10 +9,14 @@ are what bound a request's cost. A rate is set per key (``create_api_key --rate`
 key's page in the admin) for the keys that need one - a partner, a noisy service -, or
 for every key without one through ``NOTIFYFLOW_THROTTLE_RATE``. DRF's window keeps one
 timestamp per request in the window: prefer ``50/s`` to ``3000/min``.
+
+The in-app feed's views, called by browsers with a recipient token, are throttled per
+recipient instead (``PerRecipientThrottle``, ``NOTIFYFLOW_FEED_RATE``), on by default.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
@@ -54,8 +58,12 @@ class PerKeyThrottle(SimpleRateThrottle):
         # The rate depends on the key: chosen per request in allow_request.
         return None
 
+    def rate_for(self, request: Any) -> str | None:
+        """The rate this request is held to; None: not throttled."""
+        return getattr(request.user, "rate", "") or settings.NOTIFYFLOW_THROTTLE_RATE or None
+
     def allow_request(self, request: Any, view: Any) -> bool:
-        self.rate = getattr(request.user, "rate", "") or settings.NOTIFYFLOW_THROTTLE_RATE or None
+        self.rate = self.rate_for(request)
         if self.rate is None:
             return True
         self.num_requests, self.duration = self.parse_rate(self.rate)
@@ -90,3 +98,24 @@ class PerKeyThrottle(SimpleRateThrottle):
         if not key_hash:
             return None
         return f"throttle:{self.scope}:{key_hash[:32]}"
+
+
+class PerRecipientThrottle(PerKeyThrottle):
+    """The feed views' (SPEC §14): requests per recipient - the one a recipient token
+    names (``request.user.recipient_id``), whichever token and browser tab they come
+    from - at ``NOTIFYFLOW_FEED_RATE``; empty: not throttled. A front end that polls
+    ``counts/`` runs far below the default; a script looping on one token does not. The
+    same window, 429 and ``Retry-After`` as the per-key throttle; the cache key is a hash
+    of the recipient id (no id of a person in the cache)."""
+
+    scope = "feed_recipient"
+
+    def rate_for(self, request: Any) -> str | None:
+        return settings.NOTIFYFLOW_FEED_RATE or None
+
+    def get_cache_key(self, request: Any, view: Any) -> str | None:
+        recipient_id = getattr(request.user, "recipient_id", None)
+        if not recipient_id:
+            return None
+        digest = hashlib.sha256(recipient_id.encode()).hexdigest()[:32]
+        return f"throttle:{self.scope}:{digest}"

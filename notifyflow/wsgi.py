@@ -5,7 +5,12 @@ from django.core.wsgi import get_wsgi_application
 from django.urls import get_resolver
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
-application = get_wsgi_application()
+django_application = get_wsgi_application()
+
+from notifyflow.api import ApiPathCheck  # noqa: E402 - once Django is set up
+
+# A path under /api/ that is not UTF-8 is refused before Django rewrites it.
+application = ApiPathCheck(django_application)
 
 # What is loaded by now - Django, DRF, every view the URL conf imports - lives as long
 # as the process: out of the garbage collector's generations (gc.freeze), a collection

@@ -3,8 +3,17 @@
 
 from __future__ import annotations
 
+import secrets
+
 from django.db import models
 from django.db.models.functions import Lower
+
+
+def new_token_generation() -> int:
+    """A recipient's first feed-token generation: random and never 0 (the generation of
+    the rows that existed before generations, and of the tokens minted then), so a
+    recipient created again under an erased one's id inherits none of its tokens."""
+    return secrets.randbits(62) + 1
 
 
 class Recipient(models.Model):
@@ -21,6 +30,9 @@ class Recipient(models.Model):
     properties = models.JSONField(default=dict, blank=True)
     # {channels, categories, workflows, quiet_hours}: recipients.preferences reads it.
     preferences = models.JSONField(default=dict, blank=True)
+    # The generation of its feed tokens (executions.feed_tokens): a token carries the one
+    # it was minted under and is refused once this changes (revoked on demand).
+    feed_token_generation = models.BigIntegerField(default=new_token_generation, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -81,6 +93,9 @@ class ListMembership(models.Model):
 
 
 class OptOutSource(models.TextChoices):
+    """Where an opt-out came from. A write through the preferences API is recorded as
+    ``api:<key name>`` (``api`` without a key): not one of these choices."""
+
     ONE_CLICK = "one_click", "One-click unsubscribe (List-Unsubscribe-Post)"
     PAGE = "page", "Unsubscribe page"
     API = "api", "API (preferences)"
@@ -89,9 +104,28 @@ class OptOutSource(models.TextChoices):
     ESP_COMPLAINED = "esp_complained", "Provider: spam complaint"
 
 
+# The sources that are the person's own act: their opt-outs are sticky
+# (recipients.preference_settings).
+PERSON_SOURCES = frozenset(
+    {
+        OptOutSource.ONE_CLICK,
+        OptOutSource.PAGE,
+        OptOutSource.ESP_UNSUBSCRIBED,
+        OptOutSource.ESP_COMPLAINED,
+    }
+)
+
+
+class OptOutAction(models.TextChoices):
+    OPT_OUT = "opt_out", "Opted out"
+    # A sticky opt-out reversed by an explicit write of the same setting to true.
+    RESUBSCRIBE = "resubscribe", "Resubscribed"
+
+
 class OptOut(models.Model):
-    """Audit: one row per opt-out written into a recipient's preferences. Personal (it
-    names the person): erased with the recipient."""
+    """Audit: one row per opt-out written into a recipient's preferences, and one per
+    reversal of a sticky one (``action``). Personal (it names the person): erased with
+    the recipient."""
 
     # No index of its own: optout_recipient_at leads with it.
     recipient = models.ForeignKey(
@@ -100,7 +134,14 @@ class OptOut(models.Model):
     # The preference path set to false, e.g. "categories.marketing" or
     # "workflows.welcome.channels.email".
     scope = models.CharField(max_length=300)
-    source = models.CharField(max_length=32, choices=OptOutSource.choices)
+    # An OptOutSource, or "api:<key name>" (the API key that wrote it).
+    source = models.CharField(max_length=120)
+    action = models.CharField(
+        max_length=16,
+        choices=OptOutAction.choices,
+        default=OptOutAction.OPT_OUT,
+        db_default=OptOutAction.OPT_OUT,
+    )
     # Where it came from: the workflow and instance of the email, the provider's event.
     details = models.JSONField(default=dict, blank=True)
     at = models.DateTimeField(auto_now_add=True)
@@ -114,4 +155,5 @@ class OptOut(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.recipient_id} {self.scope} ({self.source})"
+        verb = "resubscribed to" if self.action == OptOutAction.RESUBSCRIBE else "opted out of"
+        return f"{self.recipient_id} {verb} {self.scope} ({self.source})"

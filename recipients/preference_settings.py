@@ -1,6 +1,14 @@
 """Writing a recipient's preferences (``GET/PUT/PATCH /recipients/{id}/preferences/``):
-the shape they must have, how a PATCH merges, and the audit row of every opt-out they
-set. ``recipients.preferences`` reads them (the one rule)."""
+the shape they must have, how a PATCH merges, the audit row of every opt-out they set,
+and the sticky opt-outs they keep. ``recipients.preferences`` reads them (the one rule).
+
+Sticky opt-outs (SPEC §10, turn 4): an opt-out the person made themselves
+(``preferences.sticky_scopes``) stays false through a PUT or PATCH that does not
+mention it; only a write of that same setting to ``true`` reverses it, and each
+reversal is an audit row (action ``resubscribe``, source ``api:<key name>``) and a
+``recipient.resubscribed`` status event. A write that would override it another way
+(an object for an entry the person opted out of whole, ``true`` for an entry holding
+their channel opt-out) is refused: 409 ``opted_out`` naming the setting."""
 
 from __future__ import annotations
 
@@ -10,13 +18,13 @@ from typing import Any
 
 from django.db import transaction
 
-from notifyflow.errors import ApplicationError, NotFoundError
+from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
 from status_webhooks import events as status_events
 from status_webhooks.outbox import record
 from workflows.models import Workflow
 
-from .models import OptOut, OptOutSource, Recipient
-from .preferences import CHANNELS, Decision, evaluate
+from .models import OptOut, OptOutAction, OptOutSource, Recipient
+from .preferences import CHANNELS, Decision, evaluate, sticky_scopes, with_opt_out
 from .services import recipient_or_404
 
 SECTIONS = ("channels", "categories", "workflows", "quiet_hours")
@@ -71,6 +79,9 @@ def _quiet_hours(value: Any, field: str = "quiet_hours") -> dict[str, str] | Non
             raise _error("required", f"{field}.{name}", "required (HH:MM)")
         if not isinstance(value[name], str) or not TIME.match(value[name]):
             raise _error("invalid_time", f"{field}.{name}", "must be a time HH:MM (00:00-23:59)")
+    if value["from"] == value["until"]:
+        # Neither "always quiet" nor "never": refused, as a send window's is.
+        raise _error("empty_window", f"{field}.until", "must differ from from")
     return {"from": value["from"], "until": value["until"]}
 
 
@@ -143,37 +154,81 @@ def opted_out_paths(preferences: Mapping[str, Any] | None) -> set[str]:
     return paths
 
 
+def setting_at(preferences: Mapping[str, Any] | None, scope: str, *, covering: bool = True) -> Any:
+    """The value at an opt-out scope's path (None where nothing is set). For a channel
+    inside an entry set to a bare ``true``/``false``, that bool (it covers every
+    channel) - unless not ``covering``: then only the channel's own setting counts."""
+    section, name, *rest = scope.split(".")
+    entries = (preferences or {}).get(section)
+    if not isinstance(entries, Mapping):
+        return None
+    entry = entries.get(name)
+    if section == "channels" or not rest:
+        return entry
+    if not isinstance(entry, Mapping):
+        return entry if covering else None
+    channels = entry.get("channels")
+    return channels.get(rest[-1]) if isinstance(channels, Mapping) else None
+
+
+def _keep_sticky(after: dict[str, Any], scopes: set[str]) -> dict[str, Any]:
+    """``after`` with every sticky scope still false; ConflictError ``opted_out`` where
+    keeping it would undo what the write itself set there."""
+    for scope in sorted(scopes):
+        value = setting_at(after, scope)
+        if value is False:
+            continue
+        section, name, *rest = scope.split(".")
+        if (not rest and isinstance(value, Mapping)) or (rest and value is True):
+            field = scope if not rest else f"{section}.{name}"
+            raise ConflictError(
+                code="opted_out",
+                field=field,
+                message=f"{field}: the person opted out of {scope} themselves (an unsubscribe"
+                f" link or their email provider); only {scope}: true reverses that",
+            )
+        after = with_opt_out(after, scope)
+    return after
+
+
 def preferences_set(
     *, recipient_id: str, preferences: Mapping[str, Any], merge: bool, actor: str = ""
 ) -> Recipient:
     """Replace (PUT) or merge (PATCH) the recipient's preferences, checked by
-    ``check_preferences``; every opt-out it newly sets is an audit row (source ``api``)
-    and a ``recipient.unsubscribed`` status event, in the same transaction.
-    NotFoundError for an unknown recipient."""
+    ``check_preferences``, keeping the person's sticky opt-outs (the module says how).
+    Every opt-out it newly sets is an audit row and a ``recipient.unsubscribed`` status
+    event, every sticky one it reverses a ``resubscribe`` row and a
+    ``recipient.resubscribed`` event - source ``actor`` (``api:<key name>``; ``api``
+    without one) - in the same transaction. NotFoundError for an unknown recipient."""
+    source = actor or OptOutSource.API
     with transaction.atomic():
         recipient = recipient_or_404(recipient_id, for_update=True)
         before = recipient.preferences or {}
         after = merged(before, preferences) if merge else replaced(preferences)
+        sticky = sticky_scopes(recipient_id=recipient.pk) & opted_out_paths(before)
+        reversed_ = {
+            scope for scope in sticky if setting_at(preferences, scope, covering=False) is True
+        }
+        after = _keep_sticky(after, sticky - reversed_)
         recipient.preferences = after
         recipient.save(update_fields=["preferences", "updated_at"])
         new = sorted(opted_out_paths(after) - opted_out_paths(before))
+        changes = [(scope, OptOutAction.OPT_OUT) for scope in new]
+        changes += [(scope, OptOutAction.RESUBSCRIBE) for scope in sorted(reversed_)]
         OptOut.objects.bulk_create(
             [
-                OptOut(
-                    recipient=recipient,
-                    scope=scope,
-                    source=OptOutSource.API,
-                    details={"actor": actor} if actor else {},
-                )
-                for scope in new
+                OptOut(recipient=recipient, scope=scope, source=source, action=action)
+                for scope, action in changes
             ]
         )
         record(
             events=[
-                status_events.recipient_unsubscribed(
-                    recipient_id=recipient.pk, scope=scope, source=OptOutSource.API
-                )
-                for scope in new
+                (
+                    status_events.recipient_unsubscribed
+                    if action == OptOutAction.OPT_OUT
+                    else status_events.recipient_resubscribed
+                )(recipient_id=recipient.pk, scope=scope, source=source)
+                for scope, action in changes
             ]
         )
     return recipient

@@ -1,5 +1,5 @@
-"""The one rule that decides whether a recipient gets a message (SPEC §12), and the one
-writer of opt-outs.
+"""The one rule that decides whether a recipient gets a message (SPEC §12), the one
+writer of the person's own opt-outs, and which of them are sticky.
 
 ``evaluate`` is called once per send, when the step runs, and by
 ``GET /recipients/{id}/preferences/evaluate/``; the step records its ``rule``. The most
@@ -18,7 +18,7 @@ from django.db import transaction
 from status_webhooks import events as status_events
 from status_webhooks.outbox import record
 
-from .models import OptOut, Recipient
+from .models import PERSON_SOURCES, OptOut, OptOutAction, Recipient
 
 CHANNELS = ("email", "sms", "in_app")
 # The rule of a send nothing decided against.
@@ -106,17 +106,20 @@ def opt_out(
 ) -> bool:
     """Write the opt-out ``scope`` into the recipient's preferences with its audit row
     and its ``recipient.unsubscribed`` status event, in one transaction. Idempotent:
-    False (and no row) when the scope already says false or the recipient is gone
-    (erased)."""
+    False (and no row) when the scope already says false - unless this is the person's
+    own act (``PERSON_SOURCES``) and the false was not theirs yet (an API write): then
+    the row is written, making the opt-out sticky - or the recipient is gone (erased)."""
     with transaction.atomic():
         recipient = Recipient.objects.select_for_update().filter(pk=recipient_id).first()
         if recipient is None:
             return False
         updated = with_opt_out(recipient.preferences, scope)
         if updated == recipient.preferences:
-            return False
-        recipient.preferences = updated
-        recipient.save(update_fields=["preferences", "updated_at"])
+            if source not in PERSON_SOURCES or scope in sticky_scopes(recipient_id=recipient.pk):
+                return False
+        else:
+            recipient.preferences = updated
+            recipient.save(update_fields=["preferences", "updated_at"])
         OptOut.objects.create(
             recipient=recipient, scope=scope, source=source, details=dict(details or {})
         )
@@ -128,3 +131,25 @@ def opt_out(
             ]
         )
     return True
+
+
+def sticky_scopes(*, recipient_id: str) -> set[str]:
+    """The scopes the person opted out of themselves (SPEC §10, turn 4): those whose
+    latest audit row is an opt-out from one of ``PERSON_SOURCES`` (one-click, the
+    unsubscribe page, an ESP's unsubscribe or complaint), not reversed since. A
+    preferences write keeps them false unless it writes that same setting to true
+    (``preference_settings.preferences_set``). One read of the recipient's audit rows
+    (optout_recipient_at)."""
+    latest: dict[str, tuple[str, str]] = {}
+    rows = (
+        OptOut.objects.filter(recipient_id=recipient_id)
+        .order_by("-at", "-id")
+        .values_list("scope", "source", "action")
+    )
+    for scope, source, action in rows:
+        latest.setdefault(scope, (source, action))
+    return {
+        scope
+        for scope, (source, action) in latest.items()
+        if action == OptOutAction.OPT_OUT and source in PERSON_SOURCES
+    }

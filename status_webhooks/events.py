@@ -101,6 +101,16 @@ def recipient_unsubscribed(*, recipient_id: str, scope: str, source: str) -> New
     )
 
 
+def recipient_resubscribed(*, recipient_id: str, scope: str, source: str) -> NewEvent:
+    """``recipient.resubscribed``: a sticky opt-out (the person's own) reversed by an
+    explicit write of the same setting to true (``source``: ``api:<key name>``). About
+    a person, as ``recipient.unsubscribed``."""
+    return NewEvent(
+        type="recipient.resubscribed",
+        data={"recipient": recipient_id, "scope": scope, "source": source},
+    )
+
+
 def batch_closed(
     *,
     batch_id: uuid.UUID | str,

@@ -30,6 +30,7 @@ EVENT_TYPES = (
     "delivery.failed",
     "delivery.complained",
     "recipient.unsubscribed",
+    "recipient.resubscribed",
     "batch.closed",
 )
 DELIVERY_FAMILY = "delivery.*"

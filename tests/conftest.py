@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import pytest
 from django.conf import settings
+from django.core.servers.basehttp import ThreadedWSGIServer
+from django.test.testcases import LiveServerThread
 from rest_framework.test import APIClient
 
 from notifyflow import caching
@@ -16,6 +19,21 @@ BROKER_KIND = settings.NOTIFYFLOW_BROKER_KIND
 USING_REDIS = BROKER_KIND == "redis"
 # A broker server a real worker can share with the tests: Redis or RabbitMQ.
 USING_BROKER_SERVER = BROKER_KIND in ("redis", "amqp")
+
+
+class _NoDelayWSGIServer(ThreadedWSGIServer):
+    """The live server (``live_server``) with Nagle's algorithm off on its connections,
+    as gunicorn has it: a client that writes a request's headers and body apart
+    otherwise waits for a delayed ACK on every request (about 25 ms each here, against
+    1 ms: the schemathesis run was made of such waits)."""
+
+    def get_request(self):
+        conn, address = super().get_request()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn, address
+
+
+LiveServerThread.server_class = _NoDelayWSGIServer
 
 
 @pytest.hookimpl(tryfirst=True)

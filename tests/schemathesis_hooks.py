@@ -13,16 +13,24 @@ SCHEMATHESIS_HOOKS).
    templates - are checked at save), and an idempotency setting obeys the rules across
    its options (a window strategy needs ttlMinutes, ...), a throttle filter names a
    subject of its scope, and a webhook endpoint's URL is on the allow-list
-   (``WEBHOOK_URL``, allowed by the fuzz test) and its workflows exist. Only positive
-   cases are mapped: negative ones must stay invalid.
-3. The in-app feed's operations take a recipient token, not the run's API key: every
-   case of theirs carries the token the test minted (``NOTIFYFLOW_FUZZ_FEED_TOKEN``).
+   (``WEBHOOK_URL``, allowed by the fuzz test) and its workflows exist, a replay's
+   ``until`` is not before its ``since`` and quiet hours' ``until`` is not their
+   ``from`` (each a 400 naming ``until``). Only positive cases are mapped: negative
+   ones must stay invalid.
+3. An operation on one batch, fan-out or instance names the one the test made
+   (``NOTIFYFLOW_FUZZ_OBJECTS``) in a positive case, so it reaches more than its 404.
+
+(The in-app feed's operations take a recipient token, not the run's API key: the test
+gives them theirs in schemathesis' configuration, per operation - a header set here
+would be overridden by the run's ``--header``.)
 """
 
 from __future__ import annotations
 
+import json
 import os
 from base64 import b64encode
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -37,7 +45,8 @@ RECIPIENT_LIST = "readers"
 # An allowed webhook endpoint URL (tests/api/test_fuzz.py allows its host).
 WEBHOOK_HOST = "hooks.example.com"
 WEBHOOK_URL = f"https://{WEBHOOK_HOST}/notifyflow"
-FEED_TOKEN = os.environ.get("NOTIFYFLOW_FUZZ_FEED_TOKEN", "")
+# Path prefix -> the id of the object the test made there.
+OBJECTS: dict[str, str] = json.loads(os.environ.get("NOTIFYFLOW_FUZZ_OBJECTS") or "{}")
 
 
 # A valid definition (tests.factories needs Django's apps loaded; this module loads first).
@@ -74,6 +83,34 @@ def _existing_workflow(body: dict[str, Any]) -> None:
             entry["list"] = RECIPIENT_LIST
 
 
+def _replay_range(body: dict[str, Any]) -> None:
+    """``until`` before ``since`` is 400 ``invalid_range``: the two in order."""
+    try:
+        since, until = _instant(body["since"]), _instant(body["until"])
+    except (KeyError, TypeError, ValueError):  # one left out or null: nothing to order
+        return
+    if until < since:
+        body["since"], body["until"] = body["until"], body["since"]
+
+
+def _instant(text: str) -> datetime:
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)  # as the API reads it
+
+
+def _quiet_hours(body: dict[str, Any]) -> None:
+    """Quiet hours from a time until the same time are 400 ``empty_window``."""
+    hours = body.get("quiet_hours")
+    if isinstance(hours, dict) and hours.get("from") == hours.get("until") is not None:
+        hours["until"] = "00:00" if hours["from"] != "00:00" else "01:00"
+
+
+def _existing_object(case: Any) -> None:
+    for prefix, object_id in OBJECTS.items():
+        if case.operation.path.startswith(f"{prefix}{{id}}/"):
+            case.path_parameters = {**(case.path_parameters or {}), "id": object_id}
+
+
 def _throttle_query(case: Any) -> None:
     """The throttles' filters name a subject of their scope only: workflow= and node=
     with scope=workflow, recipient= with scope=recipient (else 400 ``scope_mismatch``)."""
@@ -92,23 +129,31 @@ def map_case(context: Any, case: Any) -> Any:
     meta = case.meta
     # No meta: an example from the schema itself (examples are valid by definition).
     negative = meta is not None and not meta.generation.mode.is_positive
-    if FEED_TOKEN and case.operation.path.startswith("/api/v1/feed/"):
-        case.headers = {**(case.headers or {}), "Authorization": f"Bearer {FEED_TOKEN}"}
-    if not negative and case.operation.path == "/api/v1/throttles/":
-        _throttle_query(case)
-    if negative or not isinstance(case.body, dict):
+    if negative:
         return case
+    if case.operation.path == "/api/v1/throttles/":
+        _throttle_query(case)
+    _existing_object(case)
+    if isinstance(case.body, dict):
+        _positive_body(case, case.body)
+    return case
+
+
+def _positive_body(case: Any, body: dict[str, Any]) -> None:
     path, method = case.operation.path, case.method.upper()
-    body = case.body
     if path.startswith("/api/v1/workflows/") and "definition" in body:
         body["definition"] = DEFINITION
         if method == "PUT":
             body["key"] = case.path_parameters.get("key", body.get("key"))
+    elif path.endswith("/replay/"):
+        _replay_range(body)
     elif path.startswith("/api/v1/webhook-endpoints/"):
         if isinstance(body.get("url"), str):
             body["url"] = WEBHOOK_URL
         if isinstance(body.get("workflows"), list):
             body["workflows"] = [WORKFLOW] if body["workflows"] else []
+    elif path.endswith("/preferences/"):
+        _quiet_hours(body)
     elif path == "/api/v1/triggers/bulk/" and isinstance(body.get("items"), list):
         for item in body["items"]:
             if isinstance(item, dict):
@@ -117,4 +162,3 @@ def map_case(context: Any, case: Any) -> Any:
         _existing_workflow(body)
         if "idempotency_setting" in body:
             body["idempotency_setting"] = {"strategy": "TIME_WINDOW", "ttlMinutes": 60}
-    return case

@@ -16,6 +16,7 @@ instance per member, created by a worker in set-based batches, resumably.
   but a ``normal`` workflow's in ``bulk`` (``fanout_lane``, SPEC §16). It runs for at
   most ``NOTIFYFLOW_FANOUT_SLICE_S`` and then sends itself again, so no task outlives
   the workers' time limit.
+- Erasing a member takes its id out of the snapshot (``fanout_forget``).
 - A worker killed mid-job leaves its lease to expire; ``fanouts_expired`` (the sweeper)
   re-sends those jobs. A batch commits only under the lease it read, so a job that lost
   its lease stops.
@@ -161,11 +162,13 @@ def fanout_run(*, fanout_id: uuid.UUID | str, batch: int | None = None) -> str:
         return "busy"
     fanout, lease = acquired
     if fanout.recipient_ids is None:
-        ids = _members(fanout)
         with transaction.atomic():
             status = _fenced(fanout.pk, lease)
             if status != FanOutStatus.RUNNING:
                 return status
+            # Read under the fan-out's lock: an erasure takes it before deleting a
+            # member (fanout_forget), so the snapshot never names an erased person.
+            ids = _members(fanout)
             fanout.recipient_ids = ids
             FanOut.objects.filter(pk=fanout.pk).update(
                 recipient_ids=ids, expected=len(ids), updated_at=timezone.now()

@@ -74,6 +74,16 @@ class BatchStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+class BatchCloseReason(models.TextChoices):
+    """How a batch stopped taking members (``Batch.close_reason``)."""
+
+    WINDOW = "window", "its window ended"
+    MAX_ITEMS = "max_items", "max_items reached"
+    FLUSH = "flush", "flushed"
+    RUN_NOW = "run_now", "run now on its opener"
+    OPENER_CANCELLED = "opener_cancelled", "its opener was cancelled"
+
+
 class Batch(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     # No index of its own: batch_one_open_per_key leads with it (open batches of a
@@ -102,6 +112,13 @@ class Batch(models.Model):
     opened_at = models.DateTimeField()
     closes_at = models.DateTimeField()
     closed_at = models.DateTimeField(null=True, blank=True)
+    # How it closed (or was cancelled), set with ``closed_at`` by the one statement that
+    # closes it; and who closed it, the actor of a close or a flush (null: a max_items
+    # close, or a batch closed before migration 0021).
+    close_reason = models.CharField(
+        max_length=16, choices=BatchCloseReason.choices, null=True, blank=True
+    )
+    closed_by = models.CharField(max_length=200, null=True, blank=True)
     max_items = models.PositiveIntegerField(null=True, blank=True)
     # Arrivals so far (the opener included); the digest leaves cancelled members out.
     item_count = models.PositiveIntegerField(default=0)

@@ -136,7 +136,7 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
     """The JSON Schema of one config field, by its kind."""
     text = field.description
     kind = field.kind
-    if kind in ("template", "html_template"):
+    if kind in ("template", "html_template", "link"):
         return _template(text)
     if kind == "recipients":
         one = _template("an address template", max_length=None) | {"minLength": 1}
@@ -149,7 +149,7 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
         }
     if kind == "int":
         return {"type": "integer", "minimum": 0, "maximum": MAX_DURATION_MS, "description": text}
-    if kind == "duration":
+    if kind in ("duration", "window"):  # "window" > 0: the validator's (no pattern for it)
         return {
             "type": "string",
             "pattern": duration_pattern(),

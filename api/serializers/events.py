@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from notifyflow.fields import InputSerializer, JsonObjectField, StrictCharField
+from notifyflow.fields import InputSerializer, JsonObjectField, KeyField, StrictCharField
 from triggers.event_models import EventRecord
 from triggers.events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
 from triggers.inbox import MAX_SUBJECTS
@@ -15,7 +15,7 @@ from .trigger_recipients import FanOutSummarySerializer, RecipientInstanceSerial
 
 class EventInputSerializer(InputSerializer):
     name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
-    event_id = StrictCharField(
+    event_id = KeyField(
         max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
     )
     # The API's field name; mypy sees it shadow DRF's own ``context``.

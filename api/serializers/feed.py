@@ -76,7 +76,7 @@ class FeedPageSerializer(FeedCountsSerializer):
     }
 )
 class FeedIdsField(serializers.Field):
-    """A list of item ids, or "all" (None)."""
+    """A list of item ids (each a UUID written as a JSON string), or "all" (None)."""
 
     default_error_messages = {"invalid": 'expected a list of item ids or "all"'}
 
@@ -87,7 +87,18 @@ class FeedIdsField(serializers.Field):
             self.fail("invalid")
         if len(data) > MAX_BULK_IDS:
             raise serializers.ValidationError(f"at most {MAX_BULK_IDS} ids", code="too_many_ids")
-        return [serializers.UUIDField().run_validation(value) for value in data]
+        item = serializers.UUIDField()
+        ids = []
+        for index, value in enumerate(data):
+            try:
+                # DRF's UUIDField also takes the integer 12 as a UUID: an id is a string.
+                if not isinstance(value, str):
+                    raise serializers.ValidationError("must be an item id (a UUID string)")
+                ids.append(item.run_validation(value))
+            except serializers.ValidationError as exc:
+                # Per index, so the error names ``ids[i]`` (api_errors._flatten).
+                raise serializers.ValidationError([[]] * index + [exc.detail]) from exc
+        return ids
 
     def to_representation(self, value: Any) -> Any:
         return "all" if value is None else [str(v) for v in value]

@@ -20,17 +20,19 @@ from notifyflow.errors import ApplicationError
 from notifyflow.fields import (
     InputSerializer,
     JsonObjectField,
+    KeyField,
     QuerySerializer,
     StrictCharField,
+    key_pattern,
 )
 from notifyflow.parsers import check_storable
+from recipients.ids import MAX_RECIPIENT_ID_LENGTH, RESERVED_RECIPIENT_IDS, recipient_id_problem
 from recipients.lists import MAX_MEMBERS_PER_REQUEST
 from recipients.models import Recipient
 from recipients.services import RecipientBulkOutcome
 
 from .items import ItemErrorSerializer
 
-MAX_RECIPIENT_ID_LENGTH = Recipient._meta.get_field("id").max_length or 255
 MAX_BULK_RECIPIENTS = 1000
 # Spaces, dots, dashes and parentheses are dropped before the E.164 check (ASCII only:
 # the same characters in Python and in the schema's ECMAScript pattern).
@@ -42,9 +44,16 @@ PHONE_PATTERN = f"^{_NOISE}*\\+{_NOISE}*[1-9]({_NOISE}*[0-9]){{1,14}}{_NOISE}*$"
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 EMAIL_PATTERN = f"^[A-Za-z0-9.!#$%&'*+/=?^_`{{|}}~-]+@{_LABEL}(?:\\.{_LABEL})+$"
 _EMAIL = re.compile(EMAIL_PATTERN[1:-1])
-# A recipient id (in a path or a body): not blank, no NUL, at most 255 characters.
-ID_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
-ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": ID_PATTERN}
+# A recipient id (in a path or a body): printable text, not blank, no "/", not a
+# reserved segment (recipients.ids), at most 255 characters.
+_RESERVED = "|".join(re.escape(reserved) for reserved in sorted(RESERVED_RECIPIENT_IDS))
+ID_PATTERN = f"^(?!(?:{_RESERVED})$)" + key_pattern("/")[1:]
+ID_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_RECIPIENT_ID_LENGTH,
+    "pattern": ID_PATTERN,
+}
 
 
 @cache
@@ -89,9 +98,12 @@ def valid_email(value: str) -> str:
 
 
 def valid_recipient_id(value: Any, field: str = "id") -> str:
-    """A recipient id from a path: not blank, no NUL, at most 255 characters; else a
-    400 naming ``field``."""
-    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+    """A recipient id from a path: printable, not blank, not reserved, at most 255
+    characters (``recipient_id_problem``); else a 400 naming ``field``."""
+    problem = recipient_id_problem(value) if isinstance(value, str) else None
+    if problem is not None:
+        raise ApplicationError(code=problem[0], field=field, message=f"{field}: {problem[1]}")
+    if not isinstance(value, str) or not value.strip():
         raise ApplicationError(code="invalid", field=field, message=f"{field}: must not be blank")
     if len(value) > MAX_RECIPIENT_ID_LENGTH:
         raise ApplicationError(
@@ -122,9 +134,18 @@ class TimezoneField(StrictCharField):
 
 
 @extend_schema_field(ID_SCHEMA)
-class RecipientIdField(StrictCharField):
+class RecipientIdField(KeyField):
+    """A recipient id in a body: as ``valid_recipient_id`` takes one from a path."""
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(max_length=MAX_RECIPIENT_ID_LENGTH, **kwargs)
+
+    def run_validation(self, data: Any = empty) -> Any:
+        value = super().run_validation(data)
+        problem = recipient_id_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            raise serializers.ValidationError(problem[1], code=problem[0])
+        return value
 
 
 class PropertiesField(JsonObjectField):

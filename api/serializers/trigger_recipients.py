@@ -9,6 +9,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
 
+from notifyflow.fields import key_pattern, printable_problem
+from recipients.ids import recipient_id_problem
 from triggers.fanout_models import FanOut, FanOutStatus
 from triggers.services import (
     MAX_RECIPIENTS,
@@ -18,15 +20,16 @@ from triggers.services import (
 )
 from workflows.models import Workflow
 
-from .recipients import MAX_RECIPIENT_ID_LENGTH, InlineRecipientSerializer
+from .recipients import ID_SCHEMA, MAX_RECIPIENT_ID_LENGTH, InlineRecipientSerializer
 
+_LIST_KEY = {"type": "string", "minLength": 1, "maxLength": 100, "pattern": key_pattern()}
 _ENTRY_SCHEMA = {
     "oneOf": [
-        {"type": "string", "minLength": 1, "maxLength": MAX_RECIPIENT_ID_LENGTH},
+        ID_SCHEMA,
         {"$ref": "#/components/schemas/InlineRecipient"},
         {
             "type": "object",
-            "properties": {"list": {"type": "string", "maxLength": 100}},
+            "properties": {"list": _LIST_KEY},
             "required": ["list"],
             "additionalProperties": False,
         },
@@ -77,7 +80,8 @@ class RecipientsField(serializers.Field):
 
 def _entry(raw: Any, inline: InlineRecipientSerializer) -> RecipientEntry:
     if isinstance(raw, str):
-        if not raw or len(raw) > MAX_RECIPIENT_ID_LENGTH:
+        _refuse(recipient_id_problem(raw))
+        if not raw.strip() or len(raw) > MAX_RECIPIENT_ID_LENGTH:
             raise serializers.ValidationError(
                 [
                     ErrorDetail(
@@ -93,6 +97,7 @@ def _entry(raw: Any, inline: InlineRecipientSerializer) -> RecipientEntry:
             raise serializers.ValidationError(
                 [ErrorDetail("a list entry is {list: key} and nothing else", code="invalid_list")]
             )
+        _refuse(printable_problem(key))
         return RecipientEntry(list_key=key)
     if isinstance(raw, dict):
         fields = dict(inline.run_validation(raw))
@@ -105,6 +110,12 @@ def _entry(raw: Any, inline: InlineRecipientSerializer) -> RecipientEntry:
             )
         ]
     )
+
+
+def _refuse(problem: tuple[str, str] | None) -> None:
+    """An entry's id or list key that is not printable (or not a possible id)."""
+    if problem is not None:
+        raise serializers.ValidationError([ErrorDetail(problem[1], code=problem[0])])
 
 
 class FanOutOutputSerializer(serializers.ModelSerializer):

@@ -18,11 +18,13 @@ from notifyflow.errors import ApplicationError
 from notifyflow.fields import (
     InputSerializer,
     JsonObjectField,
+    KeyField,
     QueryBooleanField,
     QuerySerializer,
     StrictCharField,
+    printable,
 )
-from notifyflow.parsers import check_storable, dumped_storable, text_storable
+from notifyflow.parsers import check_storable, dumped_storable
 from notifyflow.redaction import redact
 from triggers.events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
 from triggers.models import TriggerInstance, TriggerStatus
@@ -51,8 +53,8 @@ class TriggerCreateInputSerializer(InputSerializer):
 
     stateless_validation = True  # notifyflow.api.validated_body
 
-    workflow = StrictCharField(max_length=WORKFLOW_KEY_MAX_LENGTH, help_text="Workflow key")
-    idempotency_key = StrictCharField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
+    workflow = KeyField(max_length=WORKFLOW_KEY_MAX_LENGTH, help_text="Workflow key")
+    idempotency_key = KeyField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
     payload = JsonObjectField(help_text="Any JSON object; templates see it as `payload`")
     recipients = RecipientsField(
         required=False,
@@ -127,11 +129,11 @@ class _PlainItem:
     """The lean check of a bulk item: the ``TriggerItem`` that ``BulkItemsField._item``
     (storable values, then TriggerCreateInputSerializer) makes of an item of the plain
     shape - exactly ``workflow``, ``idempotency_key`` and ``payload``, two non-blank
-    strings within their lengths and an object within the payload limit, nothing
-    ``check_storable`` refuses - or None for anything else, which then takes that path
-    and gets its error from it. A serializer run per item was ~20 ms of a 1,000-item
-    request (bench/RESULTS.md, issue 29). tests/api/test_bulk_items.py compares the two
-    on valid and invalid items."""
+    printable strings (``KeyField``) within their lengths and an object within the
+    payload limit, nothing ``check_storable`` refuses - or None for anything else, which
+    then takes that path and gets its error from it. A serializer run per item was
+    ~20 ms of a 1,000-item request (bench/RESULTS.md, issue 29).
+    tests/api/test_bulk_items.py compares the two on valid and invalid items."""
 
     def __init__(self, *, workflow_max: int, key_max: int, payload_max: int) -> None:
         self.workflow_max, self.key_max, self.payload_max = workflow_max, key_max, payload_max
@@ -148,8 +150,8 @@ class _PlainItem:
             or not 0 < len(key) <= self.key_max
             or not workflow.strip()
             or not key.strip()
-            or not text_storable(workflow)
-            or not text_storable(key)
+            or not printable(workflow)
+            or not printable(key)
         ):
             return None
         # As JsonObjectField measures it (ensure_ascii: characters are bytes).
@@ -329,8 +331,8 @@ class CancelInputSerializer(InputSerializer):
 
 
 class CancelByKeyInputSerializer(CancelInputSerializer):
-    workflow = StrictCharField(max_length=100, help_text="Workflow key")
-    idempotency_key = StrictCharField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
+    workflow = KeyField(max_length=100, help_text="Workflow key")
+    idempotency_key = KeyField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
 
 
 class StatusChangeOutputSerializer(serializers.Serializer):
@@ -347,7 +349,7 @@ class StatusChangeOutputSerializer(serializers.Serializer):
 
 class InstanceEventInputSerializer(InputSerializer):
     name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
-    event_id = StrictCharField(
+    event_id = KeyField(
         max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
     )
     # The API's field name; mypy sees it shadow DRF's own ``context``.

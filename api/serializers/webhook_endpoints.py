@@ -4,9 +4,18 @@ cannot say (the allow-list, existing workflows)."""
 
 from __future__ import annotations
 
-from rest_framework import serializers
+from typing import Any
 
-from notifyflow.fields import InputSerializer, QuerySerializer, StrictBooleanField, StrictCharField
+from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail
+
+from notifyflow.fields import (
+    InputSerializer,
+    KeyField,
+    QuerySerializer,
+    StrictBooleanField,
+    StrictCharField,
+)
 from status_webhooks.endpoints import (
     MAX_DESCRIPTION_LENGTH,
     MAX_URL_LENGTH,
@@ -35,7 +44,7 @@ class WebhookEndpointInputSerializer(InputSerializer):
         help_text="Event types to receive; `delivery.*` means every delivery status",
     )
     workflows = serializers.ListField(
-        child=StrictCharField(max_length=100),
+        child=KeyField(max_length=100),
         required=False,
         default=list,
         max_length=MAX_WORKFLOWS,
@@ -96,8 +105,18 @@ class ReplayInputSerializer(InputSerializer):
         required=False,
         allow_null=True,
         default=None,
-        help_text="... and before this instant (default: up to now)",
+        help_text="... and before this instant (default: up to now); not before `since` "
+        "(400 `invalid_range`)",
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # A window that ends before it starts is a mistake to name, not "replayed: 0".
+        until = attrs.get("until")
+        if until is not None and until < attrs["since"]:
+            raise serializers.ValidationError(
+                {"until": [ErrorDetail("must not be before since", code="invalid_range")]}
+            )
+        return attrs
 
 
 class ReplayOutputSerializer(serializers.Serializer):

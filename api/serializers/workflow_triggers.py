@@ -9,6 +9,7 @@ from rest_framework import serializers
 from notifyflow.fields import (
     InputSerializer,
     JsonObjectField,
+    KeyField,
     QuerySerializer,
     StrictBooleanField,
     StrictCharField,
@@ -61,7 +62,7 @@ class IdempotencySettingField(JsonObjectField):
 
 class WorkflowTriggerInputSerializer(InputSerializer):
     event_name = StrictCharField(max_length=MAX_EVENT_NAME_LENGTH)
-    workflow = StrictCharField(max_length=100, help_text="Workflow key")
+    workflow = KeyField(max_length=100, help_text="Workflow key")
     is_active = StrictBooleanField(default=True)
     idempotency_setting = IdempotencySettingField(
         help_text="{} or absent: UUID. TIME_WINDOW and CONTEXT_TIME_WINDOW need "
@@ -98,7 +99,7 @@ class WorkflowTriggerFilterSerializer(QuerySerializer):
 class PreviewKeyInputSerializer(InputSerializer):
     # The API's field name; mypy sees it shadow DRF's own ``context``.
     context = JsonObjectField()  # type: ignore[assignment]
-    event_id = StrictCharField(
+    event_id = KeyField(
         max_length=MAX_EVENT_ID_LENGTH, required=False, allow_null=True, default=None
     )
     at = serializers.DateTimeField(

@@ -3,8 +3,9 @@ straight from a browser with a recipient token (``api.feed_auth``), never an API
 
 Every feed answer carries CORS headers (any origin: the token travels in the
 Authorization header, no cookie is involved), and a preflight ``OPTIONS`` is answered
-without authentication. ``counts/`` is the polled one: a token check (an HMAC) and one
-primary-key read, with an ``ETag`` and ``304`` for a matching ``If-None-Match``.
+without authentication. ``counts/`` is the polled one: a token check (an HMAC, kept per
+process) and one read (the token's generation and the counts, two primary-key probes),
+with an ``ETag`` and ``304`` for a matching ``If-None-Match``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from executions.feed import FeedCounts, feed_bulk_mark, feed_counts, feed_item_mark, feed_items
+from executions.feed_tokens import feed_token_counts
 from notifyflow.api import ApiView, no_body, validated_body
 from notifyflow.pagination import MAX_PAGE_SIZE, CursorPagination
+from notifyflow.throttling import PerRecipientThrottle
 
-from ..feed_auth import FeedTokenAuthentication, IsFeedRecipient, request_recipient
+from ..feed_auth import (
+    FeedTokenAuthentication,
+    IsFeedRecipient,
+    request_claims,
+    request_recipient,
+)
 from ..serializers.feed import (
     FeedBulkInputSerializer,
     FeedBulkOutputSerializer,
@@ -41,7 +49,7 @@ IF_NONE_MATCH = OpenApiParameter(
 )
 CORS = {
     "Access-Control-Allow-Origin": "*",
-    "Access-Control-Expose-Headers": "ETag",
+    "Access-Control-Expose-Headers": "ETag, Retry-After",
 }
 PREFLIGHT = {
     **CORS,
@@ -73,12 +81,12 @@ class FeedNewestFirst(CursorPagination):
 
 
 # Base of the feed views: recipient tokens only, CORS on every answer, preflight
-# without credentials, no per-API-key throttle (no key here). (A comment, not a
-# docstring: drf-spectacular would publish it.)
+# without credentials, throttled per recipient (NOTIFYFLOW_FEED_RATE), not per API key
+# (no key here). (A comment, not a docstring: drf-spectacular would publish it.)
 class FeedView(ApiView):
     authentication_classes = [FeedTokenAuthentication]
     permission_classes = [IsFeedRecipient]
-    throttle_classes: list = []
+    throttle_classes = [PerRecipientThrottle]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         if request.method == "OPTIONS":
@@ -130,6 +138,8 @@ class FeedListView(FeedView):
 
 class FeedCountsView(FeedView):
     serializer_class = FeedCountsSerializer
+    # The token's generation is checked by the counts' own read (feed_token_counts).
+    checks_token_itself = True
 
     @extend_schema(
         parameters=[IF_NONE_MATCH],
@@ -141,7 +151,7 @@ class FeedCountsView(FeedView):
         "one indexed read, meant to be polled with If-None-Match.",
     )
     def get(self, request: Request) -> Response:
-        counts = feed_counts(recipient_id=request_recipient(request))
+        counts = feed_token_counts(claims=request_claims(request))
         headers = {"ETag": counts.etag, "Cache-Control": "private, no-cache"}
         if _matches(request.META.get("HTTP_IF_NONE_MATCH", ""), counts.etag):
             return Response(status=304, headers=headers)

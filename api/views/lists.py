@@ -23,6 +23,7 @@ from recipients.lists import (
 from recipients.models import RecipientList
 
 from ..openapi import DeleteWithBodySchema
+from ..permissions import PEOPLE_PERMISSIONS
 from ..serializers.lists import (
     ListInputSerializer,
     ListOutputSerializer,
@@ -45,6 +46,7 @@ SCOPES = {"GET": "read", "PUT": "trigger", "POST": "trigger", "DELETE": "trigger
 class ListListView(ApiView):
     serializer_class = ListOutputSerializer
     pagination_class = ListsByKey
+    permission_classes = PEOPLE_PERMISSIONS
     required_scope = SCOPES
 
     @extend_schema(responses=ListOutputSerializer(many=True), description="Lists by key.")
@@ -55,6 +57,7 @@ class ListListView(ApiView):
 
 class ListDetailView(ApiView):
     serializer_class = ListOutputSerializer
+    permission_classes = PEOPLE_PERMISSIONS
     required_scope = SCOPES
 
     def get_object(self) -> RecipientList:
@@ -92,6 +95,7 @@ class ListMembersView(ApiView):
     schema = DeleteWithBodySchema()
     serializer_class = RecipientOutputSerializer
     pagination_class = RecipientsById
+    permission_classes = PEOPLE_PERMISSIONS
     required_scope = SCOPES
 
     @extend_schema(

@@ -3,7 +3,6 @@ preferences and what the preferences decide."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
@@ -13,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from executions.erasure import recipient_erase
-from executions.feed_tokens import feed_token_create
+from executions.feed_tokens import feed_token_create, feed_tokens_revoke
 from notifyflow.api import ApiView, no_body, paginated_list, validated_body
 from notifyflow.errors import ApplicationError
 from notifyflow.pagination import RecipientsById
@@ -28,7 +27,7 @@ from recipients.services import (
 )
 
 from ..auth import request_key
-from ..permissions import actor
+from ..permissions import PEOPLE_PERMISSIONS, actor
 from ..serializers.feed import FeedTokenOutputSerializer
 from ..serializers.preferences import (
     EvaluateOutputSerializer,
@@ -54,6 +53,8 @@ WRITE_SCOPES = {"PUT": "trigger", "PATCH": "trigger", "POST": "trigger", "GET": 
 class _OneRecipient(ApiView):
     """A view of one recipient (``id`` in the path)."""
 
+    permission_classes = PEOPLE_PERMISSIONS
+
     def get_object(self) -> Recipient:
         # Only DRF's OPTIONS metadata calls it (the handlers look up themselves): any
         # id that names no recipient is "no object".
@@ -75,6 +76,7 @@ class RecipientListView(ApiView):
     serializer_class = RecipientOutputSerializer
     pagination_class = RecipientsById
     query_serializer_class = RecipientSearchSerializer
+    permission_classes = PEOPLE_PERMISSIONS
     required_scope = {"GET": "read"}
 
     @extend_schema(
@@ -93,7 +95,9 @@ class RecipientBulkView(ApiView):
 
     serializer_class = RecipientBulkOutputSerializer
     parser_classes = [PartsCheckedJSONParser]
+    permission_classes = PEOPLE_PERMISSIONS
     required_scope = {"POST": "trigger"}
+    body_limit = "NOTIFYFLOW_MAX_BULK_BODY_BYTES"
 
     @extend_schema(
         request=RecipientBulkInputSerializer,
@@ -104,9 +108,7 @@ class RecipientBulkView(ApiView):
         "answer) writes nothing. The valid items are written in one transaction.",
     )
     def post(self, request: Request) -> Response:
-        body = validated_body(
-            request, RecipientBulkInputSerializer, settings.NOTIFYFLOW_MAX_BULK_BODY_BYTES
-        )
+        body = validated_body(request, RecipientBulkInputSerializer)
         outcomes = recipients_bulk_upsert(items=body["items"])
         return Response(RecipientBulkOutputSerializer(outcomes).data)
 
@@ -153,10 +155,11 @@ class RecipientDetailView(_OneRecipient):
         parameters=[ID_PARAMETER],
         request=None,
         responses={204: None},
-        description="Erases the person (admin scope): the recipient, its preferences, list "
-        "memberships and opt-out history go; its addresses in past deliveries and step logs "
-        "become `[erased]`; its instances not yet finished are cancelled (`recipient "
-        "erased`). One transaction.",
+        description="Erases the person (admin scope), in one transaction: the recipient, its "
+        "preferences, list memberships, opt-out history, feed items and feed tokens go; its "
+        "instances not yet finished are cancelled (`recipient erased`); afterwards no stored "
+        "row or answer holds its email address or phone number (`[erased]` in the history, "
+        "idempotency keys `erased:<instance id>`, batch and throttle keys, event records).",
     )
     def delete(self, request: Request, id: str) -> Response:
         recipient_erase(recipient_id=valid_recipient_id(id), actor=actor(request_key(request)))
@@ -175,8 +178,11 @@ class RecipientPreferencesView(_OneRecipient):
         parameters=[ID_PARAMETER],
         request=PreferencesSerializer,
         responses={200: PreferencesSerializer},
-        description="Replaces the preferences (sections left out are emptied). Every "
-        "setting that newly says false is an opt-out audit row (source `api`).",
+        description="Replaces the preferences (sections left out are emptied), except the "
+        "person's own opt-outs (one-click, unsubscribe page, ESP): kept unless the body "
+        "writes that same setting true (a resubscription, audited), 409 `opted_out` if it "
+        "would override one otherwise. Every setting that newly says false is an opt-out "
+        "audit row (source `api:<key name>`).",
     )
     def put(self, request: Request, id: str) -> Response:
         return self._save(request, id, merge=False)
@@ -186,7 +192,8 @@ class RecipientPreferencesView(_OneRecipient):
         request=PreferencesSerializer,
         responses={200: PreferencesSerializer},
         description="Merges: each setting named replaces the one there, null removes it "
-        "(a section set to null is emptied; `quiet_hours` is replaced whole).",
+        "(a section set to null is emptied; `quiet_hours` is replaced whole); the person's "
+        "own opt-outs are kept as for PUT.",
     )
     def patch(self, request: Request, id: str) -> Response:
         return self._save(request, id, merge=True)
@@ -237,3 +244,17 @@ class RecipientFeedTokenView(_OneRecipient):
         no_body(request)
         minted = feed_token_create(recipient_id=valid_recipient_id(id), now=timezone.now())
         return Response({"token": minted.token, "expires_at": minted.expires_at})
+
+
+class RecipientFeedTokenRevokeView(_OneRecipient):
+    """Revoke every feed token minted for the recipient so far: from now on they get 401
+    ``token_revoked``; tokens minted afterwards work. Erasing the recipient revokes
+    them too. 404 for an unknown recipient."""
+
+    required_scope = {"POST": "trigger"}
+
+    @extend_schema(parameters=[ID_PARAMETER], request=None, responses={204: None})
+    def post(self, request: Request, id: str) -> Response:
+        no_body(request)
+        feed_tokens_revoke(recipient_id=valid_recipient_id(id))
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
@@ -177,6 +176,7 @@ class TriggerBulkCreateView(ApiView):
     # Values are checked per item (BulkItemsField), so one bad item rejects nothing else.
     parser_classes = [PartsCheckedJSONParser]
     required_scope = {"POST": "trigger"}
+    body_limit = "NOTIFYFLOW_MAX_BULK_BODY_BYTES"
 
     @extend_schema(
         request=TriggerBulkInputSerializer,
@@ -188,9 +188,7 @@ class TriggerBulkCreateView(ApiView):
         "read.",
     )
     def post(self, request: Request) -> Response:
-        body = validated_body(
-            request, TriggerBulkInputSerializer, settings.NOTIFYFLOW_MAX_BULK_BODY_BYTES
-        )
+        body = validated_body(request, TriggerBulkInputSerializer)
         key = request_key(request)
         items = [
             item

@@ -85,7 +85,7 @@ class TriggerInstanceAdmin(
                     "id",
                     "workflow",
                     "version_display",
-                    "idempotency_key",
+                    "idempotency_key_display",
                     "recipient_display",
                     "status_display",
                     "waiting_display",
@@ -112,6 +112,7 @@ class TriggerInstanceAdmin(
         ),
     )
     readonly_fields = (
+        "idempotency_key_display",
         "recipient_display",
         "waiting_display",
         "version_display",

@@ -20,6 +20,7 @@ from notifyflow import ids
 from triggers.models import TriggerInstance, TriggerStatus
 
 from ..support import InputListFilter, parse_uuid, status_badge, truncated, waiting_until
+from ..visible import visible_id
 
 
 def is_waiting(obj: TriggerInstance) -> bool:
@@ -147,8 +148,8 @@ class InstanceListMixin(admin.ModelAdmin):
         return ids.short_id(obj.pk)
 
     @admin.display(description="idempotency key")
-    def idempotency_key_short(self, obj: TriggerInstance) -> SafeString | str:
-        return truncated(obj.idempotency_key, 28)
+    def idempotency_key_short(self, obj: TriggerInstance) -> SafeString:
+        return visible_id(obj.idempotency_key, limit=28)
 
     @admin.display(description="status")
     def status_display(self, obj: TriggerInstance) -> SafeString:

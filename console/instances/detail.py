@@ -7,7 +7,6 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
-from django.contrib.admin.utils import quote
 from django.db.models import Field
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -16,13 +15,15 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from executions.models import StepExecutionLog
+from notifyflow.ids import short_id
 from notifyflow.redaction import redact
 from triggers.models import ParkedOn, TriggerInstance, TriggerStatus
 
 from ..drawing import draw_workflow_svg
-from ..support import can_operate, precise_time, pretty_json, waiting_until
+from ..support import can_operate, precise_time, pretty_json, recipient_link, waiting_until
+from ..visible import visible_id
 from .columns import failure_kind, is_waiting
-from .inlines import status_history_rows
+from .inlines import skip_rule, skip_text, status_history_rows
 
 # Not granted to the operators group: triggers/migrations/0008 creates it, an
 # administrator hands it out.
@@ -47,18 +48,21 @@ def delay_description(obj: TriggerInstance) -> SafeString | str:
 
 
 def node_states(obj: TriggerInstance) -> dict[str, tuple[str, str]]:
-    """node id -> ("succeeded" / "skipped" / "failed", error of that latest attempt)."""
+    """node id -> ("succeeded" / "skipped" / "failed", what to say of that latest
+    attempt: the error of a failed one, why a skipped one sent nothing)."""
     states: dict[str, tuple[str, str]] = {}
     # Oldest first, so each node ends with the outcome of its latest attempt.
-    for node_id, success, error, skip_reason in (
+    for node_id, success, error, skip_reason, rule in (
         StepExecutionLog.objects.filter(trigger=obj)
         .order_by("started_at", "id")
-        .values_list("node_id", "success", "error", "skip_reason")
+        .values_list("node_id", "success", "error", "skip_reason", skip_rule())
     ):
         if not success:
             states[node_id] = ("failed", error)
+        elif skip_reason:
+            states[node_id] = ("skipped", skip_text(skip_reason, rule))
         else:
-            states[node_id] = ("skipped" if skip_reason else "succeeded", "")
+            states[node_id] = ("succeeded", "")
     return states
 
 
@@ -155,11 +159,14 @@ class InstanceDetailMixin(admin.ModelAdmin):
         """The person the instance notifies (a link to their page), "erased" after an
         erasure, "-" for a payload-only instance."""
         if obj.recipient_id is not None:
-            url = reverse("admin:recipients_recipient_change", args=[quote(obj.recipient_id)])
-            return format_html('<a href="{}">{}</a>', url, obj.recipient_id)
+            return recipient_link(obj.recipient_id)
         if obj.recipient_erased:
             return "[erased] (the recipient was erased; their addresses were removed)"
         return "- (payload only: addresses come from the payload)"
+
+    @admin.display(description="idempotency key")
+    def idempotency_key_display(self, obj: TriggerInstance) -> SafeString:
+        return visible_id(obj.idempotency_key)
 
     @admin.display(description="workflow version")
     def version_display(self, obj: TriggerInstance) -> str:
@@ -172,7 +179,8 @@ class InstanceDetailMixin(admin.ModelAdmin):
             obj.workflow_version.definition,
             current_node=obj.current_node_id,
             node_states={node: state for node, (state, _) in states.items()},
-            node_errors={node: error for node, (_, error) in states.items() if error},
+            node_errors={node: note for node, (state, note) in states.items() if state == "failed"},
+            node_skips={node: note for node, (state, note) in states.items() if state == "skipped"},
             waiting_until=(
                 timezone.localtime(obj.available_at).strftime("%Y-%m-%d %H:%M %Z")
                 if is_waiting(obj)
@@ -200,6 +208,12 @@ class InstanceDetailMixin(admin.ModelAdmin):
         if obj is not None and can_operate(request):
             context.update(operator_buttons(request, obj))
         context["nf_status_history"] = status_history_rows(obj) if obj is not None else None
+        if obj is not None:
+            # Its name is its key: shown as the key is (change_form.html), not str(obj),
+            # where the key's trailing space would run into the separator.
+            context["nf_object_name"] = format_html(
+                "{} ({})", visible_id(obj.idempotency_key), short_id(obj.pk)
+            )
         context["nf_step_logs_url"] = (
             reverse("admin:executions_stepexecutionlog_changelist")
             + f"?trigger__id__exact={obj.pk}"

@@ -3,10 +3,13 @@ status changes (read-only, oldest first)."""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import F, QuerySet, Window
+from django.db.models import Case, CharField, F, Q, QuerySet, Value, When, Window
+from django.db.models.fields.json import KT
 from django.db.models.functions import RowNumber
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -16,7 +19,7 @@ from executions.history import STEP_LOG
 from executions.models import StepExecutionLog
 from executions.selectors import instance_status_history
 from triggers.inbox_models import InboxEvent
-from triggers.models import TriggerInstance
+from triggers.models import TriggerInstance, TriggerStatus
 
 from ..support import (
     ReadOnlyAdminMixin,
@@ -26,6 +29,7 @@ from ..support import (
     timestamp_column,
     truncated,
 )
+from ..visible import visible_id
 
 
 def run_label(obj: StepExecutionLog) -> str:
@@ -39,13 +43,35 @@ def run_label(obj: StepExecutionLog) -> str:
     return str(run) if run == obj.attempt else f"{run} (retry budget {obj.attempt})"
 
 
+def skip_rule() -> Case:
+    """The preference rule a skipped step's output names (``output.rule``), read in the
+    query, so a list that defers the output still shows it; NULL for any other step."""
+    return Case(
+        When(~Q(skip_reason=""), then=KT("output__rule")),
+        default=Value(None),
+        output_field=CharField(),
+    )
+
+
+def skip_text(reason: str, rule: str | None) -> str:
+    """``preference_opt_out, rule categories.marketing``; the reason alone without a rule."""
+    return f"{reason}, rule {rule}" if rule else reason
+
+
+def _rule_of(obj: StepExecutionLog) -> str | None:
+    """The rule of a skipped step: annotated (``skip_rule``), or from its loaded output."""
+    rule = getattr(obj, "skip_rule", None)
+    if rule is None and "output" not in obj.get_deferred_fields():
+        rule = obj.output.get("rule") if isinstance(obj.output, dict) else None
+    return str(rule) if rule else None
+
+
 def step_outcome(obj: StepExecutionLog) -> SafeString:
     """succeeded / failed, or "skipped" with its reason (SPEC §4: a skip is a success
-    that sent nothing) and, for a preference opt-out, the rule that decided."""
+    that sent nothing) and, for a preference opt-out, the rule that decided: in the
+    column itself, without opening the output."""
     if obj.skip_reason:
-        # Not on the step-log list, which defers the output (a query per row).
-        output = None if "output" in obj.get_deferred_fields() else obj.output
-        rule = output.get("rule") if isinstance(output, dict) else None
+        rule = _rule_of(obj)
         return format_html(
             '{} <code class="nf-skip-reason" title="{}">{}</code>{}',
             status_badge("skipped", "skipped"),
@@ -134,13 +160,17 @@ class InboxInline(ReadOnlyAdminMixin, admin.TabularInline):
     fk_name = "instance"
     verbose_name = "inbox event"
     verbose_name_plural = "inbox"
-    fields = ("name", "event_id", "received", "state", "consumed_by_node")
+    fields = ("name", "event_id_display", "received", "state", "consumed_by_node")
     readonly_fields = fields
     ordering = ("received_at", "id")
     extra = 0
     max_num = 0
     can_delete = False
     received = timestamp_column("received_at", "received")
+
+    @admin.display(description="event id")
+    def event_id_display(self, obj: InboxEvent) -> SafeString:
+        return visible_id(obj.event_id)
 
     @admin.display(description="state")
     def state(self, obj: InboxEvent) -> str:
@@ -152,12 +182,14 @@ class InboxInline(ReadOnlyAdminMixin, admin.TabularInline):
 def status_history_rows(obj: TriggerInstance) -> list[dict[str, Any]]:
     """The instance's status history for its page: every change, oldest first - the
     audit rows merged with the claims and routine releases its step logs record
-    (SPEC §3, ``executions.selectors.instance_status_history``)."""
+    (SPEC §3, ``executions.selectors.instance_status_history``). A change that ends a
+    step which skipped (sent nothing) says so, with the reason and rule."""
+    skips = _skips_by_node(obj)
     return [
         {
             "from_status": change.from_status or "-",
             "to_status": change.to_status,
-            "reason": change.reason,
+            "reason": _with_skip(change.reason, change.from_status, change.at, skips),
             "actor": change.actor,
             "when": precise_time(change.at),
             "details": _details(change.details),
@@ -165,6 +197,42 @@ def status_history_rows(obj: TriggerInstance) -> list[dict[str, Any]]:
         }
         for change in instance_status_history(instance=obj)
     ]
+
+
+# The reason of the change that ends a step: "node <id> done; next <id>" (a routine
+# release) or "node <id> done; end of workflow" (executions.recording.advance).
+_STEP_DONE = re.compile(r"^node ([A-Za-z0-9_-]+) done\b")
+
+
+def _skips_by_node(obj: TriggerInstance) -> dict[str, list[tuple[datetime, str]]]:
+    """node id -> (finished at, skip text, "" when it sent) of each step that ended the
+    node, oldest first (steplog_trigger_started)."""
+    found: dict[str, list[tuple[datetime, str]]] = {}
+    for node_id, finished_at, reason, rule in (
+        StepExecutionLog.objects.filter(trigger=obj, success=True, parked=False)
+        .order_by("started_at", "id")
+        .values_list("node_id", "finished_at", "skip_reason", skip_rule())
+    ):
+        text = skip_text(reason, rule) if reason else ""
+        found.setdefault(node_id, []).append((finished_at, text))
+    return found
+
+
+def _with_skip(
+    reason: str, from_status: str, at: datetime, skips: dict[str, list[tuple[datetime, str]]]
+) -> SafeString | str:
+    """``reason``, and when it ends a step that skipped: "(skipped: <reason, rule>)"."""
+    match = _STEP_DONE.match(reason)
+    if from_status != TriggerStatus.PROCESSING or match is None:
+        return reason
+    ended = [text for finished_at, text in skips.get(match.group(1), []) if finished_at <= at]
+    if not ended or not ended[-1]:
+        return reason
+    return format_html(
+        '{} <span class="nf-skip-note">(skipped: <code class="nf-skip-reason">{}</code>)</span>',
+        reason,
+        ended[-1],
+    )
 
 
 def _details(details: dict[str, Any] | None) -> SafeString | str:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.utils.safestring import SafeString
 
 from console.overview import ConsoleOverview, console_overview_get, format_age
 from console.support import precise_time
+from console.visible import visible_id as visible_id_html
 
 register = template.Library()
 
@@ -39,3 +41,10 @@ def thousands(value: Any) -> str:
 def precise(value: Any) -> str:
     """The console's one timestamp format (console.support.precise_time)."""
     return precise_time(value)
+
+
+@register.filter
+def visible_id(value: Any, limit: Any = None) -> SafeString:
+    """An id (or an object's name) with its hidden characters shown
+    (``console.visible.visible_id``), cut to ``limit`` characters if given."""
+    return visible_id_html(value, limit=int(limit) if limit else None)

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
-from triggers.gate_models import BatchStatus
+from triggers.gate_models import BatchCloseReason, BatchStatus
 from triggers.gates import batches
 from triggers.models import ParkedOn
 from workflows.durations import parse_duration
@@ -54,7 +54,9 @@ def execute(step: StepContext) -> NodeResult:
             return _park_opener(arrival)
         return _continue(step, arrival)
     if arrival.filled:  # this arrival reached max_items: the close is ours to do
-        batches.close(batch_id=arrival.batch_id, now=step.now, actor=ACTOR)
+        batches.close(
+            batch_id=arrival.batch_id, now=step.now, actor=ACTOR, reason=BatchCloseReason.MAX_ITEMS
+        )
         return _member_ends(step, arrival)
     if arrival.status != BatchStatus.OPEN:  # a re-run after the batch closed
         return _member_ends(step, arrival)
@@ -104,8 +106,11 @@ def _reenter(step: StepContext, arrival: batches.Arrival) -> NodeResult:
 
 def _continue(step: StepContext, arrival: batches.Arrival) -> NodeResult:
     """The opener: close the batch (idempotent; its duties done if a filler could not)
-    and continue along its edges with the digest."""
-    batch = batches.close(batch_id=arrival.batch_id, now=step.now, actor=ACTOR)
+    and continue along its edges with the digest. Before its window's end, only an
+    operator's run-now released it."""
+    early = step.parked_on == ParkedOn.OVERRIDE and step.now < arrival.closes_at
+    reason = BatchCloseReason.RUN_NOW if early else BatchCloseReason.WINDOW
+    batch = batches.close(batch_id=arrival.batch_id, now=step.now, actor=ACTOR, reason=reason)
     return NodeResult(output=batches.digest(batch), vars_key=f"batch_{step.node_id}")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from recipients.preferences import evaluate
+from workflows.definition.links import link_problem
 
 from .. import audience
 from ..feed import feed_item_write
@@ -55,17 +56,23 @@ def _vars_key(step: StepContext) -> str:
 
 
 def _rendered(step: StepContext) -> dict[str, Any]:
-    """The item's fields: title, body and url rendered (title must not render empty),
-    the category (the node's, else the workflow's first), data's strings rendered."""
+    """The item's fields: title, body and url rendered (title must not render empty, url
+    is a link a person may follow: http(s) or a relative path), the category (the
+    node's, else the workflow's first), data's strings rendered."""
     title = step.render("title").strip()
     if not title:
         raise ProviderError("title: renders to nothing", permanent=True)
+    url = (step.render_optional("url") or "").strip()
+    problem = link_problem(url)
+    if problem is not None:
+        # Never shown to the person; retrying renders the same (the engine names the node).
+        raise ProviderError(f"url: {problem}", permanent=True)
     categories = step.audience.categories
     data = _render_value(step.config.get("data", {}), step, "data")
     return {
         "title": title,
         "body": step.render("body"),
-        "url": (step.render_optional("url") or "").strip(),
+        "url": url,
         "category": step.config.get("category") or (categories[0] if categories else ""),
         "data": data,
     }

@@ -51,6 +51,11 @@ REFUSED = [
     _item(idempotency_key=None),
     _item(idempotency_key="a\x00b"),
     _item(workflow="\ud800"),
+    # Ids and keys are printable (issue 39): control and bidi characters.
+    _item(idempotency_key="a\nb"),
+    _item(idempotency_key="a\x85b"),
+    _item(idempotency_key="order-\u202e1"),
+    _item(workflow="wf\t"),
     _item(payload=[1, 2]),
     _item(payload=None),
     _item(payload={"n": float("nan")}),

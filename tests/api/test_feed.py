@@ -125,11 +125,57 @@ def test_a_recipient_token_opens_nothing_but_the_feed(person, feed, method, path
     assert "feed endpoints" in answer.json()["message"]
 
 
-def test_an_erased_recipient_s_token_finds_nothing(person, feed, api):
+def _refused(answer) -> str:
+    assert answer.status_code == 401, answer.content
+    return answer.json()["code"]
+
+
+FEED_PATHS = ("/api/v1/feed/", "/api/v1/feed/counts/")
+
+
+def test_an_erased_recipient_s_tokens_are_refused_and_a_new_one_inherits_none(person, feed, api):
     make_items(person, 2)
     assert api.delete(f"/api/v1/recipients/{person.pk}/").status_code == 204
-    assert feed.get("/api/v1/feed/").json()["results"] == []
-    assert feed.get("/api/v1/feed/counts/").json() == {"unread_count": 0, "unseen_count": 0}
+    for path in FEED_PATHS:
+        assert _refused(feed.get(path)) == "token_revoked"
+    # A new person under the same id, with a feed of their own: the old token (within
+    # its hour) reads none of it; their own token does.
+    again = RecipientFactory(id=person.pk, email="someone.else@example.com")
+    make_items(again, 1)
+    for path in FEED_PATHS:
+        assert _refused(feed.get(path)) == "token_revoked"
+    assert _refused(feed.post("/api/v1/feed/bulk/", {"action": "read", "ids": "all"})) == (
+        "token_revoked"
+    )
+    fresh = _client(_token(again))
+    assert len(fresh.get("/api/v1/feed/").json()["results"]) == 1
+    assert fresh.get("/api/v1/feed/counts/").json()["unread_count"] == 1
+
+
+def test_revoking_refuses_every_token_minted_so_far_and_no_later_one(person, feed, api):
+    make_items(person, 1)
+    other = _client(_token(person))
+    bystander = RecipientFactory()
+    theirs = _client(_token(bystander))
+    answer = api.post(f"/api/v1/recipients/{person.pk}/feed-token/revoke/")
+    assert answer.status_code == 204, answer.content
+    for client in (feed, other):
+        for path in FEED_PATHS:
+            assert _refused(client.get(path)) == "token_revoked"
+        item = FeedItem.objects.filter(recipient=person).first()
+        assert _refused(client.post(f"/api/v1/feed/{item.pk}/read/")) == "token_revoked"
+    assert theirs.get("/api/v1/feed/counts/").status_code == 200
+    minted = api.post(f"/api/v1/recipients/{person.pk}/feed-token/").json()["token"]
+    assert _client(minted).get("/api/v1/feed/counts/").json()["unread_count"] == 1
+
+
+def test_revoking_needs_a_trigger_key_and_a_known_recipient(person, api):
+    reader = _client(api_key_create(name="reader", scope="read")[1])
+    answer = reader.post(f"/api/v1/recipients/{person.pk}/feed-token/revoke/")
+    assert answer.status_code == 403
+    trigger = _client(api_key_create(name="backend", scope="trigger")[1])
+    assert trigger.post(f"/api/v1/recipients/{person.pk}/feed-token/revoke/").status_code == 204
+    assert api.post("/api/v1/recipients/nobody/feed-token/revoke/").status_code == 404
 
 
 # --- the list -------------------------------------------------------------------------
@@ -240,7 +286,14 @@ def test_bulk_by_ids_and_all(person, feed):
     [
         ({"action": "delete", "ids": "all"}, "action", "invalid_choice"),
         ({"action": "read", "ids": "some"}, "ids", "invalid"),
-        ({"action": "read", "ids": ["not-a-uuid"]}, "ids", "invalid"),
+        ({"action": "read", "ids": ["not-a-uuid"]}, "ids[0]", "invalid"),
+        # DRF's UUIDField would take an integer as a UUID (issue 39): an id is a string.
+        ({"action": "read", "ids": [12]}, "ids[0]", "invalid"),
+        (
+            {"action": "read", "ids": ["01890a5d-ac96-774b-bcce-b302099a8057", 12]},
+            "ids[1]",
+            "invalid",
+        ),
         ({"action": "read"}, "ids", "required"),
         ({"action": "read", "ids": "all", "extra": 1}, "extra", "unknown_field"),
     ],

@@ -1,6 +1,7 @@
-"""Schemathesis against the live schema (issue 12 item 8, issue 24 item 9): a live
-server on loopback, a valid admin key, every operation, stateless, bounded examples,
-``--checks all`` and **0 failures**: the schema and the behaviour agree.
+"""Schemathesis against the live schema (issue 12 item 8, issue 24 item 9, issue 39): a
+live server on loopback, a valid admin key (and a recipient token for the feed's
+operations), every operation tested, stateless, bounded examples, ``--checks all`` and
+**0 failures**: the schema and the behaviour agree.
 
 Checked: no 5xx, every status documented, every body as its schema says, every
 schema-valid request accepted and every schema-violating one refused, headers and
@@ -14,9 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,8 @@ from django.utils import timezone
 
 from executions.feed_tokens import feed_token_create
 from tests.factories import (
+    BatchInstanceFactory,
+    FanOutFactory,
     RecipientFactory,
     RecipientListFactory,
     TriggerInstanceFactory,
@@ -31,6 +36,8 @@ from tests.factories import (
     WorkflowTriggerFactory,
     feed_items,
 )
+from triggers.gates import batches
+from triggers.models import TriggerStatus
 from triggers.services import api_key_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,9 +56,9 @@ def test_schema_and_behaviour_agree_for_every_generated_request(
     settings.NOTIFYFLOW_THROTTLE_RATE = ""
     # Schema-invalid definitions (over the node cap, say) are generated big: past the
     # body limit they get 413 before their validation is reached. Body limits are
-    # tested on their own (tests/notifyflow/test_parsers.py); here bodies are validated.
+    # tested on their own (tests/api/test_body_limits.py); here bodies are validated.
     settings.NOTIFYFLOW_MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 9 * 1024 * 1024
+    settings.NOTIFYFLOW_MAX_BODY_BYTES = 9 * 1024 * 1024
     # Webhook endpoints the hooks create point at this host (never called: no event).
     settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["hooks.example.com"]
     workflow = WorkflowFactory(key="welcome")
@@ -59,14 +66,44 @@ def test_schema_and_behaviour_agree_for_every_generated_request(
     TriggerInstanceFactory(workflow=workflow)
     WorkflowTriggerFactory(workflow=workflow)
     raw = api_key_create(name="fuzz", scope="admin")[1]
-    # The feed's operations take a recipient token (tests/schemathesis_hooks.py sends it).
+    # What an operation on one object reaches in a positive case (a random id is a 404
+    # by contract, and no operation of the schema hands out these ids): an open batch, a
+    # fan-out, a failed instance (retry, run-now, cancel, events, its history).
+    batch = BatchInstanceFactory()
+    batch_id = batches.arrive(
+        instance_id=batch.pk,
+        workflow_id=batch.workflow_id,
+        recipient_id=None,
+        node_id="collect",
+        key="",
+        window=timedelta(minutes=1),
+        max_items=None,
+        now=timezone.now(),
+    ).batch_id
+    objects = {
+        "/api/v1/batches/": str(batch_id),
+        "/api/v1/fanouts/": str(FanOutFactory(workflow=workflow).pk),
+        "/api/v1/triggers/": str(
+            TriggerInstanceFactory(workflow=workflow, status=TriggerStatus.FAILED).pk
+        ),
+    }
     reader = RecipientFactory(id="fuzz-reader")
     feed_items(reader, 3)
     feed_token = feed_token_create(recipient_id=reader.pk, now=timezone.now()).token
     report = tmp_path / "report.json"
+    # The feed's operations take this recipient token instead of the API key (an
+    # operation's headers win over the run's --header; a header a hook sets does not):
+    # without it every feed case was a 401 and the feed was never tested.
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(
+        '[[operations]]\ninclude-path-regex = "^/api/v1/feed/"\n'
+        f'headers = {{ Authorization = "Bearer {feed_token}" }}\n'
+    )
     result = subprocess.run(
         [
             str(Path(sys.executable).parent / "st"),
+            "--config-file",
+            str(config),
             "run",
             f"{live_server.url}/api/schema/",
             "--checks",
@@ -101,10 +138,15 @@ def test_schema_and_behaviour_agree_for_every_generated_request(
             "PYTHONPATH": str(ROOT),
             "DJANGO_SETTINGS_MODULE": "tests.settings",
             "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks",
-            "NOTIFYFLOW_FUZZ_FEED_TOKEN": feed_token,
+            "NOTIFYFLOW_FUZZ_OBJECTS": json.dumps(objects),
         },
     )
     print(result.stdout[-4000:])
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    # Every operation of the schema was tested, and none only ever answered 401/403.
+    selected = re.search(r"Selected: (\d+)/(\d+)", result.stdout)
+    tested = re.search(r"Tested: (\d+)", result.stdout)
+    assert selected and tested and tested.group(1) == selected.group(2), result.stdout[-3000:]
+    assert "Authentication failed" not in result.stdout, result.stdout[-3000:]
     if report.exists():
         print(json.dumps(json.loads(report.read_text()).get("summary", {}), indent=1))

@@ -58,7 +58,7 @@ def test_put_replaces_and_patch_merges(api):
     assert replaced.json() == EMPTY
 
 
-def test_every_new_opt_out_is_an_audit_row_with_source_api(api):
+def test_every_new_opt_out_is_an_audit_row_naming_the_api_key(api):
     RecipientFactory(id="u1")
     body = {"channels": {"sms": False}, "categories": {"marketing": False}}
     api.put(URL.format("u1"), body, format="json")
@@ -70,7 +70,8 @@ def test_every_new_opt_out_is_an_audit_row_with_source_api(api):
         "channels.sms",
         "workflows.w.channels.email",
     ]
-    assert set(rows.values_list("source", flat=True)) == {"api"}
+    # The key that made them (the ``api`` fixture's key is named "tests").
+    assert set(rows.values_list("source", flat=True)) == {"api:tests"}
 
 
 @pytest.mark.parametrize(

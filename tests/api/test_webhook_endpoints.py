@@ -130,6 +130,21 @@ def test_replay_requeues_the_range_and_says_how_many(api):
     assert (missing.status_code, missing.json()["field"]) == (400, "since")
 
 
+@pytest.mark.parametrize("until_offset", [timedelta(seconds=-1), timedelta(days=-1)])
+def test_a_replay_until_before_since_is_a_400_naming_until(api, until_offset):
+    created = _create(api).json()
+    record(events=[NewEvent(type="instance.completed", instance_id=uuid.uuid4())])
+    since = timezone.now() - timedelta(hours=1)
+    body = {"since": since.isoformat(), "until": (since + until_offset).isoformat()}
+    response = api.post(f"{URL}{created['id']}/replay/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert (response.json()["field"], response.json()["code"]) == ("until", "invalid_range")
+    # An empty range [since, since) is a question with the answer 0, not a mistake.
+    empty = {"since": since.isoformat(), "until": since.isoformat()}
+    answered = api.post(f"{URL}{created['id']}/replay/", empty, format="json")
+    assert answered.json() == {"replayed": 0}
+
+
 def test_replay_of_a_disabled_endpoint_is_409(api):
     created = _create(api, is_active=False).json()
     response = api.post(

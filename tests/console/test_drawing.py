@@ -141,3 +141,53 @@ def test_failing_node_shows_its_error_and_waiting_node_its_deadline():
         )
     )
     assert "nf-node-waiting" in waiting and "waiting until 2026-12-05 10:00 UTC" in waiting
+
+
+def test_a_send_without_to_shows_the_recipient_address_it_goes_to():
+    definition = {
+        "entry_node_id": "mail",
+        "nodes": [
+            {"id": "mail", "type": "email", "config": {"subject": "s", "body": "b"}},
+            {"id": "text", "type": "sms", "config": {"body": "b"}},
+            {"id": "copy", "type": "sms", "config": {"to": "{{ payload.phone }}", "body": "b"}},
+            {"id": "cc", "type": "email", "config": {"to": ["a@x.io", "b@x.io"], "body": "b"}},
+        ],
+        "edges": [
+            {"from": "mail", "to": "text"},
+            {"from": "text", "to": "copy"},
+            {"from": "copy", "to": "cc"},
+        ],
+    }
+    drawn = nodes(str(draw_workflow_svg(definition)))
+    summaries = {node_id: [t.text for t in g.iter(f"{SVG}text")][2] for node_id, g in drawn.items()}
+    assert summaries == {
+        "mail": "to recipient.email",
+        "text": "to recipient.phone",
+        "copy": "to {{ payload.phone }}",
+        "cc": "to a@x.io, b@x.io",
+    }
+
+
+def test_a_skipped_node_shows_why_it_sent_nothing():
+    svg = str(
+        draw_workflow_svg(
+            email_sms_definition(),
+            node_states={"hello": "skipped", "text": "failed"},
+            node_errors={"text": "to: rendered to an empty phone number", "hello": "ignored"},
+            node_skips={"hello": "preference_opt_out, rule categories.marketing"},
+        )
+    )
+    drawn = nodes(svg)
+
+    def lines(node_id, kind):
+        return [t.text for t in drawn[node_id].iter(f"{SVG}text") if t.get("class") == kind]
+
+    assert lines("hello", "nf-node-skip-reason") == [
+        "preference_opt_out, rule",
+        "categories.marketing",
+    ]
+    assert (
+        "preference_opt_out, rule categories.marketing" in drawn["hello"].find(f"{SVG}title").text
+    )
+    assert lines("hello", "nf-node-error") == []
+    assert lines("text", "nf-node-error") == ["to: rendered to an empty phone", "number"]

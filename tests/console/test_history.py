@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.http import HttpRequest
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
+from executions import engine
 from executions.models import Delivery, DeliveryStatus, StepExecutionLog
+from executions.outcomes import StepOutcome
 from tests.admin_helpers import PASSWORD, failed_instance, make_operator, make_superuser
-from tests.factories import WorkflowFactory
+from tests.factories import RecipientFactory, TriggerInstanceFactory, WorkflowFactory
 from triggers.models import TriggerStatusChange
 
 pytestmark = pytest.mark.django_db
@@ -159,3 +164,64 @@ def test_step_log_changelist_query_count_is_constant_and_defers_json(rows):
         if '"executions_stepexecutionlog"."node_id"' in q["sql"]
     ]
     assert listing and all('"input_context"' not in sql for sql in listing)
+
+
+def skipping_instance():
+    """An instance run by the engine whose email is skipped by the recipient's
+    preferences (rule ``channels.email``) and whose SMS has no phone to go to."""
+    definition = {
+        "entry_node_id": "hello",
+        "nodes": [
+            {"id": "hello", "type": "email", "config": {"subject": "Hi", "body": "Hello"}},
+            {"id": "text", "type": "sms", "config": {"body": "Hello"}},
+        ],
+        "edges": [{"from": "hello", "to": "text"}],
+    }
+    ada = RecipientFactory(phone=None, preferences={"channels": {"email": False}})
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition=definition), recipient=ada
+    )
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
+    return instance
+
+
+def test_the_step_log_list_shows_why_a_step_skipped_without_its_output(dispatched):
+    instance = skipping_instance()
+    now = timezone.now()
+    StepExecutionLog.objects.create(
+        trigger=instance,
+        workflow=instance.workflow,
+        workflow_version=1,
+        node_id="later",
+        node_type="email",
+        attempt=1,
+        started_at=now,
+        finished_at=now,
+        input_context={},
+        output={"skipped": True, "reason": "expired", "expires_after": "2h"},
+        success=True,
+        skip_reason="expired",
+    )
+    client = client_for(make_operator())
+    url = reverse("admin:executions_stepexecutionlog_changelist")
+    response = client.get(url, {"trigger__id__exact": str(instance.pk)})
+    rows = {log.node_id: log for log in response.context["cl"].result_list}
+    assert all("output" in log.get_deferred_fields() for log in rows.values())
+    page = response.content.decode()
+    outcomes = {
+        node: " ".join(re.sub(r"<[^>]+>", " ", html).split())
+        for node, html in re.findall(
+            r'<td class="field-node_id">([^<]*)</td>.*?<td class="field-outcome">(.*?)</td>',
+            page,
+            re.S,
+        )
+    }
+    assert outcomes == {
+        "later": "skipped expired",
+        "text": "skipped missing_channel_data",
+        "hello": "skipped preference_opt_out rule channels.email",
+    }
+    # The step's own page says it too, above its output.
+    hello = reverse("admin:executions_stepexecutionlog_change", args=[rows["hello"].pk])
+    assert "rule <code>channels.email</code>" in client.get(hello).content.decode()

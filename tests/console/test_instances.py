@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+import xml.etree.ElementTree as ET
 from datetime import timedelta
 
 import pytest
@@ -20,6 +21,8 @@ from console.support import EstimatedCountPaginator
 from executions.models import StepExecutionLog
 from notifyflow import ids
 from tests.admin_helpers import PASSWORD, failed_instance, make_operator, make_superuser
+from tests.console.test_drawing import SVG
+from tests.console.test_history import skipping_instance
 from tests.factories import RecipientFactory, TriggerInstanceFactory, WorkflowFactory
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 
@@ -371,3 +374,32 @@ def test_step_log_list_filters_skips_and_the_graph_marks_the_skipped_node(superu
 
     body = superuser_client.get(change_url(instance)).content.decode()
     assert 'class="nf-node nf-node-skipped' in body and "skipped (sent nothing)" in body
+
+
+def test_the_instance_page_says_why_each_step_skipped_in_its_graph_and_history(
+    superuser_client, dispatched
+):
+    instance = skipping_instance()
+    page = superuser_client.get(change_url(instance)).content.decode()
+    start = page.index('<svg xmlns="http://www.w3.org/2000/svg" class="nf-dag"')
+    svg = ET.fromstring(page[start : page.index("</svg>", start) + 6])
+    notes = {
+        group.get("data-node-id"): " ".join(
+            text.text or "" for text in group if text.get("class") == "nf-node-skip-reason"
+        )
+        for group in svg.iter(f"{SVG}g")
+        if group.get("data-node-id")
+    }
+    assert notes == {
+        "hello": "preference_opt_out, rule channels.email",
+        "text": "missing_channel_data",
+    }
+    history = page[page.index('id="status_changes-group"') :]
+    reasons = [
+        " ".join(re.sub(r"<[^>]+>", "", cell).split())
+        for cell in re.findall(r"<td>(node [^<]*(?:<(?!/td>)[^<]*)*)</td>", history)
+    ]
+    assert reasons == [
+        "node hello done; next text (skipped: preference_opt_out, rule channels.email)",
+        "node text done; end of workflow (skipped: missing_channel_data)",
+    ]

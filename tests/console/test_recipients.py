@@ -62,8 +62,9 @@ def test_search_finds_by_id_email_in_any_case_and_phone(admin_client_):
 def test_email_search_uses_the_lower_email_index():
     RecipientFactory.create_batch(3)
     queryset = recipient_search(Recipient.objects.all(), "Ada@Example.com")
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
+    if connection.vendor == "postgresql":  # three rows: PostgreSQL would rather scan them
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
     plan = queryset.explain()
     assert "recipient_email_lower" in plan, plan
 

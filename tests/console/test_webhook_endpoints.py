@@ -4,6 +4,8 @@ operators view only."""
 
 from __future__ import annotations
 
+import html
+import re
 import uuid
 from datetime import timedelta
 
@@ -197,3 +199,64 @@ def test_deleting_in_the_console_goes_through_the_service_and_keeps_the_audit_tr
         "admin:root",
         endpoint.url,
     )
+
+
+def _text(html_: str) -> str:
+    blocks = re.sub(r"</?(?:div|td|p)\b[^>]*>", " ", html_)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", blocks)).split())
+
+
+def _column(page: str, field: str) -> str:
+    """The text of a list's column (the first row)."""
+    found = re.search(rf'<td class="field-{field}">(.*?)</td>', page, re.S)
+    assert found is not None, field
+    return _text(found.group(1))
+
+
+def _field(page: str, field: str) -> str:
+    """The text of a change page's read-only field."""
+    found = re.search(
+        rf'field-{field}">.*?<div class="readonly">(.*?)</div>\s*</div>\s*</div>', page, re.S
+    )
+    assert found is not None, field
+    return _text(found.group(1))
+
+
+def test_a_failing_endpoint_shows_the_error_of_its_latest_failed_attempt(settings):
+    with FakeEndpoint() as receiver:
+        settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = [f"127.0.0.1:{receiver.port}"]
+        endpoint = WebhookEndpointFactory(url=receiver.url)
+        receiver.responses = [500, 503]
+        record(events=[NewEvent(type="instance.completed", instance_id=uuid.uuid4())])
+        delivery.deliver_due()
+        WebhookMessage.objects.update(next_attempt_at=timezone.now())
+        delivery.deliver_due()
+    endpoint.refresh_from_db()
+    assert endpoint.failing_since is not None
+    message = WebhookMessage.objects.get()
+    assert list(message.tries.values_list("error", flat=True)) == ["HTTP 500", "HTTP 503"]
+    client = logged_in(make_operator())
+    listed = client.get(reverse(ENDPOINTS)).content.decode()
+    assert _column(listed, "failing_column").endswith("HTTP 503")
+    url = reverse("admin:status_webhooks_webhookendpoint_change", args=[endpoint.pk])
+    page = client.get(url).content.decode()
+    last_error = _field(page, "last_error")
+    assert last_error.startswith("HTTP 503 at ")
+    assert last_error.endswith('(instance.completed message) response: {"error": "nope"}')
+    message_url = reverse("admin:status_webhooks_webhookmessage_change", args=[message.pk])
+    assert message_url in page
+
+
+def test_a_healthy_endpoint_shows_no_last_error(settings):
+    with FakeEndpoint() as receiver:
+        settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = [f"127.0.0.1:{receiver.port}"]
+        endpoint = WebhookEndpointFactory(url=receiver.url)
+        receiver.responses = [500, 200]
+        record(events=[NewEvent(type="instance.completed", instance_id=uuid.uuid4())])
+        delivery.deliver_due()
+        WebhookMessage.objects.update(next_attempt_at=timezone.now())
+        delivery.deliver_due()  # delivered: healthy again
+    client = logged_in(make_operator())
+    assert _column(client.get(reverse(ENDPOINTS)).content.decode(), "failing_column") == "-"
+    url = reverse("admin:status_webhooks_webhookendpoint_change", args=[endpoint.pk])
+    assert _field(client.get(url).content.decode(), "last_error") == "-"

@@ -158,6 +158,23 @@ def test_a_failure_midway_leaves_everything_as_it_was(people, monkeypatch):
         assert _dump(model) == before[model], model.__name__
 
 
+def test_a_provider_report_arriving_after_the_erasure_keeps_nothing_of_the_person(people):
+    from executions.tracking import delivery_status_record
+
+    ada, ada_done, _, _ = people
+    delivery = Delivery.objects.get(instance=ada_done, channel="email")
+    recipient_erase(recipient_id="ada", actor="t")
+    event = delivery_status_record(
+        provider="anymail",
+        message_id=delivery.provider_message_id,
+        provider_event="opened",
+        status="opened",
+        raw={"recipient": "ada@example.com", "ua": "Mail for +15550001111"},
+    )
+    assert event is not None and event.raw == {"erased": ERASED}
+    assert "ada@example.com" not in _dump(DeliveryEvent).lower()
+
+
 def test_an_unknown_recipient_is_not_found():
     with pytest.raises(NotFoundError):
         recipient_erase(recipient_id="nobody", actor="t")

@@ -142,6 +142,41 @@ def test_a_title_rendering_empty_fails_the_step_permanently(dispatched):
     assert not FeedItem.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "url", ["javascript:alert(document.cookie)", "data:text/html,<script>x</script>", "//evil.test"]
+)
+def test_a_url_rendering_to_another_scheme_fails_the_step_permanently_naming_node_and_field(
+    dispatched, url
+):
+    # Valid at save (the scheme comes from the payload); refused when it renders: the
+    # item is never written, so no person is shown the link (issue 39 item 4).
+    person = RecipientFactory()
+    definition = in_app_definition(url="{{ payload.link }}")
+    instance = TriggerInstanceFactory(
+        workflow=FeedWorkflowFactory(definition=definition),
+        recipient=person,
+        payload={**PAYLOAD, "link": url},
+    )
+    outcome = engine.step_execute(instance_id=instance.pk)
+    assert outcome.startswith("failed")
+    log = _bell_log(instance)
+    assert not log.success and log.error.startswith("url: must be an http(s) URL or a relative")
+    instance.refresh_from_db()
+    assert instance.status == "failed"
+    assert "bell" in instance.last_error and "url:" in instance.last_error
+    assert not FeedItem.objects.exists()
+
+
+def test_a_url_rendering_to_a_relative_path_is_written():
+    person = RecipientFactory()
+    definition = in_app_definition(url="/c/{{ payload.comment_id }}")
+    instance = TriggerInstanceFactory(
+        workflow=FeedWorkflowFactory(definition=definition), recipient=person, payload=PAYLOAD
+    )
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
+    assert FeedItem.objects.get().url == "/c/42"
+
+
 def test_a_preview_shows_the_item_and_writes_nothing():
     workflow = FeedWorkflowFactory()
     preview = workflow_preview(key=workflow.key, payload=dict(PAYLOAD))

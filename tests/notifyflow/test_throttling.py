@@ -1,6 +1,7 @@
 """Throttling and caps (issue 12 item 5): per-key throttle with 429 + Retry-After, page
-sizes capped, list views without payloads, bindings per event capped, 411 without
-Content-Length, JSON depth capped at the parser, unexpected errors logged."""
+sizes capped (over the cap: 400, never a silent clamp - issue 39), list views without
+payloads, bindings per event capped, 411 without Content-Length, JSON depth capped at
+the parser, unexpected errors logged."""
 
 from __future__ import annotations
 
@@ -28,17 +29,33 @@ def test_absurd_page_parameters_never_500(api, workflow, query):
 
 
 @pytest.mark.parametrize("path", ["/api/v1/triggers/", "/api/v1/step-logs/"])
-def test_page_size_is_capped(api, workflow, path):
+@pytest.mark.parametrize("size", ["99999999999999999999", "501", "0", "-1"])
+def test_a_page_size_out_of_range_is_a_400_naming_it_never_clamped(api, workflow, path, size):
     TriggerInstanceFactory.create_batch(3, workflow=workflow)
-    response = api.get(f"{path}?page_size=99999999999999999999")
-    assert response.status_code == 200
+    response = api.get(f"{path}?page_size={size}")
+    assert response.status_code == 400, response.content
+    assert (response.json()["field"], response.json()["code"]) == ("page_size", "invalid")
+    assert "from 1 to 500" in response.json()["message"]
+    assert api.get(f"{path}?page_size=500").status_code == 200
 
 
 def test_workflow_page_is_capped(api, workflow):
     from notifyflow.pagination import MAX_PAGE_SIZE, WorkflowPages
 
     assert WorkflowPages.max_limit == MAX_PAGE_SIZE <= 500
-    assert api.get("/api/v1/workflows/?limit=100000").status_code == 200
+    response = api.get("/api/v1/workflows/?limit=100000")
+    assert (response.status_code, response.json()["field"]) == (400, "limit")
+    assert api.get(f"/api/v1/workflows/?limit={MAX_PAGE_SIZE}").status_code == 200
+
+
+def test_the_schema_gives_every_page_size_its_bounds(api):
+    schema = api.get("/api/schema/?format=json", HTTP_ACCEPT="application/json").json()
+    for path, operations in schema["paths"].items():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter["name"] in ("page_size", "limit"):
+                    bounds = parameter["schema"].get("minimum"), parameter["schema"].get("maximum")
+                    assert bounds == (1, 500), (path, parameter)
 
 
 def test_trigger_list_leaves_payloads_out_unless_asked(

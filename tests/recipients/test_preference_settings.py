@@ -63,6 +63,9 @@ def test_opted_out_paths_name_every_false_setting():
             "quiet_hours.tz",
             "unknown_field",
         ),
+        # Quiet hours from 22:00 until 22:00 are no window at all (issue 39 item 4).
+        ({"quiet_hours": {"from": "22:00", "until": "22:00"}}, "quiet_hours.until", "empty_window"),
+        ({"quiet_hours": {"from": "00:00", "until": "00:00"}}, "quiet_hours.until", "empty_window"),
     ],
 )
 def test_a_bad_shape_names_the_field_with_a_stable_code(value, field, code):

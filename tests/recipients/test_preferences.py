@@ -97,7 +97,14 @@ def test_opt_out_writes_the_preference_and_one_audit_row_once():
 
     Recipient.objects.create(id="u1", email="u1@example.com")
     assert opt_out(recipient_id="u1", scope="categories.news", source="api") is True
-    assert opt_out(recipient_id="u1", scope="categories.news", source="one_click") is False
+    assert opt_out(recipient_id="u1", scope="categories.news", source="api") is False
+    # Already false, but by an API write: the person's own opt-out is recorded all the
+    # same (it makes the setting sticky), once.
+    assert opt_out(recipient_id="u1", scope="categories.news", source="one_click") is True
+    assert opt_out(recipient_id="u1", scope="categories.news", source="page") is False
     assert Recipient.objects.get(pk="u1").preferences == {"categories": {"news": False}}
-    assert list(OptOut.objects.values_list("scope", "source")) == [("categories.news", "api")]
+    assert sorted(OptOut.objects.values_list("scope", "source")) == [
+        ("categories.news", "api"),
+        ("categories.news", "one_click"),
+    ]
     assert opt_out(recipient_id="gone", scope="categories.news", source="api") is False

@@ -55,8 +55,9 @@ def test_the_readme_starts_with_make_run_and_make_test_and_stays_short():
     assert first_block and readme.index("```sh") < readme.index("\n## "), "no command block first"
     commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
     assert commands[:2] == ["make run", "make test"], commands
-    # The operations manual, API reference and figures live in docs/, not here.
-    assert len(readme) < 12_000, f"README.md is {len(readme)} characters: move details to docs/"
+    # The operations manual, API reference and figures live in docs/, not here; the
+    # walks that run as pasted (tests/system/test_readme_walks.py) take the rest.
+    assert len(readme) < 20_000, f"README.md is {len(readme)} characters: move details to docs/"
 
 
 def test_every_environment_variable_the_product_reads_is_in_the_settings_reference():

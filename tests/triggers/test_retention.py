@@ -143,3 +143,72 @@ def test_a_purge_takes_old_finished_webhook_messages_and_the_instances_sequences
     assert counts["instances"] == 1 and counts["webhook_messages"] == 1
     assert list(WebhookMessage.objects.values_list("pk", flat=True)) == [pending.pk]
     assert not InstanceSequence.objects.filter(pk=instance.pk).exists()
+
+
+def _throttle_counter(subject: str, *, written_ago: timedelta, window: timedelta):
+    from triggers.gate_models import ThrottleCounter
+    from triggers.gates.throttles import epoch_ms
+
+    written = timezone.now() - written_ago
+    return ThrottleCounter.objects.create(
+        scope="recipient",
+        subject=subject,
+        key="digest",
+        hits=[epoch_ms(written)],
+        limit=1,
+        window_ms=int(window.total_seconds() * 1000),
+        updated_at=written,
+    )
+
+
+def test_a_purge_deletes_throttle_counters_past_their_window_and_the_retention_age():
+    from triggers.gate_models import ThrottleCounter
+    from triggers.gates.throttles import throttle_pass
+
+    _throttle_counter("gone-1", written_ago=timedelta(days=40), window=timedelta(hours=1))
+    _throttle_counter("gone-2", written_ago=timedelta(days=31), window=timedelta(days=1))
+    # Its window still holds its hit: kept, or the key would let one more through.
+    _throttle_counter("long-window", written_ago=timedelta(days=40), window=timedelta(days=60))
+    # Younger than the retention age (its window has passed): kept, as the rest is.
+    _throttle_counter("recent", written_ago=timedelta(days=2), window=timedelta(hours=1))
+
+    counts = finished_purge(older_than=timedelta(days=30), batch=1)
+
+    assert counts["throttle_counters"] == 2
+    assert sorted(ThrottleCounter.objects.values_list("subject", flat=True)) == [
+        "long-window",
+        "recent",
+    ]
+    # A purged key throttles afresh: a new counter, its first pass goes through.
+    again = throttle_pass(
+        scope="recipient",
+        subject="gone-1",
+        key="digest",
+        limit=1,
+        window=timedelta(hours=1),
+        now=timezone.now(),
+    )
+    assert again.passed and again.count == 1
+
+
+def test_a_purge_keeps_a_throttle_counter_a_pass_is_writing():
+    from triggers.gate_models import ThrottleCounter
+    from triggers.gates.throttles import throttle_pass
+
+    _throttle_counter("busy", written_ago=timedelta(days=40), window=timedelta(hours=1))
+    passing = Holder(
+        lambda: throttle_pass(
+            scope="recipient",
+            subject="busy",
+            key="digest",
+            limit=1,
+            window=timedelta(hours=1),
+            now=timezone.now(),
+        )
+    )
+
+    counts = _run_against(passing, lambda: finished_purge(older_than=timedelta(days=30)))
+
+    assert counts["throttle_counters"] == 0
+    counter = ThrottleCounter.objects.get(subject="busy")
+    assert len(counter.hits) == 1 and counter.updated_at > timezone.now() - timedelta(minutes=1)

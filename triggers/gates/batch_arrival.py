@@ -26,7 +26,7 @@ from notifyflow.ids import uuid7
 from status_webhooks import events as status_events
 from status_webhooks.outbox import record
 
-from ..gate_models import Batch, BatchItem, BatchStatus
+from ..gate_models import Batch, BatchCloseReason, BatchItem, BatchStatus
 
 _ATTEMPTS = 20
 
@@ -169,7 +169,9 @@ def _join_pg(where: _Key, instance_id: uuid.UUID, now: datetime) -> Arrival | No
                 status = CASE WHEN max_items IS NOT NULL AND item_count + 1 >= max_items
                               THEN 'closed' ELSE status END,
                 closed_at = CASE WHEN max_items IS NOT NULL AND item_count + 1 >= max_items
-                                 THEN %s ELSE closed_at END
+                                 THEN %s ELSE closed_at END,
+                close_reason = CASE WHEN max_items IS NOT NULL AND item_count + 1 >= max_items
+                                    THEN 'max_items' ELSE close_reason END
             WHERE workflow_id = %s AND node_id = %s
               AND COALESCE(recipient_id, '') = %s AND key = %s
               AND status = 'open' AND (max_items IS NULL OR item_count < max_items)
@@ -285,7 +287,8 @@ def _arrive_orm(
             fields = ["item_count"]
             if filled:
                 batch.status, batch.closed_at = BatchStatus.CLOSED, now
-                fields += ["status", "closed_at"]
+                batch.close_reason = BatchCloseReason.MAX_ITEMS
+                fields += ["status", "closed_at", "close_reason"]
             batch.save(update_fields=fields)
             BatchItem.objects.create(batch=batch, instance_id=instance_id, seq=seq, joined_at=now)
             if filled:

@@ -22,7 +22,7 @@ from notifyflow import db
 from notifyflow.errors import ConflictError, NotFoundError
 
 from .. import state
-from ..gate_models import Batch, BatchItem, BatchStatus
+from ..gate_models import Batch, BatchCloseReason, BatchItem, BatchStatus
 from ..models import ParkedOn, TriggerInstance, TriggerStatus
 from .batch_arrival import Arrival, arrive, existing_arrival, report_closed
 
@@ -44,15 +44,23 @@ DIGEST_ITEMS = 100
 _STATUS_SQL = f'SELECT "status" FROM "{Batch._meta.db_table}" WHERE "id" = %s'
 
 
-def close(*, batch_id: uuid.UUID, now: datetime, actor: str) -> Batch:
-    """open -> closed (idempotent), then the close's duties, also for a batch already
+def close(
+    *,
+    batch_id: uuid.UUID,
+    now: datetime,
+    actor: str,
+    reason: BatchCloseReason = BatchCloseReason.WINDOW,
+) -> Batch:
+    """open -> closed (idempotent), recording ``reason`` and ``actor`` (how and by whom:
+    the batch page shows them), then the close's duties, also for a batch already
     closed (a filler that crashed before doing them): its members still parked in it
     complete (``batched``), and the opener is woken to continue with the digest. A
     cancelled batch is returned as it is. The close and its ``batch.closed`` status event
-    are one transaction."""
+    are one transaction. (The ``max_items`` filler closes in its join's statement,
+    ``batch_arrival``, recording ``max_items``: closing it here again changes nothing.)"""
     with transaction.atomic():
         if Batch.objects.filter(pk=batch_id, status=BatchStatus.OPEN).update(
-            status=BatchStatus.CLOSED, closed_at=now
+            status=BatchStatus.CLOSED, closed_at=now, close_reason=reason, closed_by=actor
         ):
             report_closed(batch_id)
     batch = batch_or_404(batch_id)
@@ -109,7 +117,7 @@ def flush(*, batch_id: uuid.UUID, actor: str) -> Batch:
             field=None,
             message=f"batch {batch.pk} is {batch.status}, not open",
         )
-    return close(batch_id=batch.pk, now=timezone.now(), actor=actor)
+    return close(batch_id=batch.pk, now=timezone.now(), actor=actor, reason=BatchCloseReason.FLUSH)
 
 
 def digest(batch: Batch) -> dict[str, Any]:
@@ -143,7 +151,10 @@ def on_instances_cancelled(*, instance_ids: Sequence[uuid.UUID | str], **kwargs:
     now = timezone.now()
     for batch in Batch.objects.filter(opener_id__in=list(instance_ids), status=BatchStatus.OPEN):
         cancelled = Batch.objects.filter(pk=batch.pk, status=BatchStatus.OPEN).update(
-            status=BatchStatus.CANCELLED, closed_at=now
+            status=BatchStatus.CANCELLED,
+            closed_at=now,
+            close_reason=BatchCloseReason.OPENER_CANCELLED,
+            closed_by="engine",
         )
         if not cancelled:
             continue

@@ -28,6 +28,7 @@ from status_webhooks.outbox import NewEvent, record
 
 from ..dispatch import dispatch_on_commit
 from ..models import GATES, ParkedOn, TriggerInstance, TriggerStatus, TriggerStatusChange
+from ..stale_messages import sift_after_cancel
 from .shapes import Change, Join, Reported, Statement
 from .store import store
 
@@ -239,14 +240,19 @@ def cancel_many(*, instance_ids: Sequence[uuid.UUID], reason: str, actor: str) -
     per 1,000 ids and status, lock the rows still in it, update them and write their
     audit rows in one transaction. Returns how many were cancelled."""
     cancelled = 0
+    lanes: set[str] = set()
     for start in range(0, len(instance_ids), 1000):
         chunk = instance_ids[start : start + 1000]
         for from_status in (S.ENQUEUED, S.PROCESSING):
-            cancelled += _cancel_chunk(chunk, from_status, reason, actor)
+            cancelled += _cancel_chunk(chunk, from_status, reason, actor, lanes)
+    # Their messages, still queued, go in bulk rather than one step each (SPEC §10).
+    sift_after_cancel(lanes=lanes, cancelled=cancelled)
     return cancelled
 
 
-def _cancel_chunk(chunk: Sequence[uuid.UUID], from_status: str, reason: str, actor: str) -> int:
+def _cancel_chunk(
+    chunk: Sequence[uuid.UUID], from_status: str, reason: str, actor: str, lanes: set[str]
+) -> int:
     check_transition(from_status, S.CANCELLED)
     now = timezone.now()
     values: dict[str, Any] = {
@@ -263,11 +269,12 @@ def _cancel_chunk(chunk: Sequence[uuid.UUID], from_status: str, reason: str, act
             TriggerInstance.objects.select_for_update(of=("self",))
             .order_by("pk")
             .filter(pk__in=chunk, status=from_status)
-            .values_list("pk", "workflow__key", "idempotency_key", "recipient_id")
+            .values_list("pk", "workflow__key", "idempotency_key", "recipient_id", "lane")
         )
         if not rows:
             return 0
         ids = [row[0] for row in rows]
+        lanes.update(row[4] for row in rows)
         TriggerInstance.objects.filter(pk__in=ids).update(**values)
         TriggerStatusChange.objects.bulk_create(
             TriggerStatusChange(
@@ -280,7 +287,7 @@ def _cancel_chunk(chunk: Sequence[uuid.UUID], from_status: str, reason: str, act
             )
             for instance_id in ids
         )
-        record(events=[finished_event(row, S.CANCELLED, reason) for row in rows], at=now)
+        record(events=[finished_event(row[:4], S.CANCELLED, reason) for row in rows], at=now)
     instances_cancelled.send(sender=TriggerInstance, instance_ids=ids)
     return len(ids)
 

@@ -13,6 +13,7 @@ from django.conf import settings
 from workflows.durations import MAX_DURATION_MS, parse_duration
 from workflows.templating import TemplateError, check_condition, check_template
 
+from .links import link_template_problem
 from .problems import DefinitionProblem
 from .specs import (
     BATCH_MAX_ITEMS,
@@ -287,9 +288,16 @@ def _duration_problems(
     value: Any, path: str, node: str | None, field: FieldSpec
 ) -> list[DefinitionProblem]:
     try:
-        parse_duration(value)
+        length = parse_duration(value)
     except ValueError as exc:
         return [DefinitionProblem(path, str(exc), node=node)]
+    if field.kind == "window" and not length:
+        # A zero window is no gate at all (a throttle of 1 per 0s lets everything through).
+        return [
+            DefinitionProblem(
+                path, f"{value!r} is zero: must be longer than 0", node, "zero_duration"
+            )
+        ]
     return []
 
 
@@ -303,6 +311,18 @@ def _template_string_problems(
         return [DefinitionProblem(path, "must not be empty", node=node, code="required")]
     problem = template_problem(value, path, node, html=field.kind == "html_template")
     return [problem] if problem else []
+
+
+def _link_problems(
+    value: Any, path: str, node: str | None, field: FieldSpec
+) -> list[DefinitionProblem]:
+    """A person's link (``in_app.url``): a template, and no scheme but http(s) where its
+    text fixes one (definition/links.py)."""
+    problems = _template_string_problems(value, path, node, field)
+    if problems:
+        return problems
+    problem = link_template_problem(value)
+    return [DefinitionProblem(path, problem, node, "invalid_url")] if problem else []
 
 
 # --- throttle (SPEC §13) ---
@@ -367,6 +387,8 @@ FIELD_CHECKS: dict[str, FieldCheck] = {
     "http_method": _http_method_problems,
     "webhook_url": _ignoring_spec(check_webhook_url),
     "duration": _duration_problems,
+    "window": _duration_problems,
+    "link": _link_problems,
     "send_window": _ignoring_spec(_check_send_window),
     # --- throttle (SPEC §13) ---
     "throttle_limit": _throttle_limit_problems,

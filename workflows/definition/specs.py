@@ -15,7 +15,9 @@ BATCH_MIN_ITEMS, BATCH_MAX_ITEMS = 2, 10_000
 @dataclass(frozen=True)
 class FieldSpec:
     required: bool
-    # "template" | "html_template" | "int" (milliseconds, bounded) | "duration" | "name"
+    # "template" | "html_template" | "int" (milliseconds, bounded) | "duration" |
+    # "window" (a duration > 0: a gate's window, an expiry) | "link" (a template of a URL
+    # shown to a person: http(s) or a relative path, definition/links.py) | "name"
     # (a plain non-empty string) | "condition" (a Liquid expression) | "template_list" |
     # "template_object" | "recipients" (one address template, or a JSON list of them:
     # each renders to exactly one address, never split) | "retry_policy" |
@@ -32,7 +34,15 @@ class FieldSpec:
 
 
 TEMPLATE_KINDS = frozenset(
-    {"template", "html_template", "template_list", "template_object", "recipients", "webhook_url"}
+    {
+        "template",
+        "html_template",
+        "template_list",
+        "template_object",
+        "recipients",
+        "webhook_url",
+        "link",
+    }
 )
 
 _RETRY = FieldSpec(
@@ -51,9 +61,9 @@ _SEND_WINDOW = FieldSpec(
 )
 _EXPIRES_AFTER = FieldSpec(
     False,
-    "duration",
+    "window",
     "Skip the send (skip reason expired) when a send window or quiet hours would defer it "
-    'past this long after the node was reached ("15m", "PT1H", ...).',
+    'past this long after the node was reached ("15m", "PT1H", ...; more than 0).',
 )
 
 NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
@@ -155,7 +165,9 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
             f"At most this many instances pass within the window (1-{MAX_THROTTLE_LIMIT:,}).",
         ),
         "window": FieldSpec(
-            True, "duration", 'The sliding window: "1h", "1d", "PT30M", ... (as for delay).'
+            True,
+            "window",
+            'The sliding window: "1h", "1d", "PT30M", ... (as for delay; more than 0).',
         ),
         "key": FieldSpec(
             False,
@@ -181,8 +193,9 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
     "batch": {
         "window": FieldSpec(
             True,
-            "duration",
-            'How long a batch stays open after its first arrival ("1m", "1h", "PT10M").',
+            "window",
+            'How long a batch stays open after its first arrival ("1m", "1h", "PT10M"; more '
+            "than 0).",
         ),
         "key": FieldSpec(
             False,
@@ -201,7 +214,12 @@ NODE_CONFIG_SPECS: dict[str, dict[str, FieldSpec]] = {
     "in_app": {
         "title": FieldSpec(True, "template", "The item's title (template); must not render empty."),
         "body": FieldSpec(True, "template", "The item's text (template)."),
-        "url": FieldSpec(False, "template", "Where the item leads when clicked (template)."),
+        "url": FieldSpec(
+            False,
+            "link",
+            "Where the item leads when clicked (template): an http(s) URL or a relative path "
+            "(`javascript:`, `data:` and any other scheme are refused).",
+        ),
         "category": FieldSpec(
             False, "name", "The item's category; default: the workflow's first category."
         ),

@@ -29,7 +29,9 @@ class Command(BaseCommand):
         if created:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch(mode=0o600, exist_ok=True)
-            set_key(path, VARIABLE, raw)
+            # Unquoted (the key is URL-safe), so a shell reads it with
+            # `sed -n 's/^NOTIFYFLOW_DEMO_API_KEY=//p' var/.env` (the README's walks).
+            set_key(path, VARIABLE, raw, quote_mode="never")
             self.stderr.write(f"Created API key {key.name!r} ({key.prefix}…), kept in {path}:")
         else:
             self.stderr.write(f"Reusing API key {key.name!r} ({key.prefix}…) from {path}:")

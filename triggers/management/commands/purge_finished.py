@@ -19,7 +19,8 @@ def parse_age(text: str) -> timedelta:
 class Command(BaseCommand):
     help = (
         "Delete finished (completed, failed, cancelled) instances older than --older-than, "
-        "with their step logs, deliveries and audit rows, and old event records; in batches."
+        "with their step logs, deliveries and audit rows, old event records and expired "
+        "throttle counters; in batches."
     )
 
     def add_arguments(self, parser):
@@ -31,6 +32,7 @@ class Command(BaseCommand):
             raise CommandError("--batch must be positive")
         counts = finished_purge(older_than=parse_age(older_than), batch=batch)
         self.stdout.write(
-            f"purged {counts['instances']} instances, {counts['event_records']} event records"
-            f" and {counts['webhook_messages']} status webhook messages"
+            f"purged {counts['instances']} instances, {counts['event_records']} event records,"
+            f" {counts['webhook_messages']} status webhook messages"
+            f" and {counts['throttle_counters']} expired throttle counters"
         )
