@@ -2,8 +2,8 @@
 instances are dropped from their lane's queue in bulk, never consumed one by one.
 
 Such a message claims nothing, yet each one cost a worker a pool hand-off, a claim that
-fails, a read and an ack, one after the other: 20,000 of them held up the rest of their
-lane for minutes (docs/measurements.md, "A cancelled backlog"). ``lane_sift`` drops them
+fails, a read and an ack, one after the other, while the rest of the lane waited behind
+them (docs/measurements.md, "A cancelled backlog"). ``lane_sift`` drops them
 all in one pass (``notifyflow.broker.sift``: on Redis one atomic script, on RabbitMQ a
 consumer of our own that acks the stale ones and gives the others back in place). It
 runs
@@ -52,7 +52,7 @@ SIFT_EVERY_S = 5.0
 # The oldest messages of a queue one sift looks at, and its time budget (within a
 # step's soft time limit, with room to spare).
 SIFT_WINDOW = 50_000
-SIFT_BUDGET_S = 5.0
+SIFT_BUDGET_S = 10.0
 # Ids per query asking which instances are cancelled.
 QUERY_CHUNK = 5000
 

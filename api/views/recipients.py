@@ -7,7 +7,7 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -251,6 +251,8 @@ class RecipientFeedTokenRevokeView(_OneRecipient):
     ``token_revoked``; tokens minted afterwards work. Erasing the recipient revokes
     them too. 404 for an unknown recipient."""
 
+    # No body either way; DRF's OPTIONS answer describes the POST by a serializer.
+    serializer_class = serializers.Serializer
     required_scope = {"POST": "trigger"}
 
     @extend_schema(parameters=[ID_PARAMETER], request=None, responses={204: None})

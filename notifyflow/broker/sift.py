@@ -1,9 +1,10 @@
 """Dropping a task's stale messages from a queue in bulk, instead of one by one.
 
 A step's message whose instance was cancelled claims nothing, but a worker still takes
-it off the queue, hands it to a pool process, runs the failing claim and acks it: a
-cancelled backlog of 20,000 held up the rest of its lane for minutes (SPEC §10, "a
-cancelled backlog costs nothing"). ``sift`` takes them out in one pass. What is stale
+it off the queue, hands it to a pool process, runs the failing claim and acks it, one
+after the other, while the rest of its lane waits behind them (SPEC §10, "a cancelled
+backlog costs nothing"; docs/measurements.md, "A cancelled backlog"). ``sift`` takes
+them out in one pass. What is stale
 is the caller's to say (``stale``: given the first arguments of the messages, the ones
 whose messages may go); this module knows only the brokers.
 
