@@ -5,8 +5,8 @@ instance. All of it runs inside the erasure's transaction, with ``notifyflow.era
 on (the history tables' UPDATE guard, executions migration 0011).
 
 - the instances' idempotency keys that hold an address (or are the person's id) become
-  ``erased:<instance id>``, and so do those of every instance sharing such a key (an
-  exact, indexed match) - those join the instances scrubbed below;
+  ``erased:<instance id>``, and so do those of every instance sharing a key that holds
+  an address (an exact, indexed match) - those join the instances scrubbed below;
 - the history of those instances: strings holding an address have it replaced by
   ``[erased]``, strings that are the person's id become ``[erased]``, and an instance's
   old key becomes its new one wherever its rows quote it (a step log's context, an
@@ -86,7 +86,15 @@ class Person:
         found = sorted({a for a in self.addresses if a}, key=len, reverse=True)
         if not found:
             return re.compile(r"(?!)")
-        return re.compile("|".join(re.escape(address) for address in found), re.IGNORECASE)
+        # Ended where an address ends: jo@x.co is not in jo@x.com, +1555 not in +15550.
+        # Its start is open: generated keys glue an address on (trigger_1_email_<addr>).
+        ends = r"(?![\w-]|\.[\w-])"
+        alternatives = "|".join(re.escape(address) for address in found)
+        return re.compile(f"(?:{alternatives}){ends}", re.IGNORECASE)
+
+    def holds_address(self, text: str | None) -> bool:
+        """Whether ``text`` holds one of the person's addresses."""
+        return bool(text) and bool(self.pattern.search(text or ""))
 
     def holds(self, text: str | None) -> bool:
         """Whether ``text`` is the person's id or holds one of their addresses."""
@@ -121,8 +129,11 @@ def scrub_keys(instance_ids: Iterable[Any], person: Person) -> set[Any]:
     rows = TriggerInstance.objects.filter(pk__in=ids).values_list("pk", "idempotency_key")
     personal = {pk: key for pk, key in rows if person.holds(key)}
     extra: set[Any] = set()
-    if personal:
-        sharing = TriggerInstance.objects.filter(idempotency_key__in=set(personal.values()))
+    # Other people's instances only where the key holds an address: a key that is just
+    # the person's id ("7") is as likely another's order number.
+    shared = {key for key in personal.values() if person.holds_address(key)}
+    if shared:
+        sharing = TriggerInstance.objects.filter(idempotency_key__in=shared)
         for pk, key in sharing.exclude(pk__in=list(personal)).values_list("pk", "idempotency_key"):
             personal[pk] = key
             extra.add(pk)

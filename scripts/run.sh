@@ -148,12 +148,18 @@ pids=()
 # Stopping: TERM to the processes (a Ctrl-C or a SIGTERM to the process group also reaches
 # them directly), then KILL to every process that was below this script - a worker's pool
 # included, also one that lost its parent - if any is left after STOP_TIMEOUT_S.
+# This script's own short-lived helpers (sleep, and ps, awk, sort in the subshells of
+# $(...)) are left out: their pids, remembered past their end, could name someone
+# else's process later. What it started is in ${pids[@]}; the rest is below those.
 descendants() {
-    ps -A -o pid= -o ppid= 2>/dev/null | awk -v root=$$ '
+    ps -A -o pid= -o ppid= 2>/dev/null | awk -v root=$$ -v started="${pids[*]}" '
+        BEGIN { n = split(started, list, " "); for (i = 1; i <= n; i++) ours[list[i]] = 1 }
         { parent[$1] = $2 }
         END {
             for (pid in parent) {
                 up = parent[pid]
+                if (up == root && !(pid in ours)) continue
+                if (parent[up] == root && !(up in ours)) continue
                 while (up in parent && up != root && up > 1) up = parent[up]
                 if (up == root) print pid
             }
@@ -218,4 +224,6 @@ set +e
 wait -n "${pids[@]}"
 status=$?
 echo "make run: a process exited (status ${status}); stopping the others" >&2
-exit "$status"
+# Never 0: make run ended because a process did (one that a Ctrl-C reached before this
+# script's own trap ran exits 0).
+exit $((status == 0 ? 1 : status))

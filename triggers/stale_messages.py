@@ -15,7 +15,7 @@ runs
   messages the first pass could not reach, such as those a worker held):
   ``SIFT_AFTER`` messages of cancelled instances within ``STREAK_S`` of each other in
   one process make it sift that queue (``message_of_cancelled_instance``), at most once
-  per ``SIFT_EVERY_S``.
+  per ``SIFT_EVERY_S`` in that process and, on Redis, among all processes.
 
 No transition leaves ``cancelled``, so a message of a cancelled instance can never claim
 anything again: dropping it loses nothing.
@@ -86,10 +86,10 @@ def message_of_cancelled_instance(*, lane: str) -> SiftResult | None:
         _streaks[queue] = (0, now) if due else (count, now)
         if due:
             _last_sift[queue] = now
-    return lane_sift(queue=queue) if due else None
+    return lane_sift(queue=queue, every_s=SIFT_EVERY_S) if due else None
 
 
-def lane_sift(*, queue: str) -> SiftResult:
+def lane_sift(*, queue: str, every_s: float | None = None) -> SiftResult:
     """Drop the step messages of cancelled instances from ``queue`` (a lane's) in one
     pass. A broker error is logged, never raised: the messages then take their course
     one by one, as they would have."""
@@ -103,6 +103,7 @@ def lane_sift(*, queue: str) -> SiftResult:
             stale=cancelled_ids,
             window=SIFT_WINDOW,
             budget_s=budget_s,
+            every_s=every_s,
         )
     except Exception as exc:  # noqa: BLE001 - a saving, never a reason to fail a caller
         logger.warning("sifting %s for messages of cancelled instances failed: %s", queue, exc)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,13 @@ return dropped
 """
 
 
+# KEYS[1]: a sifter's lock; ARGV[1]: the token it was taken with.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
 @dataclass(frozen=True)
 class SiftResult:
     """Messages of the task looked at, and how many of them were dropped."""
@@ -92,30 +100,48 @@ NOTHING = SiftResult(0, 0)
 
 
 def sift(
-    app: Celery, queue: str, *, task: str, stale: StaleOf, window: int, budget_s: float
+    app: Celery,
+    queue: str,
+    *,
+    task: str,
+    stale: StaleOf,
+    window: int,
+    budget_s: float,
+    every_s: float | None = None,
 ) -> SiftResult:
     """Drop from ``queue`` (on ``app``'s broker) the messages of ``task`` whose first
     argument ``stale`` names, among its oldest ``window`` messages, spending at most
-    about ``budget_s``."""
+    about ``budget_s``. With ``every_s``, at most one such sift of ``queue`` per
+    ``every_s`` seconds among every process sharing the broker (Redis; on RabbitMQ the
+    caller's own limit is all there is)."""
     kind = settings.NOTIFYFLOW_BROKER_KIND
     if kind == "redis":
-        return _sift_redis(app, queue, task, stale, window)
+        return _sift_redis(app, queue, task, stale, window, every_s)
     if kind == "amqp":
         return _sift_amqp(app, queue, task, stale, window, budget_s)
     return NOTHING
 
 
-def _sift_redis(app: Any, queue: str, task: str, stale: StaleOf, window: int) -> SiftResult:
+def _sift_redis(
+    app: Any, queue: str, task: str, stale: StaleOf, window: int, every_s: float | None
+) -> SiftResult:
     marker = f'"task": "{task}"'.encode()
     lock = f"notifyflow.sift:{queue}"
+    token = uuid.uuid4().hex
     with app.producer_or_acquire() as producer, producer.channel.conn_or_acquire() as client:
+        # A rate shared by every worker process: each one's own streak could otherwise
+        # start a sift of the same queue every few seconds, all together.
+        recent = f"notifyflow.sift-recent:{queue}"
+        if every_s and not client.set(recent, "1", nx=True, px=max(1, int(every_s * 1000))):
+            return NOTHING
         # One sifter per queue at a time: another one would only redo the same reads.
-        if not client.set(lock, "1", nx=True, ex=REDIS_LOCK_S):
+        if not client.set(lock, token, nx=True, ex=REDIS_LOCK_S):
             return NOTHING
         try:
             return _sift_redis_list(client, queue, marker, stale, window)
         finally:
-            client.delete(lock)
+            # Only our own lock: one that outlived REDIS_LOCK_S may be another's now.
+            client.eval(_RELEASE, 1, lock, token)
 
 
 def _sift_redis_list(

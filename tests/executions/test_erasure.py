@@ -175,6 +175,31 @@ def test_a_provider_report_arriving_after_the_erasure_keeps_nothing_of_the_perso
     assert "ada@example.com" not in _dump(DeliveryEvent).lower()
 
 
+def test_another_persons_instance_under_a_key_that_is_the_id_keeps_its_key(dispatched):
+    """Recipient "7" keyed by user id; recipient "42"'s order 7 keyed "7" in another
+    workflow: erasing 7 must not free 42's key (a retry would send twice) nor touch
+    42's payload; a key holding 7's address is scrubbed wherever it is."""
+    seven = RecipientFactory(id="7", email="jo@x.co")
+    other = RecipientFactory(id="42", email="jo@x.com")
+    TriggerInstanceFactory(recipient=seven, idempotency_key="7")
+    order = TriggerInstanceFactory(
+        workflow=WorkflowFactory(), recipient=other, idempotency_key="7", payload={"n": "7"}
+    )
+    TriggerInstanceFactory(recipient=seven, idempotency_key="welcome-jo@x.co")
+    shared = TriggerInstanceFactory(
+        workflow=WorkflowFactory(), recipient=other, idempotency_key="welcome-jo@x.co"
+    )
+    kept = TriggerInstanceFactory(recipient=other, idempotency_key="welcome-jo@x.com")
+
+    recipient_erase(recipient_id="7", actor="t")
+
+    order.refresh_from_db()
+    assert (order.idempotency_key, order.payload) == ("7", {"n": "7"})
+    assert TriggerInstance.objects.get(pk=kept.pk).idempotency_key == "welcome-jo@x.com"
+    shared.refresh_from_db()
+    assert shared.idempotency_key == f"erased:{shared.pk}"
+
+
 def test_an_unknown_recipient_is_not_found():
     with pytest.raises(NotFoundError):
         recipient_erase(recipient_id="nobody", actor="t")

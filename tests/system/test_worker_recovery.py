@@ -27,12 +27,13 @@ def completed() -> int:
 def test_kill_9_mid_run_every_instance_completes_without_double_sends(tmp_path, capsys):
     flush_broker()
     wf = WorkflowFactory(definition=email_sms_definition())
-    # A provider call of 0.6 s: the kill lands while the step seen in flight is still in
+    # A provider call of 1.2 s: the kill lands while the step seen in flight is still in
     # flight even when a loaded machine takes a while between that look and the kill
-    # (at 0.15 s the step had sometimes finished: processing_at_kill=0).
+    # (at 0.15 s, and at 0.6 s beside another test process, the step had sometimes
+    # finished: processing_at_kill=0).
     slow = {
         "SMS_BACKEND": "tests.fakes.SlowFileSmsBackend",
-        "NOTIFYFLOW_TEST_SMS_DELAY_S": "0.6",
+        "NOTIFYFLOW_TEST_SMS_DELAY_S": "1.2",
         "NOTIFYFLOW_LEASE_S": "10",
     }
     with celery_worker(tmp_path, name="doomed", pool="prefork", concurrency=2, **slow) as w:

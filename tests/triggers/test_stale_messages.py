@@ -111,6 +111,18 @@ def test_a_large_cancel_leaves_none_of_their_messages_queued(backlog):
     assert [m for m in _queued() if m[0] == EXECUTE_NODE_TASK] == [_step(row) for row in live]
 
 
+@on_a_broker_server
+@pytest.mark.redis_only("a sift rate shared through Redis")
+def test_worker_sifts_of_one_queue_are_rated_among_all_processes(backlog, monkeypatch):
+    rows, live, doomed = backlog
+    monkeypatch.setattr(stale_messages, "SIFT_AFTER_CANCELLING", 10_000)
+    stale_messages.lane_sift(queue=QUEUE, every_s=60)  # another process's, just now
+    state.cancel_many(instance_ids=[r.pk for r in doomed], reason="x", actor="t")
+
+    assert stale_messages.lane_sift(queue=QUEUE, every_s=60).dropped == 0
+    assert stale_messages.lane_sift(queue=QUEUE).dropped == 600  # a cancel's: not rated
+
+
 @pytest.fixture
 def sifts(monkeypatch):
     """The queues sifted (recorded instead of sifting)."""
@@ -119,7 +131,7 @@ def sifts(monkeypatch):
     monkeypatch.setattr(
         stale_messages,
         "lane_sift",
-        lambda *, queue: done.append(queue) or stale_messages.SiftResult(0, 0),
+        lambda *, queue, every_s=None: done.append(queue) or stale_messages.SiftResult(0, 0),
     )
     yield done
     stale_messages.reset()
