@@ -31,11 +31,14 @@ test-sqlite: $(VENV_STAMP)
 # The broker-facing tests (marker `broker`: every worker and chaos test, and the few that
 # publish for real) again on RabbitMQ; what is Redis-only skips, saying why. AMQP_URL
 # names the vhost (.ci/run gives CI one of its own); the admin's browser test is not
-# about the broker and runs once, in `make test`. One process: a vhost per test process
-# would have to be created first.
+# about the broker and runs once, in `make test`.
 AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672//
+# One process unless told: with AMQP_PYTEST_WORKERS=N the vhosts <vhost>_gw1 ...
+# <vhost>_gw(N-1) must exist too (tests/settings.py; .ci/run makes them).
+AMQP_PYTEST_WORKERS ?= 0
 test-amqp: $(VENV_STAMP)
-	CELERY_BROKER_URL=$(AMQP_URL) $(PY) -m pytest -m "broker and not browser" $(PYTEST_ARGS)
+	CELERY_BROKER_URL=$(AMQP_URL) $(PY) -m pytest -n $(AMQP_PYTEST_WORKERS) \
+		-m "broker and not browser" $(PYTEST_ARGS)
 
 # Benchmarks (bench/README.md): own PostgreSQL database and Redis db, loopback only.
 BENCH_STAMP := .venv/.bench-installed

@@ -28,12 +28,16 @@ if os.environ.get("NOTIFYFLOW_TEST_PROCESS") != _TEST_PROCESS:
     os.environ["NOTIFYFLOW_TEST_PROCESS"] = _TEST_PROCESS
     _XDIST = _TEST_PROCESS.startswith("gw")
     # A broker of each process's own, so one's flush or worker never sees another's
-    # messages: the next Redis database per process (gw0 keeps the one given). A
-    # RabbitMQ vhost would have to exist first: `make test-amqp` runs in one process.
-    if _XDIST and os.environ.get("CELERY_BROKER_URL", "").startswith("redis"):
-        _url = urlsplit(os.environ["CELERY_BROKER_URL"])
-        _db = int(_url.path.strip("/") or 0) + int(_TEST_PROCESS[2:])
-        os.environ["CELERY_BROKER_URL"] = urlunsplit(_url._replace(path=f"/{_db}"))
+    # messages (gw0 keeps the one given): on Redis the next database per process, on
+    # RabbitMQ the vhost "<vhost>_gw1", ..., which must exist (.ci/run makes them).
+    _broker = urlsplit(os.environ.get("CELERY_BROKER_URL", ""))
+    _n = int(_TEST_PROCESS[2:]) if _XDIST else 0
+    if _n and _broker.scheme.startswith("redis"):
+        _db = int(_broker.path.strip("/") or 0) + _n
+        os.environ["CELERY_BROKER_URL"] = urlunsplit(_broker._replace(path=f"/{_db}"))
+    elif _n and _broker.scheme.startswith("amqp"):
+        _vhost = f"{_broker.path[1:] or '/'}_gw{_n}".replace("/", "") or f"gw{_n}"
+        os.environ["CELERY_BROKER_URL"] = urlunsplit(_broker._replace(path=f"/{_vhost}"))
     # Files (the embedded filesystem broker, SQLite, mail and SMS files) and metrics in
     # directories of this process's own, never the checkout's var/ that `make run` uses.
     for _name, _prefix in (

@@ -31,6 +31,9 @@ from tests.system.make_run import (
 from triggers.models import ApiKey
 from triggers.services import api_key_revoke
 
+# The same on every database: CI runs it once, where nothing is set.
+pytestmark = pytest.mark.embedded
+
 
 def run_setup(var_dir: Path) -> tuple[str, str]:
     """scripts/run.sh without starting the processes; the printed key and idempotency key.

@@ -23,6 +23,9 @@ import pytest
 
 from tests.system.make_run import ROOT, STOP_LIMIT_S, make_run, plain_shell
 
+# The same on every database: CI runs it once, where nothing is set.
+pytestmark = pytest.mark.embedded
+
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELLS = {"sh", "bash", "shell", "console", "zsh"}
 NOT_A_WALK = re.compile(r"^<!-- not a walk: (?P<why>\S.*\S) -->$")
