@@ -39,8 +39,10 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 BACKLOG = 20_000
 # SPEC §10: a cancelled backlog delays other work in its lane by at most this.
 MAX_DELAY_S = 2.0
-# A backlog cancelled without a sift, met by the worker (docs/measurements.md).
-MET_BY_WORKER_MAX_S = {"redis": MAX_DELAY_S, "amqp": 10.0}
+# A backlog cancelled without a sift, met by the worker (docs/measurements.md): about
+# 0.5-1 s on Redis and 2-3 s on RabbitMQ alone, but 23 s once in CI beside another test
+# process, so not held to MAX_DELAY_S here; one by one (no sift) took 83 s and 68 s.
+MET_BY_WORKER_MAX_S = {"redis": 30.0, "amqp": 30.0}
 QUEUE = "notifyflow.bulk"
 
 
@@ -99,7 +101,14 @@ def _next_step_delay(tmp_path) -> float:
     digest = WorkflowFactory(
         key="digest", definition=email_definition("hi", to="x@example.com"), priority="bulk"
     )
-    with celery_worker(tmp_path, name="lane", pool="prefork", concurrency=2):
+    # The production time limits, not the tests' short ones: a sift runs inside the step
+    # that meets the streak, and a loaded machine may take seconds over 20,000 messages.
+    limits = {
+        "NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S": "30",
+        "NOTIFYFLOW_STEP_TIME_LIMIT_S": "45",
+        "NOTIFYFLOW_LEASE_S": "90",
+    }
+    with celery_worker(tmp_path, name="lane", pool="prefork", concurrency=2, **limits):
         sent_at = timezone.now()
         created = trigger_create(workflow=digest, idempotency_key="after", payload=PAYLOAD)
         wait_until(
