@@ -12,6 +12,8 @@ os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1")
 os.environ.setdefault("NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS", "1")
 # Load generators are one key hammering the API on purpose.
 os.environ.setdefault("NOTIFYFLOW_THROTTLE_RATE", "")
+# ... and a handful of recipients polling their feed thousands of times a second.
+os.environ.setdefault("NOTIFYFLOW_FEED_RATE", "")
 
 from notifyflow.settings import *  # noqa: E402, F403
 

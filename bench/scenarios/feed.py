@@ -47,8 +47,9 @@ def _fill(items: int, recipients: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {Recipient._meta.db_table} "
-            "(id, properties, preferences, created_at, updated_at) "
-            "SELECT %s || g, '{}', '{}', now(), now() FROM generate_series(0, %s - 1) g",
+            "(id, properties, preferences, created_at, updated_at, feed_token_generation) "
+            "SELECT %s || g, '{}', '{}', now(), now(), floor(random() * 1e15)::bigint + 1 "
+            "FROM generate_series(0, %s - 1) g",
             [PREFIX, recipients],
         )
         cursor.execute(

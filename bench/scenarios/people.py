@@ -83,8 +83,10 @@ def _members(n: int, key: str) -> None:
     with connection.cursor() as cur:
         cur.execute(
             "INSERT INTO recipients_recipient (id, email, properties, preferences, created_at,"
-            " updated_at) SELECT 'member-' || g, 'member' || g || '@example.com', '{}', '{}',"
-            " now(), now() FROM generate_series(1, %s) g ON CONFLICT DO NOTHING",
+            " updated_at, feed_token_generation) SELECT 'member-' || g,"
+            " 'member' || g || '@example.com', '{}', '{}', now(), now(),"
+            " floor(random() * 1e15)::bigint + 1 FROM generate_series(1, %s) g"
+            " ON CONFLICT DO NOTHING",
             [n],
         )
         cur.execute(
