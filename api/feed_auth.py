@@ -1,4 +1,4 @@
-"""Recipient-token authentication for the feed views (SPEC §14), and only for them:
+"""Recipient-token authentication for the feed views, and only for them:
 the feed views list this class alone, every other view the API key one (which refuses
 a recipient token). A feed view answers an API key with 401 ``recipient_token_required``
 - a key can read no feed - and a forged, expired or revoked token with 401
@@ -16,15 +16,14 @@ from django.utils import timezone
 from rest_framework import authentication, permissions
 from rest_framework.request import Request
 
-from executions.feed_tokens import (
+from api_keys.authentication import bearer_token
+from feed.tokens import (
     FeedClaims,
     FeedTokenError,
     feed_token_check,
     feed_token_claims,
     looks_like_feed_token,
 )
-
-from .auth import bearer_token
 
 
 @dataclass(frozen=True)

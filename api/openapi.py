@@ -1,14 +1,14 @@
 """drf-spectacular extensions for the API's own classes, registered on import
 (``ApiConfig.ready``), before any schema is built.
 
-- ``Authorization: Bearer <api key>`` for ``api.auth.ApiKeyAuthentication``, and
+- ``Authorization: Bearer <api key>`` for ``api_keys.authentication.ApiKeyAuthentication``, and
   ``Bearer <recipient token>`` for the feed's ``api.feed_auth.FeedTokenAuthentication``.
 - A workflow's ``definition``: the JSON Schema generated from the validator's specs
   (``workflows.definition_schema``), registered as components the first time a
   serializer's ``DefinitionField`` is described.
 
 The rest of the schema's conventions (the error shape, strict input) are the project's
-and live in ``notifyflow.openapi``.
+and live in ``api.schema``.
 """
 
 from __future__ import annotations
@@ -17,18 +17,19 @@ from typing import Any
 
 from drf_spectacular.extensions import (
     OpenApiAuthenticationExtension,
+    OpenApiSerializerExtension,
     OpenApiSerializerFieldExtension,
 )
 from drf_spectacular.plumbing import ResolvedComponent
 
-from notifyflow.openapi import AutoSchema
+from api.schema import AutoSchema
 from workflows.definition_schema import DEFINITION, definition_schemas
 
 
 class ApiKeyBearerScheme(OpenApiAuthenticationExtension):
-    """``Authorization: Bearer <api key>`` (api.auth.ApiKeyAuthentication)."""
+    """``Authorization: Bearer <api key>`` (api_keys.authentication.ApiKeyAuthentication)."""
 
-    target_class = "api.auth.ApiKeyAuthentication"
+    target_class = "api_keys.authentication.ApiKeyAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
@@ -98,3 +99,23 @@ class RecipientItemsFieldExtension(OpenApiSerializerFieldExtension):
             "maxItems": MAX_BULK_RECIPIENTS,
             "items": {"anyOf": [component.ref, {}]},
         }
+
+
+class OneOfFormsExtension(OpenApiSerializerExtension):
+    """A body of one of several forms (a push device, a chat connection: told apart by
+    ``provider``), which a serializer's fields cannot say: its ``schema``, a ``oneOf``
+    (``api.serializers.channel_data``), and the components it refers to."""
+
+    target_class = "api.serializers.channel_data.OneOfForms"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        from .serializers.channel_data import COMPONENTS
+
+        for name, schema in COMPONENTS.items():
+            auto_schema.registry.register_on_missing(
+                ResolvedComponent(
+                    name=name, type=ResolvedComponent.SCHEMA, schema=schema, object=name
+                )
+            )
+        return self.target.schema

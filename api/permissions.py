@@ -1,4 +1,4 @@
-"""Scopes of API keys (SPEC §6), applied per view.
+"""Scopes of API keys (docs/api.md#authentication-scopes-and-replays), applied per view.
 
 A view declares ``required_scope``: a mapping of HTTP method to one of the access levels
 below (missing methods: ``read`` for GET/HEAD/OPTIONS, ``admin`` for the rest). A key
@@ -17,7 +17,8 @@ from django.shortcuts import get_object_or_404
 from rest_framework import exceptions, permissions
 from rest_framework.request import Request
 
-from triggers.models import ApiKey, ApiKeyScope, TriggerInstance
+from api_keys.models import ApiKey, ApiKeyScope
+from triggers.models import TriggerInstance
 
 Scope = ApiKeyScope
 
@@ -57,7 +58,7 @@ class HasScope(permissions.BasePermission):
 
 
 class NotLimitedToWorkflows(permissions.BasePermission):
-    """The people endpoints (SPEC §10): recipients, lists and their members, preferences,
+    """The people endpoints: recipients, lists and their members, preferences,
     channel data, feed tokens, erasure. A person is not any workflow's, so a key limited
     to workflows (``ApiKey.workflows``) - which acts only through its workflows: it
     triggers them (inline recipients included) and reads what it created - gets 403

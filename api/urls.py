@@ -5,10 +5,11 @@ by ``notifyflow.urls`` (the names are global: ``reverse("trigger-list")``)."""
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from executions.feed import ACTIONS as FEED_ACTIONS
+from feed.services import ACTIONS as FEED_ACTIONS
 
 from .views import (
     batches,
+    channel_data,
     events,
     feed,
     health,
@@ -24,7 +25,7 @@ from .views import (
 )
 
 v1 = [
-    # The in-app feed (SPEC §14): recipient tokens, not API keys. First: counts/ is
+    # The in-app feed: recipient tokens, not API keys. First: counts/ is
     # polled by every open page, and the resolver tries the patterns in order.
     path("feed/", feed.FeedListView.as_view(), name="feed-list"),
     path("feed/counts/", feed.FeedCountsView.as_view(), name="feed-counts"),
@@ -107,6 +108,27 @@ v1 = [
         recipients.RecipientPreferencesEvaluateView.as_view(),
         name="recipient-preferences-evaluate",
     ),
+    # Channel data: push devices and chat connections (docs/api.md#channel-data).
+    path(
+        "recipients/<str:id>/channel-data/push/",
+        channel_data.PushChannelDataView.as_view(),
+        name="recipient-channel-data-push",
+    ),
+    path(
+        "recipients/<str:id>/channel-data/chat/",
+        channel_data.ChatChannelDataView.as_view(),
+        name="recipient-channel-data-chat",
+    ),
+    path(
+        "recipients/<str:id>/channel-data/push/devices/",
+        channel_data.PushDeviceListView.as_view(),
+        name="recipient-push-devices",
+    ),
+    path(
+        "recipients/<str:id>/channel-data/push/devices/<uuid:device_id>/",
+        channel_data.PushDeviceDetailView.as_view(),
+        name="recipient-push-device",
+    ),
     path(
         "recipients/<str:id>/feed-token/",
         recipients.RecipientFeedTokenView.as_view(),
@@ -135,11 +157,11 @@ v1 = [
         workflow_triggers.WorkflowTriggerPreviewKeyView.as_view(),
         name="workflow-trigger-preview-key",
     ),
-    # Gates (SPEC §13).
+    # Gates: batches and throttle counters.
     path("batches/", batches.BatchListView.as_view(), name="batch-list"),
     path("batches/<uuid:id>/", batches.BatchDetailView.as_view(), name="batch-detail"),
     path("batches/<uuid:id>/flush/", batches.BatchFlushView.as_view(), name="batch-flush"),
-    # Status webhooks (SPEC §15).
+    # Status webhooks: the customer's endpoints (docs/api.md#status-webhooks).
     path(
         "webhook-endpoints/",
         webhook_endpoints.WebhookEndpointListCreateView.as_view(),
@@ -175,7 +197,7 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics_view, name="metrics"),
-    # Delivery status (SPEC §11): anymail's tracking webhooks (basic auth / ESP
+    # Delivery status from the providers: anymail's tracking webhooks (basic auth / ESP
     # signatures per ANYMAIL settings) and Twilio's signed status callback.
     path("webhooks/anymail/", include("anymail.urls")),
     path(

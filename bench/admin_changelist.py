@@ -206,7 +206,7 @@ def main() -> None:
     ]
     estimate = TriggerInstance.objects.count()
     print(
-        f"\ntrigger instances: {estimate:,} rows on {connection.vendor} "
+        f"\ntrigger instances: {estimate:,} rows on {connection.display_name} "
         f"({connection.settings_dict['NAME']}); {args.repeat} timed GETs per page\n"
     )
     print(

@@ -3,15 +3,15 @@ every model exactly once."""
 
 from . import (
     api_keys,
-    batches,  # gates (SPEC §13)
+    batches,  # gates
     bindings,
     fanouts,
-    feed,  # the in-app feed (SPEC §14)
+    feed,  # the in-app feed
     history,
     instances,
     recipients,
-    status_webhooks,  # status webhooks (SPEC §15)
-    throttles,  # gates (SPEC §13)
+    status_webhooks,  # status webhooks to the customer
+    throttles,  # gates
     workflows,
 )
 

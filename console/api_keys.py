@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from api_keys.models import ApiKey, ApiKeyScope
+from api_keys.services import api_key_create, api_key_revoke, api_key_set_rate
 from notifyflow.errors import ApplicationError
 from notifyflow.throttling import validate_rate
-from triggers.models import ApiKey, ApiKeyScope
-from triggers.services import api_key_create, api_key_revoke, api_key_set_rate
 from workflows.models import Workflow
 
 from .support import log_admin_change, timestamp_column
@@ -117,7 +117,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         return False
 
     def has_revoke_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("triggers.change_apikey")
+        return request.user.has_perm("api_keys.change_apikey")
 
     @admin.display(description="prefix")
     def prefix_display(self, obj: ApiKey) -> SafeString:
@@ -163,7 +163,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             "title": "API key created",
             "api_key": obj,
             "raw_key": obj.raw_key,  # type: ignore[attr-defined]
-            "changelist_url": reverse("admin:triggers_apikey_changelist"),
+            "changelist_url": reverse("admin:api_keys_apikey_changelist"),
         }
         return TemplateResponse(request, "admin/triggers/apikey/created.html", context)
 

@@ -1,4 +1,4 @@
-"""Operator console for batches of batch nodes (SPEC §13): open ones first, their
+"""Operator console for batches of batch nodes: open ones first, their
 members in arrival order, and a "Flush now" action (the API's flush: the same service)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from gates.batches import flush
+from gates.models import Batch, BatchCloseReason, BatchItem, BatchStatus
 from notifyflow.errors import ApplicationError
 from notifyflow.ids import short_id
-from triggers.gate_models import Batch, BatchCloseReason, BatchItem, BatchStatus
-from triggers.gates.batches import flush
 from triggers.models import TriggerStatusChange
 
 from .support import (

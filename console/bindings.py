@@ -16,13 +16,13 @@ from django.urls import URLPattern, path
 from django.utils.safestring import SafeString
 
 from notifyflow.errors import ApplicationError
-from triggers.event_models import EventRecord, WorkflowTrigger
 from triggers.events import (
     idempotency_key_preview,
     idempotency_setting_validate,
     workflow_trigger_save,
 )
 from triggers.idempotency import default_setting_json
+from triggers.models.events import EventRecord, WorkflowTrigger
 
 from .support import timestamp_column
 from .visible import visible_id

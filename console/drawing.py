@@ -3,7 +3,9 @@
 Layout: each node sits in the column of its longest path from a source (entry node
 first), edges run left to right as curves labelled with their order and condition.
 A trigger instance's view passes the current node and the outcome of executed nodes
-to colour them. Every piece of text from the definition is escaped.
+to colour them. Each node is drawn as its type declares (``Drawing``: colour, label, the
+summary of its config; ``workflows.definition.node_types``), a type not registered in
+grey with its name. Every piece of text from the definition is escaped.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from executions.audience import ADDRESS_FIELD
+from workflows.definition import node_types
+from workflows.definition.node_types import DEFAULT_COLOUR
 
 NODE_W, NODE_H = 240, 58
 # The gap between columns grows with the widest edge label (up to MAX_COL_GAP), so a
@@ -30,19 +33,11 @@ LABEL_CHARS = 44  # longer conditions are cut; the full text is the label's tool
 # sideways (the console's .nf-dag-scroll).
 MIN_FONT_PX = 11
 
-TYPE_COLOURS = {
-    "email": "#0b6bcb",
-    "sms": "#7b3fb3",
-    "delay": "#5f6b7a",
-    "wait": "#b26a00",
-    "emit": "#1d7f4e",
-    "webhook": "#a33a5b",
-}
 STATE_STYLES = {
     # state -> (fill, stroke, caption)
     "succeeded": ("#dff3e4", "#1a7f37", "executed"),
     "failed": ("#fbe3e3", "#c62828", "failed"),
-    # Succeeded without sending (SPEC §4: a preference opt-out, no address, ...).
+    # Succeeded without sending (a skip: a preference opt-out, no address, ...).
     "skipped": ("#fff6d6", "#8a6d00", "skipped"),
     None: ("#ffffff", "#8a94a3", ""),
 }
@@ -69,31 +64,11 @@ def _wrap(text: str, width: int, lines: int) -> list[str]:
     return [_short(item, width) for item in out]
 
 
-def _summary(node: Mapping[str, Any]) -> str:
+def _summary(node: Mapping[str, Any], node_type: node_types.NodeType | None) -> str:
     config = node.get("config") or {}
-    if not isinstance(config, Mapping):
+    if not isinstance(config, Mapping) or node_type is None:
         return ""
-    kind = node.get("type")
-    if kind == "delay":
-        for key in ("duration", "delay_ms", "until"):
-            if config.get(key) is not None:
-                value = config[key]
-                return f"{value} ms" if key == "delay_ms" else f"{key} {value}"
-    if kind in ("email", "sms"):
-        to = config.get("to")
-        if not to:
-            # No `to`: the executor sends to the recipient's address for the channel
-            # (executions.audience.addresses), or skips with missing_channel_data.
-            return f"to recipient.{ADDRESS_FIELD[kind]}"
-        return f"to {', '.join(map(str, to)) if isinstance(to, list) else to}"
-    if kind == "wait":
-        timeout = config.get("timeout") or f"{config.get('timeout_ms')} ms"
-        return f"for {config.get('event', '')} ≤ {timeout}"
-    if kind == "emit":
-        return f"event {config.get('event', '')}"
-    if kind == "webhook":
-        return f"{config.get('method', 'POST')} {config.get('url', '')}"
-    return ""
+    return node_type.summary(config)
 
 
 def _layers(ids: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
@@ -346,8 +321,10 @@ def _node_svg(
     x, y = pos
     fill, stroke, caption = STATE_STYLES.get(state, STATE_STYLES[None])
     kind = str(node.get("type", "?"))
-    colour = TYPE_COLOURS.get(kind, "#5f6b7a")
-    summary = _summary(node)
+    node_type = node_types.find(kind)
+    colour = escape(node_type.drawing.colour if node_type is not None else DEFAULT_COLOUR)
+    label = node_type.label if node_type is not None else kind.upper()
+    summary = _summary(node, node_type)
     classes = ["nf-node", f"nf-node-{state}" if state else "nf-node-pending"]
     if current and waiting_until:
         classes.append("nf-node-current")
@@ -378,7 +355,7 @@ def _node_svg(
         f'<text x="{x + 14}" y="{y + 20}" font-size="13" font-weight="700" fill="#1f2933">'
         f"{escape(_short(node_id, 22))}</text>",
         f'<text x="{x + NODE_W - 8}" y="{y + 20}" font-size="{MIN_FONT_PX}" font-weight="700" '
-        f'text-anchor="end" fill="{colour}">{escape(kind.upper())}</text>',
+        f'text-anchor="end" fill="{colour}">{escape(label)}</text>',
         f'<text x="{x + 14}" y="{y + 37}" font-size="{MIN_FONT_PX}" fill="#4b5563">'
         f"{escape(_short(summary, 32))}</text>",
     ]

@@ -1,4 +1,4 @@
-"""Operator console for list fan-outs (SPEC §12): each job's progress, status, workflow
+"""Operator console for list fan-outs: each job's progress, status, workflow
 and request key. Read-only: the job advances itself, and cancel by key (the API's
 POST /triggers/cancel/) stops it."""
 
@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString
 
 from notifyflow.ids import short_id
 from notifyflow.redaction import redact
-from triggers.fanout_models import FanOut, FanOutStatus
+from triggers.models.fanouts import FanOut, FanOutStatus
 
 from .support import (
     LargeTableAdminMixin,

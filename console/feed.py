@@ -1,4 +1,4 @@
-"""Operator console for the in-app feed (SPEC §14): a recipient's feed items, newest
+"""Operator console for the in-app feed: a recipient's feed items, newest
 first (the changelist filtered by recipient, linked from the recipient's page, which
 shows the counts and the latest items). Read-only: items are written by ``in_app``
 nodes and changed by the recipient, through the feed API."""
@@ -13,8 +13,8 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from executions.feed import feed_counts
-from executions.models import FeedItem
+from feed.models import FeedItem
+from feed.services import feed_counts
 
 from .support import (
     InputListFilter,
@@ -48,11 +48,7 @@ def feed_state(item: FeedItem) -> SafeString:
 
 
 def recipient_feed_url(recipient_id: str) -> str:
-    return (
-        reverse("admin:executions_feeditem_changelist")
-        + "?"
-        + urlencode({"recipient": recipient_id})
-    )
+    return reverse("admin:feed_feeditem_changelist") + "?" + urlencode({"recipient": recipient_id})
 
 
 def feed_summary(recipient_id: str) -> SafeString:

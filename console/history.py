@@ -8,10 +8,13 @@ exactly (LargeTableAdminMixin).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from executions.models import (
@@ -25,7 +28,7 @@ from executions.models import (
 )
 from notifyflow.redaction import redact
 from triggers.models import TriggerStatusChange
-from workflows.definition import NODE_TYPES
+from workflows.definition import node_types
 
 from .instances.inlines import run_label, skip_rule, step_outcome
 from .support import (
@@ -50,7 +53,7 @@ class NodeTypeFilter(admin.SimpleListFilter):
     parameter_name = "node_type"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
-        return [(kind, kind) for kind in (*NODE_TYPES, "unknown")]
+        return [(kind, kind) for kind in (*node_types.names(), "unknown")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         return queryset.filter(node_type=self.value()) if self.value() else queryset
@@ -298,7 +301,7 @@ class DeliveryAdmin(
     )
     # The instance column is its id, so no join; the workflow filter joins when used.
     list_select_related = ()
-    changelist_defer = ("output",)
+    changelist_defer = ("output", "targets")
     ordering = ("-id",)
     sortable_by = ()
     search_fields = ("instance__id",)
@@ -315,6 +318,7 @@ class DeliveryAdmin(
         "attempts",
         "created",
         "updated",
+        "targets_table",
         "output_json",
     )
     readonly_fields = (
@@ -323,6 +327,7 @@ class DeliveryAdmin(
         "status_display",
         "created",
         "updated",
+        "targets_table",
         "output_json",
     )
     created = timestamp_column("created_at", "created")
@@ -359,6 +364,46 @@ class DeliveryAdmin(
     @admin.display(description="output")
     def output_json(self, obj: Delivery) -> SafeString:
         return format_html("{}", pretty_json(obj.output))
+
+    @admin.display(description="devices / connections")
+    def targets_table(self, obj: Delivery) -> SafeString | str:
+        return target_results(obj.targets)
+
+
+TARGET_ROW = (
+    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+    "<td><code>{}</code></td></tr>"
+)
+
+
+def target_results(targets: Mapping[str, Any] | None) -> SafeString | str:
+    """A push or chat delivery's result per device or connection, one row each: what
+    it is (a token's last characters, a webhook's host, a channel), its provider, its
+    outcome and the provider's code or message id, whether it was removed as dead."""
+    if not targets:
+        return "-"
+    rows = format_html_join(
+        "",
+        TARGET_ROW,
+        (
+            (
+                result.get("target", ""),
+                result.get("provider", ""),
+                status_badge(str(result.get("outcome", ""))),
+                result.get("code") or result.get("message_id") or "",
+                "removed" if result.get("removed") else "",
+                result.get("at", ""),
+                target_id,
+            )
+            for target_id, result in targets.items()
+        ),
+    )
+    return format_html(
+        '<table class="nf-targets"><thead><tr><th>target</th><th>provider</th>'
+        "<th>outcome</th><th>code / message id</th><th></th><th>at</th><th>id</th></tr>"
+        "</thead><tbody>{}</tbody></table>",
+        rows,
+    )
 
 
 @admin.register(TriggerStatusChange)

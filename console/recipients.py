@@ -1,5 +1,6 @@
-"""Operator console for people (SPEC §12): recipients with their preferences, lists,
-instances, deliveries and opt-out history, and lists with their member counts.
+"""Operator console for people: recipients with their preferences, lists,
+instances, deliveries, opt-out history and channel data (``console.channel_data``), and
+lists with their member counts.
 
 Search is exact and indexed: a recipient id (the primary key), an email address
 (case-insensitive, the ``recipient_email_lower`` index on ``Lower(email)``) or a phone
@@ -24,11 +25,13 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from executions.erasure import recipient_erase
-from executions.models import Delivery, FeedItem
+from executions.models import Delivery
+from feed.models import FeedItem
 from recipients.ids import recipient_id_problem
 from recipients.models import ListMembership, OptOut, Recipient, RecipientList
 from triggers.models import TriggerInstance
 
+from .channel_data import CHANNEL_DATA_INLINES
 from .feed import feed_state, feed_summary, recipient_feed_url
 from .support import (
     InputListFilter,
@@ -202,7 +205,7 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
     search_help_text = (
         "Exact recipient id, email address (any case) or phone number (E.164, e.g. +15551234567)."
     )
-    inlines = (MembershipInline, OptOutInline)
+    inlines = (MembershipInline, OptOutInline, *CHANNEL_DATA_INLINES)
     readonly_fields = (
         "id_display",
         "preferences_json",
@@ -239,6 +242,9 @@ class RecipientAdmin(LargeTableAdminMixin, admin.ModelAdmin):
             ("Deliveries", {"fields": ("recent_deliveries",)}),
             ("In-app feed", {"fields": ("recent_feed",)}),
         ]
+
+    def get_inlines(self, request: HttpRequest, obj: Recipient | None) -> list:
+        return [i for i in self.inlines if obj is not None or i not in CHANNEL_DATA_INLINES]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Recipient | None = None) -> tuple:
         # The id is the caller's own key: set once.

@@ -49,6 +49,10 @@ STATUS_COLOURS = {
     "skipped": "#8a6d00",
     "running": "#0b6bcb",
     "done": "#1a7f37",
+    # A push or chat delivery's targets.
+    "accepted": "#1a7f37",
+    "dead": "#5f6b7a",
+    "retry": "#b35c00",
 }
 
 

@@ -1,4 +1,4 @@
-"""Operator console for throttle counters (SPEC §13): each key's hits in its window now,
+"""Operator console for throttle counters: each key's hits in its window now,
 its limit and window, when it has room, and a "Reset" action (the API's DELETE
 /api/v1/throttles/: the same service). Counters are written by the throttle nodes only:
 nobody adds or edits one here."""
@@ -14,8 +14,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from triggers.gate_models import ThrottleCounter, ThrottleScope
-from triggers.gates.throttles import throttle_reset, throttle_state
+from gates.models import ThrottleCounter, ThrottleScope
+from gates.throttles import throttle_reset, throttle_state
 
 from .support import (
     LargeTableAdminMixin,

@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.functional import lazy
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -26,7 +27,12 @@ from executions.preview import workflow_preview
 from notifyflow.errors import ApplicationError
 from triggers.services import workflow_pause, workflow_resume
 from workflows.concurrency import MAX_LIMIT, Concurrency, key_template_problem
-from workflows.definition import NODE_TYPES, DefinitionError, DefinitionProblem, validate_definition
+from workflows.definition import (
+    DefinitionError,
+    DefinitionProblem,
+    node_types,
+    validate_definition,
+)
 from workflows.diagram import to_mermaid
 from workflows.models import Workflow, WorkflowVersion
 from workflows.services import workflow_save, workflow_set_active
@@ -96,6 +102,16 @@ class CategoriesField(forms.Field):
             )
 
 
+def _definition_help(types: tuple[str, ...]) -> str:
+    return (
+        "{entry_node_id, nodes: [{id, type, config}], edges: [{from, to, condition?}]}. "
+        f"Node types: {', '.join(types)}. Saving a changed definition adds a new "
+        "version; running instances keep the version they started on. Node configs, "
+        "templates and three complete examples: docs/workflows.md; the JSON Schema "
+        "(WorkflowDefinition): /api/docs/."
+    )
+
+
 class WorkflowForm(forms.ModelForm):
     categories = CategoriesField(
         required=False,
@@ -123,13 +139,7 @@ class WorkflowForm(forms.ModelForm):
                 "font-size:12px;width:100%;max-width:60em",
             }
         ),
-        help_text=(
-            "{entry_node_id, nodes: [{id, type, config}], edges: [{from, to, condition?}]}. "
-            f"Node types: {', '.join(NODE_TYPES)}. Saving a changed definition adds a new "
-            "version; running instances keep the version they started on. Node configs, "
-            "templates and three complete examples: docs/workflows.md; the JSON Schema "
-            "(WorkflowDefinition): /api/docs/."
-        ),
+        help_text=lazy(lambda: _definition_help(node_types.names()), str)(),
     )
 
     class Meta:
@@ -299,7 +309,7 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
                 ),
                 priority=form.cleaned_data["priority"],
             )
-            # The send settings (SPEC §12) are not versioned: they apply from the next
+            # The send settings are not versioned: they apply from the next
             # step of every instance, so they are written beside the definition's save.
             settings = {
                 "critical": form.cleaned_data.get("critical", False),

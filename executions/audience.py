@@ -1,4 +1,4 @@
-"""What a channel node checks about its recipient when it runs (SPEC §12, §4): the one
+"""What a channel node checks about its recipient when it runs: the one
 preference rule (``recipients.preferences.evaluate``, once per send), the address the
 recipient has for the channel, the ``to`` default, and the one-click unsubscribe
 headers of an email. A node that decides not to send returns a skip: it succeeds, with
@@ -6,14 +6,15 @@ headers of an email. A node that decides not to send returns a skip: it succeeds
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from gates import send_windows
 from recipients.preferences import evaluate, unsubscribe_scope
 from recipients.unsubscribe import unsubscribe_url
 from triggers.models import ParkedOn
 from workflows.durations import parse_duration
 
-from . import send_windows
 from .models import DeliveryStatus, SkipReason
 from .providers.base import ProviderError
 from .selectors import node_reached_at
@@ -38,7 +39,7 @@ def check(step: StepContext, channel: str) -> tuple[NodeResult | None, str | Non
     preference rule that decided (None without a recipient), which a send records in
     its output too. A permanent ProviderError when there is nobody to send to: no ``to``
     and no recipient."""
-    if step.preview or step.delivery_status == DeliveryStatus.SENT:
+    if step.preview or step.delivery.status == DeliveryStatus.SENT:
         return None, None  # nothing is sent either way (the guard answers a sent one)
     audience = step.audience
     person = audience.recipient
@@ -64,27 +65,52 @@ def check(step: StepContext, channel: str) -> tuple[NodeResult | None, str | Non
     return None, decision.rule
 
 
-def send_window_gate(step: StepContext, channel: str) -> NodeResult | None:
-    """SPEC §13: outside the node's ``send_window`` or inside the recipient's quiet hours
+def preference(step: StepContext, channel: str) -> tuple[NodeResult | None, str | None]:
+    """``(skip, rule)`` of the one preference rule for a send on ``channel`` to the
+    instance's recipient: a ``preference_opt_out`` skip when they opted out, else None;
+    and the rule that decided. ``(None, None)`` without a recipient, in a preview, and
+    when the send was recorded already (a channel with no address field: push, chat)."""
+    person = step.audience.recipient
+    if person is None or step.preview or step.delivery.status == DeliveryStatus.SENT:
+        return None, None
+    decision = evaluate(
+        preferences=person.preferences,
+        workflow_key=step.workflow_key,
+        categories=step.audience.categories,
+        channel=channel,
+        critical=step.audience.critical,
+    )
+    if not decision.send:
+        return skipped(step, channel, SkipReason.PREFERENCE_OPT_OUT, decision.rule), decision.rule
+    return None, decision.rule
+
+
+def send_window_gate(
+    step: StepContext, channel: str, *, timezone: str | None = None, to_recipient: bool = True
+) -> NodeResult | None:
+    """Send-window gate: outside the node's ``send_window`` or inside the recipient's quiet hours
     (ignored by a critical workflow), park until the send is allowed - or, when that
     would come past ``expires_after`` counted from when the node was reached, skip with
     ``expired``. None: send now (also when an operator's run-now released it, and in a
-    preview)."""
-    if step.preview or step.delivery_status == DeliveryStatus.SENT:
+    preview). ``timezone``: the one quiet hours and a ``"recipient"`` window use instead
+    of the recipient's (a push device's); ``to_recipient=False``: the send does not go
+    to the recipient (a chat node's fixed channel), so their quiet hours and time zone
+    do not apply."""
+    if step.preview or step.delivery.status == DeliveryStatus.SENT:
         return None
-    if step.parked_on == ParkedOn.OVERRIDE:
+    if step.instance.parked_on == ParkedOn.OVERRIDE:
         return None
-    person = step.audience.recipient
+    person = step.audience.recipient if to_recipient else None
     rules: dict[str, Any] = dict(
         send_window=step.config.get("send_window"),
         quiet_hours=(person.preferences.get("quiet_hours") if person is not None else None),
-        recipient_timezone=person.timezone if person is not None else None,
+        recipient_timezone=timezone or (person.timezone if person is not None else None),
         ignore_quiet_hours=step.audience.critical,
     )
     if rules["send_window"] is None and rules["quiet_hours"] is None:
         return None
     send_at = send_windows.next_send_time(now=step.now, **rules)
-    deferred = step.parked_on == ParkedOn.SEND_WINDOW
+    deferred = step.instance.parked_on == ParkedOn.SEND_WINDOW
     if send_at <= step.now and not deferred:
         return None
     expires = step.config.get("expires_after")
@@ -129,6 +155,15 @@ def addresses(step: StepContext, channel: str) -> list[str]:
     return [recipient(f"recipient.{ADDRESS_FIELD[channel]}", value, kind=channel)]
 
 
+def to_summary(config: Mapping[str, Any], channel: str) -> str:
+    """Whom a sending node's config sends to, for its drawing: its ``to``, else the
+    recipient's address for the channel (``addresses``)."""
+    to = config.get("to")
+    if not to:
+        return f"to recipient.{ADDRESS_FIELD[channel]}"
+    return f"to {', '.join(map(str, to)) if isinstance(to, list) else to}"
+
+
 def link(audience: Audience, *, workflow_key: str) -> str | None:
     """The one-click unsubscribe URL of a step: for an instance with a recipient in a
     non-critical workflow, scoped to the workflow's first category, else the workflow.
@@ -146,13 +181,14 @@ def unsubscribe_headers(step: StepContext) -> dict[str, str]:
     audience = step.audience
     if step.preview or audience.recipient is None or audience.critical:
         return {}
-    if step.unsubscribe_url is None:
+    url = step.context.get("unsubscribe_url") or None
+    if url is None:
         raise ProviderError(
             f"node {step.node_id}: NOTIFYFLOW_PUBLIC_URL is not set, and an email of a"
             " non-critical workflow to a recipient needs it for its List-Unsubscribe link",
             permanent=True,
         )
     return {
-        "List-Unsubscribe": f"<{step.unsubscribe_url}>",
+        "List-Unsubscribe": f"<{url}>",
         "List-Unsubscribe-Post": ONE_CLICK_POST,
     }

@@ -1,6 +1,7 @@
 """Start-up checks of what sending needs (Django system checks, tagged ``database``:
 ``manage.py migrate`` and ``manage.py check --database default`` run them; a worker
-logs them at start, ``worker_hooks``)."""
+logs them at start, ``worker_hooks``), and of the node types registered (every command
+runs that one)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from django.core.checks import CheckMessage, Error, Tags, register
 from django.db import DatabaseError
 
 from recipients.models import Recipient
+from recipients.preferences import CHANNELS
+from workflows.definition import node_types
 from workflows.models import Workflow
 
 
@@ -54,4 +57,21 @@ def check_public_url(
             "at (e.g. https://notify.example.com), or mark transactional workflows critical",
             id="notifyflow.E010",
         )
+    ]
+
+
+@register()
+def check_node_channels(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A node type's preference channel is one the recipients' preferences know: else no
+    opt-out could ever reach its sends."""
+    return [
+        Error(
+            f"node type {node_type.name!r} sends on the channel {node_type.channel!r}, which "
+            f"recipient preferences do not know ({', '.join(CHANNELS)})",
+            hint="declare one of those channels (NodeType.channel), or None for a node "
+            "that sends to nobody",
+            id="notifyflow.E011",
+        )
+        for node_type in node_types.all()
+        if node_type.channel is not None and node_type.channel not in CHANNELS
     ]

@@ -15,6 +15,7 @@ holds only its channel's share of the worker.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,6 @@ from django.utils import timezone
 from notifyflow import db, metrics
 from status_webhooks import events as status_events
 from status_webhooks.outbox import NewEvent, record
-from triggers import state
 
 from .channel_slots import channel_slot
 from .models import Delivery, DeliveryAttempt, DeliveryStatus, normalize_recipient
@@ -66,14 +66,14 @@ def guarded_send(
     ``recipient`` (the rendered address or number) is recorded, normalized, on the
     delivery row.
 
-    The outcome is not written here: ``step.pending_delivery`` (and every provider call,
-    ``step.pending_attempts``) carries it to the step's outcome transaction
+    The outcome is not written here: ``step.delivery.pending`` (and every provider call,
+    ``step.delivery.attempts``) carries it to the step's outcome transaction
     (``record_delivery``). A preview (``step.preview``) sends and writes nothing.
     """
     if step.preview:
         return {"preview": True, "channel": channel, "message_id": ""}
-    if step.delivery_status == DeliveryStatus.SENT:
-        return {**(step.delivery_output or {}), "deduplicated": True}
+    if step.delivery.status == DeliveryStatus.SENT:
+        return {**(step.delivery.output or {}), "deduplicated": True}
     # A send slot of the channel first (ChannelBusy if none: nothing begun, nothing to
     # record), held until the provider call returns.
     with channel_slot(channel):
@@ -100,126 +100,82 @@ def _send_guarded(
             .get()
         )
         return {**output, "deduplicated": True}
-    step.delivery_id, step.delivery_attempt = began[0], began[1]
-    step.delivery_channel = channel
+    step.delivery.id, step.delivery.attempt = began[0], began[1]
+    step.delivery.channel = channel
     # No transaction is open here: the provider call never holds a database lock.
     started = time.perf_counter()
     try:
         with collect_attempts() as attempts:
-            step.pending_attempts = attempts
+            step.delivery.attempts = attempts
             output = send()
     except ProviderError as exc:
         metrics.PROVIDER_SECONDS.labels(channel, "failed").observe(time.perf_counter() - started)
-        step.pending_delivery = {
+        step.delivery.pending = {
             "status": DeliveryStatus.FAILED,
             "output": {"error": str(exc)},
             "provider_message_id": "",
+            **_targets(step),
         }
         raise
     metrics.PROVIDER_SECONDS.labels(channel, "sent").observe(time.perf_counter() - started)
-    step.pending_delivery = {
+    step.delivery.pending = {
         "status": DeliveryStatus.SENT,
         "output": output,
         "provider_message_id": str(output.get("message_id", ""))[:255],
+        **_targets(step),
     }
     return output
+
+
+def _targets(step: StepContext) -> dict[str, Any]:
+    """The per-target results of a send to several targets, for its outcome's record."""
+    return {} if step.delivery.targets is None else {"targets": step.delivery.targets}
 
 
 def record_delivery(step: StepContext) -> None:
     """Write the send's outcome and its provider attempts; called inside the step's
     outcome transaction. Written even when the step's own write is fenced out: the
     message *was* sent (and the attempts were made)."""
-    if not step.pending_delivery:
+    if not step.delivery.pending:
         return
     updated = Delivery.objects.filter(
         instance_id=step.instance_id, node_id=step.node_id, status=DeliveryStatus.SENDING
-    ).update(updated_at=timezone.now(), **step.pending_delivery)
+    ).update(updated_at=timezone.now(), **step.delivery.pending)
     sent = sent_event(step)
     if updated and sent is not None:
         record(events=[sent])
-    if step.delivery_id is None:
+    if step.delivery.id is None:
         return
     DeliveryAttempt.objects.bulk_create(
         [
-            DeliveryAttempt(delivery_id=step.delivery_id, attempt=step.delivery_attempt, **row)
-            for row in step.pending_attempts
+            DeliveryAttempt(delivery_id=step.delivery.id, attempt=step.delivery.attempt, **row)
+            for row in step.delivery.attempts
         ]
     )
 
 
 def sent_event(step: StepContext) -> NewEvent | None:
     """``delivery.sent`` for a send the step records sent (None otherwise), naming the
-    provider that took it (the last provider call: failover tries them in order)."""
-    if step.pending_delivery.get("status") != DeliveryStatus.SENT:
+    provider that took it (the last provider call: failover tries them in order). A send
+    to several targets names every provider that accepted one (comma-separated) and
+    counts its targets by outcome."""
+    if step.delivery.pending.get("status") != DeliveryStatus.SENT:
         return None
-    took = [a for a in step.pending_attempts if a.get("outcome") == "sent"]
+    took = [a for a in step.delivery.attempts if a.get("outcome") == "sent"]
+    provider = str(took[-1]["provider"]) if took else ""
+    counts: dict[str, int] | None = None
+    if step.delivery.targets is not None:
+        results = step.delivery.targets.values()
+        counts = dict(Counter(str(result.get("outcome")) for result in results))
+        accepted = {str(r.get("provider")) for r in results if r.get("outcome") == "accepted"}
+        provider = ",".join(sorted(accepted))
     return status_events.delivery_status(
         instance_id=step.instance_id,
         workflow_key=step.workflow_key,
         status="sent",
         node_id=step.node_id,
-        channel=step.delivery_channel,
-        provider=str(took[-1]["provider"]) if took else "",
-        message_id=step.pending_delivery.get("provider_message_id", ""),
+        channel=step.delivery.channel,
+        provider=provider,
+        message_id=step.delivery.pending.get("provider_message_id", ""),
+        targets=counts,
     )
-
-
-# The delivery's UPDATE in the step's statement, named: ``delivery.sent`` is written
-# when it applied (the message was sent), whether or not the step's transition did.
-OUTCOME_CTE = "delivery_outcome"
-SENT_RECORDED = f"EXISTS (SELECT 1 FROM {OUTCOME_CTE})"
-
-_ATTEMPT_FIELDS = {f.name: f for f in DeliveryAttempt._meta.concrete_fields if not f.primary_key}
-_DELIVERY_FIELDS = {f.name: f for f in _DELIVERY.concrete_fields}
-
-
-def delivery_outcome_statements(
-    step: StepContext, *, only_if_applied: bool = False
-) -> list[state.Statement]:
-    """``record_delivery`` as statements for the step's outcome statement (PostgreSQL):
-    the delivery's UPDATE and its attempts' INSERT; none when nothing was sent.
-
-    The UPDATE applies whatever the transition does (the message *was* sent). With
-    ``only_if_applied`` (a replay after a lost connection) each attempt row is written
-    only with the transition, like the step log, so a replay after a landed COMMIT adds
-    none."""
-    if not step.pending_delivery:
-        return []
-    return [_outcome_update(step), *_attempts_insert(step, only_if_applied)]
-
-
-def _outcome_update(step: StepContext) -> state.Statement:
-    fields = _DELIVERY_FIELDS
-    values = {**step.pending_delivery, "updated_at": timezone.now()}
-    sets = ", ".join(f'"{fields[name].column}" = %s' for name in values)
-    conn = db.current()
-    params = [fields[name].get_db_prep_save(value, conn) for name, value in values.items()]
-    return state.Statement(
-        f"UPDATE {_TABLE} SET {sets}"
-        f" WHERE {_q('instance')} = %s AND {_q('node_id')} = %s AND {_q('status')} = %s"
-        f" RETURNING {_q('id')}",
-        [*params, step.instance_id, step.node_id, DeliveryStatus.SENDING],
-        name=OUTCOME_CTE,
-    )
-
-
-def _attempts_insert(step: StepContext, only_if_applied: bool) -> list[state.Statement]:
-    """One INSERT ... VALUES; none when no provider was called."""
-    if not step.pending_attempts or step.delivery_id is None:
-        return []
-    names = list(_ATTEMPT_FIELDS)
-    columns = ", ".join(f'"{_ATTEMPT_FIELDS[n].column}"' for n in names)
-    insert = f'INSERT INTO "{DeliveryAttempt._meta.db_table}" ({columns})'
-    placeholders = ", ".join(["%s"] * len(names))
-    rows: list[list[Any]] = []
-    conn = db.current()
-    for attempt in step.pending_attempts:
-        values = {"delivery": step.delivery_id, "attempt": step.delivery_attempt, **attempt}
-        rows.append([_ATTEMPT_FIELDS[n].get_db_prep_save(values[n], conn) for n in names])
-    if only_if_applied:
-        return [
-            state.Statement(f"{insert} SELECT {placeholders} WHERE {state.APPLIED}", row)
-            for row in rows
-        ]
-    values_sql = ", ".join(f"({placeholders})" for _ in rows)
-    return [state.Statement(f"{insert} VALUES {values_sql}", [p for row in rows for p in row])]

@@ -3,7 +3,7 @@
 ``step_execute`` reads as its four phases: claim (short, ``recording``) -> run the node
 (render + send, no transaction) -> record the outcome, fenced on the lease
 (``recording``: one implementation per database) -> after commit, the next step's
-message and an emitted event's processing.
+message, and what the node asked to do once committed (``NodeResult.after_commit``).
 """
 
 from __future__ import annotations
@@ -19,21 +19,20 @@ from django.utils import timezone
 
 from notifyflow import db, logs, metrics
 from notifyflow.redaction import redact
-from triggers import inbox, outbox, stale_messages
+from triggers import stale_messages
 from triggers.dispatch import dispatch_on_commit
-from triggers.gates import batches
-from triggers.models import ParkedOn, TriggerInstance, TriggerStatus
-from workflows.definition import node_by_id, outgoing_edges
+from triggers.models import TriggerInstance, TriggerStatus
+from workflows.definition import node_by_id, node_types, outgoing_edges
 from workflows.templating import TemplateError, condition_holds
 
 from . import audience as audiences
 from .channel_slots import ChannelBusy
 from .erasure import scrub_fenced_step
-from .nodes import EXECUTORS, NodeResult, StepContext
+from .nodes import NodeResult, StepContext
 from .outcomes import StepOutcome
 from .providers.base import ProviderError
-from .recording import Claimed, Outcome, StepRecord, recorder
-from .step import NO_AUDIENCE, Audience
+from .recording import RECORDER, Claimed, Outcome, StepRecord
+from .step import NO_AUDIENCE, NO_RECIPIENT, Audience, DeliveryState
 from .versions import PinnedVersion
 
 logger = logging.getLogger("notifyflow.engine")
@@ -48,7 +47,7 @@ def claim(
 ) -> Claimed | None:
     """Claim an enqueued, due instance (``triggers.state.claim``) with what the step needs
     to run: its pinned version and this node's delivery record. None if not claimable."""
-    return recorder().claim(instance_id=instance_id, worker=worker, now=now or timezone.now())
+    return RECORDER.claim(instance_id=instance_id, worker=worker, now=now or timezone.now())
 
 
 def build_context(
@@ -82,18 +81,6 @@ def build_context(
     return context
 
 
-# ``recipient`` of an instance without one: every field empty, so a template reading
-# ``recipient.email`` renders nothing rather than failing (a payload-only workflow).
-NO_RECIPIENT: dict[str, Any] = {
-    "id": None,
-    "email": None,
-    "phone": None,
-    "timezone": None,
-    "locale": None,
-    "properties": {},
-}
-
-
 # What a step log holds instead of the payload: the instance keeps it once.
 PAYLOAD_REF = {"$ref": "instance.payload"}
 
@@ -105,7 +92,7 @@ def logged_context(context: dict[str, Any]) -> dict[str, Any]:
     logged = {**context, "payload": PAYLOAD_REF}
     if settings.NOTIFYFLOW_STEP_LOG_FULL_CONTEXT:
         logged["payload"] = redact(context["payload"])
-    # The person by reference, never their data (SPEC §12: erasure leaves none); the
+    # The person by reference, never their data (erasure must leave none); the
     # unsubscribe link is theirs too.
     person_id = (context.get("recipient") or {}).get("id")
     logged.pop("unsubscribe_url", None)
@@ -145,9 +132,10 @@ def _step(instance_id: uuid.UUID | str, task_id: str, worker: str) -> StepOutcom
     if claimed is None:
         return _not_claimed(instance_id)
     rec = _run(claimed, task_id, worker)
-    recorded = recorder().record(rec)
+    recorded = RECORDER.record(rec)
     if recorded and rec.result is not None:
-        _after_commit(rec.instance, rec.result)
+        if rec.result.after_commit is not None:
+            rec.result.after_commit()
     elif not recorded:
         # Fenced out: cancelled meanwhile - by an erasure of its recipient, the step
         # wrote the addresses it had read after the erasure's scrub (one read, only on
@@ -183,22 +171,15 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
         )
     else:
         step = StepContext(
-            instance_id=instance.pk,
+            instance=instance,
             node_id=node_id,
             node_type=node["type"],
             config=node["config"],
             context=context,
             now=started,
-            lease_token=lease,
-            delivery_status=claimed.delivery_status,
-            delivery_output=claimed.delivery_output,
-            wait_deadline=instance.wait_deadline,
-            waiting_for_event=instance.waiting_for_event,
-            parked_on=instance.parked_on,
             audience=audience,
             workflow_key=version.workflow_key,
-            workflow_id=instance.workflow_id,
-            unsubscribe_url=unsubscribe_url,
+            delivery=DeliveryState(claimed.delivery_status, claimed.delivery_output),
         )
         outcome, result, next_node = _run_node(step, version.definition, instance.vars)
         outcome.retry_policy = node["config"].get("retry")
@@ -262,56 +243,32 @@ def _report(rec: StepRecord, recorded: bool) -> StepOutcome:
     return StepOutcome.ADVANCED if rec.next_node else StepOutcome.COMPLETED
 
 
-def _after_commit(instance: TriggerInstance, result: NodeResult) -> None:
-    """After the outcome committed: process an emitted event at once (the sweeper
-    catches one whose processing is lost), and close the parked wait's window - an
-    event delivered between the wait's look at the inbox and its park commit woke
-    nothing, so look again and wake now if one arrived. The same for an arrival parked
-    in a batch that closed meanwhile."""
-    node_id = instance.current_node_id or ""
-    if result.emit is not None:
-        try:
-            outbox.outbox_process(instance_id=instance.pk, node_id=node_id)
-        except Exception:  # the sweeper retries it; the step itself is done
-            logger.exception("outbox %s:%s processing failed", instance.pk, node_id)
-    if result.park_on == ParkedOn.BATCH:
-        batches.after_park(instance_id=instance.pk, batch_id=result.output["batch_id"])
-    if result.park_until is not None and result.wait_event is not None:
-        if inbox.has_events_after(
-            instance_id=instance.pk, name=result.wait_event, after_id=result.inbox_seen_id
-        ):
-            inbox.wake_waiting(instance_ids=[instance.pk], event=result.wait_event)
-
-
 def _run_node(
     step: StepContext, definition: dict[str, Any], current_vars: dict[str, Any]
 ) -> tuple[Outcome, NodeResult | None, str | None]:
     """Run the node's executor and choose the next node; classify any failure."""
     try:
-        result = EXECUTORS[step.node_type](step)
-        if result.park_until is not None:  # a wait with nothing yet: stay at this node
+        result = node_types.get(step.node_type).run(step)
+        if result.park_until is not None:  # parked: stay at this node
             return Outcome(True, result.output), result, step.node_id
-        if result.end:  # the node ends the path (a throttled skip, a batch member)
+        if result.end:  # the node ends the path
             return Outcome(True, result.output), result, None
         new_vars = dict(current_vars)
         if result.vars_key:
             new_vars[result.vars_key] = result.output
         next_node = choose_next_node(definition, step.node_id, {**step.context, "vars": new_vars})
         if next_node is None and result.resume_at is not None and result.resume_at > step.now:
-            # A delay at the end of the workflow: nothing to advance to, so it parks at
-            # its own node until its end; the instance completes when it runs there again.
+            # Due later at the end of the workflow (a delay there): nothing to advance to,
+            # so it parks at its own node until then; the instance completes when it
+            # runs there again.
             result.park_until = result.resume_at
             return Outcome(True, result.output), result, step.node_id
     except ChannelBusy as exc:
         return Outcome(False, {}, str(exc), "deferred", defer_s=exc.retry_after_s), None, None
     except ProviderError as exc:
-        return (
-            Outcome(
-                False, {}, str(exc), "permanent" if exc.permanent else "transient", exc.permanent
-            ),
-            None,
-            None,
-        )
+        kind = "permanent" if exc.permanent else "transient"
+        failed = Outcome(False, {}, str(exc), kind, exc.permanent, retry_after_s=exc.retry_after_s)
+        return failed, None, None
     except TemplateError as exc:
         return Outcome(False, {}, f"edge condition: {exc}", "permanent", True), None, None
     except DATABASE_LOST as exc:

@@ -1,5 +1,7 @@
-"""Erasing a person (``DELETE /recipients/{id}/``, SPEC §12 and §10 turn 4), in one
-transaction, after which no stored row holds their email address or phone number:
+"""Erasing a person (``DELETE /recipients/{id}/``, docs/api.md#unsubscribe-skips-erasure), in one
+transaction, after which no stored row holds their email address or phone number - nor
+their push tokens, chat webhook URLs or Slack user id (``channel_data_secrets``: scrubbed
+wherever an address is):
 
 1. the list fan-outs forget them (``triggers.fanout_forget``: their snapshots), locked
    before the recipient's row (the order a fan-out's batch takes them in);
@@ -16,14 +18,16 @@ transaction, after which no stored row holds their email address or phone number
    ``notifyflow.erasure = on`` (executions migration 0011);
 4. its instances are marked ``recipient_erased`` (they keep their ids, workflow and
    timeline, without the person);
-5. its in-app feed goes (items and counter: ``executions.feed.feed_erase``), then the
-   recipient, and with it its preferences, list memberships, opt-out audit rows and
+5. its in-app feed goes (items and counter: ``feed.services.feed_erase``), then the
+   recipient, and with it its preferences, list memberships, opt-out audit rows, push
+   devices, chat connections and the audit of their removals, and its
    feed-token generation (its feed tokens are refused from then on, and a recipient
    created later under the same id gets a generation of its own).
 
-Status webhook messages (SPEC §15) are scrubbed, not deleted: those of the same
+Status webhook messages are scrubbed, not deleted: those of the same
 instances (the cancellations of step 2 included) and the person's own events
-(``recipient.unsubscribed``, ``batch.closed``) keep their type, ids and sequence - the
+(``recipient.unsubscribed``, ``recipient.device_removed``, ``batch.closed``) keep their
+type, ids and sequence - the
 customer still learns what happened, in order - but their data no longer names the
 person, and what their receiver answered (response excerpts) is replaced by
 ``[erased]`` whole. Pending ones go out scrubbed.
@@ -42,8 +46,10 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from feed.services import feed_erase
 from notifyflow import db
 from notifyflow.errors import ConflictError
+from recipients.channel_data import channel_data_secrets
 from recipients.services import recipient_or_404
 from triggers.fanout_forget import fanouts_forget_recipient
 from triggers.models import TERMINAL_STATUSES, TriggerInstance
@@ -59,7 +65,6 @@ from .erasure_scrub import (
     scrub_keys,
     scrub_unlinked,
 )
-from .feed import feed_erase
 from .models import instance_ids_sent_to
 from .step import StepRecipient
 
@@ -99,7 +104,8 @@ def recipient_erase(*, recipient_id: str, actor: str) -> Erasure:
         for address in (recipient.email, recipient.phone):
             if address:
                 instance_ids.update(instance_ids_sent_to(address))
-        person = Person((recipient.email, recipient.phone), recipient.pk)
+        secrets = channel_data_secrets(recipient_id=recipient.pk)
+        person = Person((recipient.email, recipient.phone, *secrets), recipient.pk)
         with _erasing():
             instance_ids |= scrub_keys(instance_ids, person)
             scrubbed = scrub_history(instance_ids, person)

@@ -36,12 +36,12 @@ from django.contrib.admin.models import LogEntry
 from django.db import models
 from django.db.models import F, Q
 
+from gates.models import Batch, BatchItem, ThrottleCounter, ThrottleScope
 from status_webhooks.models import WebhookAttempt, WebhookMessage
-from triggers.event_models import EventRecord
-from triggers.fanout_models import FanOut
-from triggers.gate_models import Batch, BatchItem, ThrottleCounter, ThrottleScope
-from triggers.inbox_models import InboxEvent, Interest, OutboxEvent
 from triggers.models import TriggerInstance, TriggerStatusChange
+from triggers.models.events import EventRecord
+from triggers.models.fanouts import FanOut
+from triggers.models.inbox import InboxEvent, Interest, OutboxEvent
 
 from .models import Delivery, DeliveryAttempt, DeliveryEvent, StepExecutionLog
 
@@ -52,7 +52,7 @@ HISTORY: list[tuple[type[models.Model], str, tuple[str, ...]]] = [
     (TriggerInstance, "pk", ("payload", "vars", "last_error", "concurrency_key")),
     (StepExecutionLog, "trigger_id", ("input_context", "output", "error")),
     (TriggerStatusChange, "instance_id", ("reason", "details")),
-    (Delivery, "instance_id", ("recipient", "output")),
+    (Delivery, "instance_id", ("recipient", "output", "targets")),
     (DeliveryAttempt, "delivery__instance_id", ("error",)),
     (DeliveryEvent, "delivery__instance_id", ("raw",)),
     (InboxEvent, "instance_id", ("context",)),

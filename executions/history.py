@@ -1,7 +1,7 @@
 """An instance's status history, complete: its audit rows merged with the status
 changes its step logs record.
 
-SPEC §3: the routine claim and release of one step (enqueued -> processing -> enqueued
+The rule: the routine claim and release of one step (enqueued -> processing -> enqueued
 as the step advances) write no audit row; the step's log row is their record (claim
 and release times, worker, outcome). Every other change - creation, retries scheduled,
 parks, completion, failure, cancellation, operator actions, lease recovery - keeps its

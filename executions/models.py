@@ -20,7 +20,7 @@ def normalize_recipient(value: str) -> str:
 
 
 class SkipReason(models.TextChoices):
-    """Why a node succeeded without sending (SPEC §4: skipped is an outcome)."""
+    """Why a node succeeded without sending (skipped is an outcome, not a failure)."""
 
     PREFERENCE_OPT_OUT = "preference_opt_out", "Opted out (preferences)"
     MISSING_CHANNEL_DATA = "missing_channel_data", "No address for the channel"
@@ -69,7 +69,7 @@ class StepExecutionLog(models.Model):
         help_text="parked the instance at this node (a wait, a delay at the end); not an attempt",
     )
 
-    # Why a node that succeeded chose not to send (SPEC §4, SkipReason); empty otherwise.
+    # Why a node that succeeded chose not to send (SkipReason); empty otherwise.
     skip_reason = models.CharField(
         max_length=32, blank=True, default="", db_default="", choices=SkipReason.choices
     )
@@ -148,6 +148,10 @@ class Delivery(models.Model):
     # What the provider reported later (webhooks); never moves backwards (TRACKING_RANK).
     tracking_status = models.CharField(max_length=16, blank=True, default="", db_default="")
     tracking_updated_at = models.DateTimeField(null=True, blank=True)
+    # A send to several targets (push devices, chat connections): each one's result by
+    # target id, ``{provider, target, outcome, message_id?, code?, ...}`` - an accepted
+    # one is never sent again (``executions.target_sends``). Null for a single send.
+    targets = models.JSONField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -285,7 +289,3 @@ def looks_like_recipient(term: str) -> bool:
     """An email address or a phone number (what admin search treats as a recipient)."""
     term = term.strip()
     return ("@" in term and " " not in term) or bool(re.fullmatch(r"\+?[\d\s().-]{6,}", term))
-
-
-# The in-app feed (SPEC §14) lives in its own module; imported here so Django registers it.
-from .feed_models import FeedCounter, FeedItem  # noqa: E402, F401

@@ -20,7 +20,7 @@ class StepOutcome(StrEnum):
     # instance in a status this message cannot run (a duplicate or stale message).
     MISSING = "missing"
     EARLY = "early"
-    # Due, but its workflow's concurrency limit is reached (SPEC §16): sent again shortly.
+    # Due, but its workflow's concurrency limit is reached: sent again shortly.
     DEFERRED_CONCURRENCY = "deferred:concurrency"
     SKIPPED_ENQUEUED = "skipped:enqueued"
     SKIPPED_PROCESSING = "skipped:processing"

@@ -2,9 +2,10 @@
 nothing written.
 
 Walks the path from the entry node as the engine would: each node's fields are rendered
-(``rendered``), its executor runs in preview mode (the delivery guard sends nothing and
-writes no delivery row; a wait reads no inbox and takes its timeout branch), its output
-becomes ``vars.<type>_<node>`` and the edges are evaluated against it. Stops at the end
+(``rendered``), its type's preview runs (``NodeType.preview``, else its run in preview
+mode: the delivery guard sends nothing and writes no delivery row; a wait reads no inbox
+and takes its timeout branch), its output becomes ``vars.<type>_<node>`` (with its
+``note``, if any) and the edges are evaluated against it. Stops at the end
 of the path or at the first node that fails to render (``error``); a template that hits
 a resource limit is a 400 ``template_limit`` instead.
 """
@@ -17,13 +18,14 @@ from typing import Any
 from django.utils import timezone
 
 from notifyflow.errors import ApplicationError, NotFoundError
-from workflows.definition import NODE_CONFIG_SPECS, node_by_id
+from triggers.models import TriggerInstance
+from workflows.definition import node_by_id, node_types
 from workflows.models import Workflow, WorkflowVersion
 from workflows.templating import TemplateError, TemplateLimitError, render
 
-from .engine import NO_RECIPIENT, choose_next_node
-from .nodes import EXECUTORS, StepContext
+from .engine import choose_next_node
 from .providers.base import ProviderError
+from .step import NO_RECIPIENT, StepContext
 
 PREVIEW_INSTANCE = uuid.UUID(int=0)
 
@@ -43,7 +45,8 @@ def _render_value(value: Any, context: dict[str, Any], path: str, html: bool = F
 
 def render_fields(node: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
     """Every field of the node's config, its templates rendered (others as written)."""
-    spec = NODE_CONFIG_SPECS.get(node["type"], {})
+    node_type = node_types.find(node["type"])
+    spec = node_type.fields if node_type is not None else {}
     rendered = {}
     for key, value in node["config"].items():
         field = spec.get(key)
@@ -98,6 +101,8 @@ def workflow_preview(
         "recipient": NO_RECIPIENT,
         "unsubscribe_url": "",
     }
+    # What a node may read of its instance: none parked, nothing run yet.
+    instance = TriggerInstance(pk=PREVIEW_INSTANCE, workflow=workflow, payload=payload, vars={})
     path: list[str] = []
     nodes: list[dict[str, Any]] = []
     node_id: str | None = definition["entry_node_id"]
@@ -115,20 +120,20 @@ def workflow_preview(
         try:
             entry["rendered"] = render_fields(node, context)
             step = StepContext(
-                instance_id=PREVIEW_INSTANCE,
+                instance=instance,
                 node_id=node_id,
                 node_type=node["type"],
                 config=node["config"],
                 context=context,
                 now=now,
+                workflow_key=workflow.key,
                 preview=True,
             )
-            result = EXECUTORS[node["type"]](step)
+            node_type = node_types.get(node["type"])
+            result = (node_type.preview or node_type.run)(step)
             output = result.output
-            if result.park_until is not None:  # a wait: no event in a preview
-                output = {"received": False, "event": None}
-                entry["note"] = "no event in a preview: the timeout branch is followed"
-                result.vars_key = f"wait_{node_id}"
+            if result.note:
+                entry["note"] = result.note
             entry["output"] = output
             if result.vars_key:
                 context["vars"] = {**context["vars"], result.vars_key: output}

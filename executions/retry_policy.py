@@ -25,6 +25,7 @@ def decide_retry(
     now: datetime,
     immediate: bool = False,
     policy: Mapping[str, Any] | None = None,
+    retry_after_s: float | None = None,
 ) -> RetryDecision:
     """``attempts`` counts failures of the current node. The n-th failure is retried at
     ``now + base * 2**(n-1)``; the failure after ``max_retries`` retries (the 4th by
@@ -35,6 +36,9 @@ def decide_retry(
     ``max_retries``, ``base_delay_s`` overrides NOTIFYFLOW_MAX_RETRIES /
     NOTIFYFLOW_RETRY_BASE_DELAY_S; ``max_delay_s`` caps the delay; ``jitter`` (0-1)
     takes up to that fraction off it at random, so retries of many instances spread out.
+
+    ``retry_after_s`` is how long the provider asked us to wait (``Retry-After``): the
+    retry is never sooner, whatever the policy's delay or its ``max_delay_s``.
     """
     policy = policy or {}
     max_retries = policy.get("max_retries", settings.NOTIFYFLOW_MAX_RETRIES)
@@ -49,4 +53,6 @@ def decide_retry(
         delay = min(delay, policy["max_delay_s"])
     if policy.get("jitter"):
         delay *= 1 - policy["jitter"] * random.random()
+    if retry_after_s is not None:
+        delay = max(delay, retry_after_s)
     return RetryDecision(attempts, False, now + timedelta(seconds=delay))

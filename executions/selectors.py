@@ -11,8 +11,8 @@ from typing import Any
 from django.db.models import Count, QuerySet
 
 from notifyflow.errors import NotFoundError
-from triggers.inbox_models import InboxEvent
 from triggers.models import GATES, TriggerInstance, TriggerStatus, TriggerStatusChange
+from triggers.models.inbox import InboxEvent
 from triggers.selectors import instance_or_404
 from workflows.models import Workflow
 
@@ -31,7 +31,7 @@ class Pending:
     node_type: str
     due_at: datetime
     # {kind, event, deadline} while parked at its node: a wait for an event (kind
-    # "event"), or a gate (SPEC §13: "batch", "throttle", "send_window"); None when it
+    # "event"), or a gate ("batch", "throttle", "send_window"); None when it
     # waits only for time.
     waiting_for: dict[str, Any] | None = None
 
@@ -39,7 +39,7 @@ class Pending:
 @dataclass(frozen=True)
 class Timeline:
     instance: TriggerInstance
-    # Every status change (SPEC §3): audit rows merged with the step logs' claims and
+    # Every status change: audit rows merged with the step logs' claims and
     # routine releases (executions.history).
     history: list[StatusChangeEntry]
     steps: list[StepExecutionLog]
@@ -168,7 +168,7 @@ class WorkflowStats:
 
 def workflow_stats(*, key: str) -> WorkflowStats:
     """Instances per status and, per node id, step executions with their successes and
-    failures, over every version of the workflow (seed 003's observed transitions).
+    failures, over every version of the workflow (its observed transitions).
 
     Nodes come in the current definition's order, then nodes only older versions had.
     Two aggregate queries, each answered from an index alone (no table rows read):

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
@@ -18,10 +19,13 @@ from workflows.templating import TemplateError, render
 
 from .providers.base import ProviderError
 
+if TYPE_CHECKING:
+    from triggers.models import TriggerInstance
+
 
 @dataclass(frozen=True)
 class StepRecipient:
-    """The instance's recipient as its row reads when the step runs (SPEC §12): a changed
+    """The instance's recipient as its row reads when the step runs: a changed
     address or preference is used by the next step. ``preferences`` is for the send's
     check only; templates see the rest (``as_context``)."""
 
@@ -58,45 +62,59 @@ class Audience:
 
 
 NO_AUDIENCE = Audience()
+# ``recipient`` of an instance without one: every field empty, so a template reading
+# ``recipient.email`` renders nothing rather than failing (a payload-only workflow).
+NO_RECIPIENT: dict[str, Any] = {
+    **{name: None for name in StepRecipient.__dataclass_fields__ if name != "preferences"},
+    "properties": {},
+}
+
+
+@dataclass
+class DeliveryState:
+    """The delivery guard's state of this step's send (``executions.deliveries``): what
+    the claim saw of this node's delivery, and the outcome the guard hands to the step's
+    record."""
+
+    # What the claim saw (None: no send begun yet).
+    status: str | None = None
+    output: dict[str, Any] | None = None
+    # The outcome to record with the step's result.
+    pending: dict[str, Any] = field(default_factory=dict)
+    # This delivery's row, its attempt number and channel, and one entry per provider
+    # call (failover), written as DeliveryAttempt rows with the outcome.
+    id: int | None = None
+    attempt: int = 0
+    channel: str = ""
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    # A send to several targets (``target_sends``): each target's result by its id,
+    # recorded with the outcome whatever it is (None: a single send).
+    targets: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass
 class StepContext:
-    """Everything a node executor may use. ``context`` is what templates see."""
+    """Everything a node executor may use. ``context`` is what templates see;
+    ``instance`` is the claimed row as read (what a node parked on, until when, its
+    workflow: ``wait_deadline``, ``waiting_for_event``, ``parked_on``, ``workflow_id``),
+    in a preview an unsaved one."""
 
-    instance_id: uuid.UUID
+    instance: TriggerInstance
     node_id: str
     node_type: str
     config: dict[str, Any]
     context: dict[str, Any]
     now: datetime
-    lease_token: uuid.UUID | None = None
-    # What the claim saw of this node's delivery (None: no send begun yet).
-    delivery_status: str | None = None
-    delivery_output: dict[str, Any] | None = None
-    # Set by the delivery guard: the outcome to record with the step's result.
-    pending_delivery: dict[str, Any] = field(default_factory=dict)
-    # Set by the delivery guard: this delivery's row, its attempt number, and one entry
-    # per provider call (failover), written as DeliveryAttempt rows with the outcome.
-    delivery_id: int | None = None
-    delivery_attempt: int = 0
-    delivery_channel: str = ""
-    pending_attempts: list[dict[str, Any]] = field(default_factory=list)
-    # Preview: render and choose the path, but send and write nothing.
-    preview: bool = False
-    # A wait node already parked here: its deadline and event (None on the first run).
-    wait_deadline: datetime | None = None
-    waiting_for_event: str | None = None
-    # A gate parked here (SPEC §13): what it waits on (``triggers.models.ParkedOn``;
-    # "override": an operator's run-now released it, let it through once).
-    parked_on: str = ""
     # The recipient and the workflow's settings, read when the step runs.
     audience: Audience = NO_AUDIENCE
     workflow_key: str = ""
-    workflow_id: int | None = None
-    # The one-click unsubscribe URL of this step's email (None: none applies, or
-    # NOTIFYFLOW_PUBLIC_URL is unset - ``executions.audience``).
-    unsubscribe_url: str | None = None
+    # Preview: render and choose the path, but send and write nothing.
+    preview: bool = False
+    delivery: DeliveryState = field(default_factory=DeliveryState)
+
+    @property
+    def instance_id(self) -> uuid.UUID:
+        return self.instance.pk
 
     @property
     def idempotency_key(self) -> str:
@@ -168,27 +186,36 @@ def recipient(field_name: str, value: str, *, kind: str) -> str:
 
 @dataclass
 class NodeResult:
-    """What a node produced: output for the step log, what to merge into ``vars``,
-    and, for a delay, when the next node becomes due."""
+    """What a node produced, in terms the engine and the recorder act on without knowing
+    the node's type: output for the step log, what to merge into ``vars``, when the next
+    node becomes due, whether to park here, the rows written with the outcome, and what
+    to do once it committed."""
 
     output: dict[str, Any] = field(default_factory=dict)
     vars_key: str | None = None
+    # The next node becomes due then (a delay).
     resume_at: datetime | None = None
-    # A wait with nothing to consume yet: stay at this node until ``park_until``,
-    # woken earlier by a delivery of ``wait_event`` (events up to ``inbox_seen_id`` were
-    # looked at and did not match).
+    # Stay at this node until ``park_until`` (enqueued, holding no worker), woken earlier
+    # by a delivery of ``wait_event`` to the instance's inbox (events up to
+    # ``inbox_seen_id`` were looked at and did not match).
     park_until: datetime | None = None
     wait_event: str | None = None
     inbox_seen_id: int = 0
-    # A wait that took an event: consumed in the step's outcome transaction.
+    # An inbox event the node took: consumed in the step's outcome transaction.
     consume_inbox_id: int | None = None
-    # An emit: the outbox row written in the step's outcome transaction.
+    # An event to raise: the outbox row written in the step's outcome transaction
+    # (``triggers.outbox``), processed by ``after_commit``.
     emit: dict[str, Any] | None = None
-    # The node chose not to send (SPEC §4): a SkipReason value; the step succeeds.
+    # The node chose not to send: a SkipReason value; the step succeeds.
     skip_reason: str = ""
-    # A gate parks (with ``park_until``): what it waits on (``ParkedOn``: batch,
-    # throttle, send_window). ``vars_key``'s output is merged into vars as it parks.
+    # A gate parks (with ``park_until``): what it waits on (``ParkedOn``).
+    # ``vars_key``'s output is merged into vars as it parks.
     park_on: str = ""
     # The node ends the instance's path: it completes, its edges are not followed (a
     # throttled skip, a batch member).
     end: bool = False
+    # Called once the outcome is committed (not when the record was fenced out): an
+    # emitted event's processing, a look for what arrived while parking.
+    after_commit: Callable[[], None] | None = None
+    # A preview shows it next to the node's output.
+    note: str = ""

@@ -1,4 +1,4 @@
-"""Delivery status from the providers (SPEC §11): anymail's tracking signal and Twilio's
+"""Delivery status from the providers: anymail's tracking signal and Twilio's
 status callbacks update the delivery found by its provider message id, keep the raw
 event, and deliver each status change to the instance's inbox as ``delivery.<status>``.
 
@@ -42,7 +42,7 @@ ANYMAIL_STATUSES = {
     "failed": TrackingStatus.FAILED,
     "complained": TrackingStatus.COMPLAINED,
 }
-# anymail's event types that opt the delivery's recipient out (SPEC §12), with the
+# anymail's event types that opt the delivery's recipient out, with the
 # source their audit row names.
 ANYMAIL_OPT_OUTS = {
     "unsubscribed": OptOutSource.ESP_UNSUBSCRIBED,
@@ -75,7 +75,7 @@ def delivery_status_record(
     """Record one provider report for the delivery with ``message_id``; move its tracking
     status up if ``status`` ranks higher, and then deliver ``delivery.<status>`` to its
     instance (skipped by the inbox when the instance has finished) and report it as a
-    status event (``delivery.<status>``, SPEC §15) in the same transaction. None when no
+    status event (``delivery.<status>``) in the same transaction. None when no
     delivery has that message id (an ESP reporting a message we did not send)."""
     if not message_id:
         return None
@@ -92,7 +92,7 @@ def delivery_status_record(
     now = timezone.now()
     occurred_at = _storable(occurred_at)
     if delivery.recipient == ERASED:
-        # Its address was erased (SPEC §10): a provider's report quotes it; keep none.
+        # Its address was erased: a provider's report quotes it; keep none.
         raw = {"erased": ERASED}
     with transaction.atomic():
         applied = False

@@ -1,4 +1,14 @@
-"""Prepared statements for the engine's few hot statements (PostgreSQL).
+"""The one module that knows which database it is, and the engine's prepared statements.
+
+Which database: ``is_postgres()`` is the only place the question is asked (the default
+database once per process; a given connection, e.g. a migration's, each time), and
+``per_database(postgres=..., other=...)`` makes each concern's store for it once, when
+the concern's module is imported: every other module calls a typed store
+(``triggers.state.store.STATE_STORE``, ``executions.recording.RECORDER``, ...) and
+never asks. The few dialect differences too small for a store are the helpers at the
+end of this module (``in_subquery``, ``uuid_in``, ``set_local``, ...).
+
+Prepared statements for the engine's few hot statements (PostgreSQL).
 
 Django's psycopg cursors bind client-side, so PostgreSQL parses and plans every
 statement again. A step's statements (the claim, the delivery's 'sending' marker, the
@@ -15,8 +25,9 @@ use a partial index a parameter decides. ``NOTIFYFLOW_DB_PREPARE=0`` turns this 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
@@ -27,6 +38,36 @@ from django.db.models import Model, Q
 from django.db.models.expressions import RawSQL
 
 _NEVER_AUTOMATICALLY = 2**31
+
+# --- which database it is: asked here only ---------------------------------------------
+
+POSTGRESQL = "postgresql"
+
+T = TypeVar("T")
+
+
+def is_postgres(connection: BaseDatabaseWrapper | None = None) -> bool:
+    """Whether ``connection`` is PostgreSQL; without one, whether the default database
+    is (decided once per process: the tests choose their database per process, through
+    ``DATABASE_URL``, never inside one)."""
+    if connection is None:
+        return _default_is_postgres()
+    return connection.vendor == POSTGRESQL
+
+
+@functools.cache
+def _default_is_postgres() -> bool:
+    # The connection's vendor, not the settings: no connection is opened to read it.
+    return connections[DEFAULT_DB_ALIAS].vendor == POSTGRESQL
+
+
+def per_database(*, postgres: Callable[[], T], other: Callable[[], T]) -> T:
+    """A concern's store for the default database: ``postgres()`` on PostgreSQL,
+    ``other()`` elsewhere (SQLite: ``make run``, the tests' default). Each concern calls
+    it once, in a typed module constant next to its two store classes (its module
+    imports models, so it is imported after Django's set-up)."""
+    return postgres() if is_postgres() else other()
+
 
 # What a lost database connection raises (server restarted or failed over, backend
 # terminated): psycopg's "the connection is closed", "server closed the connection
@@ -67,7 +108,7 @@ def execute(cursor: CursorWrapper, sql: str, params: Sequence[Any]) -> Any:
     for a lost connection, as usual) and query log, so tests and
     ``CaptureQueriesContext`` see it like any other statement."""
     db = cursor.db
-    if db.vendor != "postgresql" or not settings.NOTIFYFLOW_DB_PREPARE:
+    if not is_postgres(db) or not settings.NOTIFYFLOW_DB_PREPARE:
         cursor.execute(sql, params)
         return cursor
     import psycopg
@@ -95,6 +136,24 @@ def execute(cursor: CursorWrapper, sql: str, params: Sequence[Any]) -> Any:
     else:
         cursor._execute_with_wrappers(sql, params, False, executor)
     return raw
+
+
+def polled_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    """The one row of a polled read. On PostgreSQL straight on psycopg's connection,
+    prepared once per connection: ``GET /feed/counts/`` is polled every few seconds by
+    every open page, and Django's cursor wrapper (client-side binding, the execute
+    wrappers) was a third of its cost (bench/scenarios/feed.py). Same statement, same
+    errors (``wrap_database_errors``: a lost database is a 503 as anywhere); a logged
+    connection (tests capturing queries, DEBUG) takes Django's cursor
+    (tests/feed/test_services.py compares the two)."""
+    wrapper = current()
+    if is_postgres(wrapper) and not wrapper.queries_logged:
+        wrapper.ensure_connection()
+        with wrapper.wrap_database_errors:
+            return wrapper.connection.execute(sql, params, prepare=True).fetchone()
+    with wrapper.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
 
 
 # --- timestamps past the calendar ------------------------------------------------------
@@ -134,7 +193,7 @@ def tolerate_out_of_range_timestamps(*, connection: BaseDatabaseWrapper, **kwarg
     its edges (``_edge_tolerant_loader``), so no stored value makes a read fail. Every
     write path range-checks what it stores; this covers rows written before, or by hand.
     Only with USE_TZ (Django's loader then converts to UTC, as this one does)."""
-    if connection.vendor != "postgresql" or not settings.USE_TZ:
+    if not is_postgres(connection) or not settings.USE_TZ:
         return
     connection.connection.adapters.register_loader("timestamptz", _edge_tolerant_loader())
 
@@ -146,7 +205,7 @@ def in_subquery(column: str, subquery: str) -> str:
     """``column IN (subquery)`` as a condition. On PostgreSQL the subquery's ids become
     an array the primary key is probed with: a plan that cannot start from another
     index instead and probe the subquery for every row."""
-    if connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
+    if is_postgres():
         return f"{column} = ANY (ARRAY({subquery}))"
     return f"{column} IN ({subquery})"
 
@@ -156,7 +215,7 @@ def uuid_in(field: str, values: Sequence[Any]) -> Q:
     parameter (``IN (SELECT unnest(%s::uuid[]))``): psycopg parses a query's
     placeholders on every execution past its cache, and a query with thousands of them
     spent most of its time there (docs/measurements.md, "A cancelled backlog")."""
-    if connections[DEFAULT_DB_ALIAS].vendor == "postgresql":
+    if is_postgres():
         return Q(**{f"{field}__in": RawSQL("SELECT unnest(%s::uuid[])", [list(values)])})
     return Q(**{f"{field}__in": list(values)})
 
@@ -164,9 +223,8 @@ def uuid_in(field: str, values: Sequence[Any]) -> Q:
 def set_local(name: str, value: str) -> None:
     """``SET LOCAL name = value`` for the current transaction (PostgreSQL; elsewhere
     nothing: the custom settings it sets are read only by PostgreSQL triggers)."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+    if is_postgres():
+        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
             cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
 
 
@@ -174,14 +232,14 @@ def commit_asynchronously() -> None:
     """Every new PostgreSQL connection of this process commits asynchronously (a worker;
     executions.worker_hooks); a statement that must survive a crash turns synchronous
     commit back on for itself. Nothing on other databases."""
-    if settings.IS_POSTGRES:
+    if is_postgres():
         connection_created.connect(
             _set_async_commit, weak=False, dispatch_uid="nf_set_async_commit"
         )
 
 
 def _set_async_commit(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
-    if connection.vendor == "postgresql":
+    if is_postgres(connection):
         with connection.cursor() as cursor:
             cursor.execute("SET synchronous_commit TO off")
 
@@ -190,7 +248,7 @@ def table_row_estimate(model: type[Model], using: str = DEFAULT_DB_ALIAS) -> int
     """PostgreSQL's planner estimate of a table's row count (ANALYZE/autovacuum keep it
     current), or None when unknown: not PostgreSQL, or never analyzed (-1 on PG 14+)."""
     connection = connections[using]
-    if connection.vendor != "postgresql":
+    if not is_postgres(connection):
         return None
     with connection.cursor() as cursor:
         cursor.execute(

@@ -9,9 +9,17 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
-from notifyflow.env import VAR_DIR, broker_kind, env_bool, env_float, env_int, env_providers
+from notifyflow.env import (
+    VAR_DIR,
+    broker_kind,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_providers,
+)
 
-# --- Delivery (SPEC §11) ----------------------------------------------------------------
+# --- Delivery ---------------------------------------------------------------------------
 NOTIFYFLOW_EMAIL_BACKENDS = env_providers("NOTIFYFLOW_EMAIL_BACKENDS")
 NOTIFYFLOW_SMS_BACKENDS = env_providers("NOTIFYFLOW_SMS_BACKENDS")
 # Circuit breaker per provider and process: after N transient failures in a row the
@@ -36,6 +44,18 @@ NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = [
     if h.strip()
 ]
 NOTIFYFLOW_WEBHOOK_SECRET = os.environ.get("NOTIFYFLOW_WEBHOOK_SECRET", "")
+# Web Push: the only hosts a subscription's endpoint may name (same syntax as the
+# webhook allow-list; checked when a device is saved and again at send), so channel data
+# given inline cannot make the workers an open HTTP client. Default: the browsers' push
+# services. Plain http only to a loopback host listed here (a test's fake).
+NOTIFYFLOW_WEBPUSH_ALLOWED_HOSTS = [
+    h.lower()
+    for h in env_list(
+        "NOTIFYFLOW_WEBPUSH_ALLOWED_HOSTS",
+        "fcm.googleapis.com,updates.push.services.mozilla.com,*.notify.windows.com,"
+        "web.push.apple.com",
+    )
+]
 NOTIFYFLOW_WEBHOOK_TIMEOUT_S = env_float("NOTIFYFLOW_WEBHOOK_TIMEOUT_S", 10)
 # Status webhooks to the customer's endpoints (status_webhooks): the timeout of one POST
 # (capped at half the task soft time limit, so a hung endpoint never outlives a task),
@@ -47,14 +67,18 @@ NOTIFYFLOW_STATUS_WEBHOOK_ROTATION_OVERLAP_S = env_int(
     "NOTIFYFLOW_STATUS_WEBHOOK_ROTATION_OVERLAP_S", 24 * 3600
 )
 # Where recipients reach this installation: the one-click unsubscribe links of emails
-# (``{NOTIFYFLOW_PUBLIC_URL}/u/{token}/``, SPEC §12). Required once recipients exist and
+# (``{NOTIFYFLOW_PUBLIC_URL}/u/{token}/``). Required once recipients exist and
 # an active, non-critical workflow has an email node (system check notifyflow.E010).
 NOTIFYFLOW_PUBLIC_URL = os.environ.get("NOTIFYFLOW_PUBLIC_URL", "").strip().rstrip("/")
-# How long a recipient token of the in-app feed API is good for (SPEC §14): the
+# How long a recipient token of the in-app feed API is good for: the
 # customer's front end mints a new one (through its own backend) before it expires.
 NOTIFYFLOW_FEED_TOKEN_TTL_S = env_int("NOTIFYFLOW_FEED_TOKEN_TTL_S", 3600)
 
 # --- Engine ---------------------------------------------------------------------------
+# Node types beyond the built-in ones: dotted module paths, comma-separated, imported when
+# the executions app is ready; each registers its node type (docs/architecture.md, "How
+# to add a node type").
+NOTIFYFLOW_NODE_MODULES = env_list("NOTIFYFLOW_NODE_MODULES")
 NOTIFYFLOW_RETRY_BASE_DELAY_S = env_float("NOTIFYFLOW_RETRY_BASE_DELAY_S", 60)
 NOTIFYFLOW_MAX_RETRIES = env_int("NOTIFYFLOW_MAX_RETRIES", 3)
 # Order matters: soft limit < hard limit < lease < broker visibility timeout.
@@ -142,7 +166,7 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Priority lanes (SPEC §16): one queue per lane, and every step's message goes to its
+# Priority lanes: one queue per lane, and every step's message goes to its
 # own instance's lane (triggers/dispatch.py LANE_QUEUES). A plain `celery -A notifyflow
 # worker` consumes every queue listed here, critical first: on Redis its BRPOP names
 # the lists in this order (queue_order_strategy "priority" below), so the first

@@ -1,7 +1,7 @@
 """The one exception family services raise for an outcome the caller must be told about.
 
 Every way in turns it into its own shape: the API's exception handler
-(``notifyflow.api_errors``) into ``{code, field, message, errors}`` with ``status``, the
+(``api.errors``) into ``{code, field, message, errors}`` with ``status``, the
 admin into a form error or a message. Services never raise DRF or Django HTTP errors.
 """
 

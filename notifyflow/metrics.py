@@ -1,4 +1,4 @@
-"""Prometheus metrics (SPEC §9): ``GET /metrics`` in the text format, names starting
+"""Prometheus metrics: ``GET /metrics`` in the text format, names starting
 with ``notifyflow_``, counters ending in ``_total``.
 
 Where the figures come from, and why this way:
@@ -100,14 +100,14 @@ STEPS = Counter(
 )
 STEPS_SKIPPED = Counter(
     "notifyflow_steps_skipped",
-    "Steps that succeeded without sending (SPEC §4), by skip reason (preference_opt_out, "
+    "Steps that succeeded without sending (skipped), by skip reason (preference_opt_out, "
     "missing_channel_data, ...)",
     ["reason"],
     registry=REGISTRY,
 )
 CONCURRENCY_DEFERRED = Counter(
     "notifyflow_concurrency_deferred",
-    "Step messages whose claim the workflow's concurrency limit refused (SPEC §16); each "
+    "Step messages whose claim the workflow's concurrency limit refused; each "
     "is sent again shortly, by workflow",
     ["workflow"],
     registry=REGISTRY,
@@ -124,6 +124,20 @@ PROVIDER_SECONDS = Histogram(
     "Latency of one provider call, by channel and outcome (sent, failed)",
     ["channel", "outcome"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+PROVIDER_TARGETS = Counter(
+    "notifyflow_provider_targets",
+    "Push and chat sends, one per target (a device, a chat connection), by provider (fcm, "
+    "apns, webpush, slack, msteams, discord) and outcome (accepted, dead, retry, failed)",
+    ["provider", "outcome"],
+    registry=REGISTRY,
+)
+PROVIDER_CONNECTIONS = Counter(
+    "notifyflow_provider_connections",
+    "TCP connections opened to a push or chat provider, by provider (kept alive: a few per "
+    "worker process, not one per device)",
+    ["provider"],
     registry=REGISTRY,
 )
 RETRIES = Counter(
@@ -167,7 +181,7 @@ STATUS_WEBHOOK_ENDPOINTS_DISABLED = Counter(
 
 @dataclass(frozen=True)
 class LaneFigures:
-    """One lane's due backlog (SPEC §16)."""
+    """One priority lane's due backlog."""
 
     due_backlog: int  # its enqueued instances due now
     oldest_due_age_s: float  # 0 when nothing is due

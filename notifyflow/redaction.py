@@ -1,4 +1,4 @@
-"""Masking of payload paths listed in ``NOTIFYFLOW_REDACT_PATHS`` (SPEC §10).
+"""Masking of payload paths listed in ``NOTIFYFLOW_REDACT_PATHS``.
 
 A path is dot-separated keys (``user.email``); a list on the way applies the rest of
 the path to each element. Used wherever a payload is shown: step logs, the API, the

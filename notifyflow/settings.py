@@ -75,10 +75,13 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_celery_beat",
     "axes",
+    "api_keys",
     "workflows",
     "status_webhooks",
     "recipients",
     "triggers",
+    "gates",
+    "feed",
     "executions",
     "api",
 ]
@@ -93,7 +96,7 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Before CommonMiddleware: an API path without its trailing slash is served, never
     # redirected (a 301 turns a POST into a GET).
-    "notifyflow.api.ApiAppendSlashMiddleware",
+    "api.base.ApiAppendSlashMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -240,19 +243,19 @@ LOGGING = {
 
 # --- REST framework -------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["api.auth.ApiKeyAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["api_keys.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
         # Scopes of API keys: each view's required_scope (api/permissions.py).
         "api.permissions.HasScope",
     ],
-    "DEFAULT_PARSER_CLASSES": ["notifyflow.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": "notifyflow.pagination.ByIdOldestFirst",
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.ByIdOldestFirst",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "notifyflow.api_errors.exception_handler",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["notifyflow.throttling.PerKeyThrottle"],
-    "DEFAULT_SCHEMA_CLASS": "notifyflow.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "api.schema.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     # JSON only: no ?format= override (an unknown one answered an undocumented 404).
     "URL_FORMAT_OVERRIDE": None,
@@ -275,7 +278,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"persistAuthorization": True},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "notifyflow.openapi.document_errors",
+        "api.schema.document_errors",
     ],
 }
 
@@ -331,7 +334,7 @@ NOTIFYFLOW_METRICS_TOKEN = os.environ.get("NOTIFYFLOW_METRICS_TOKEN", "")
 # /readyz answers 503 when the oldest due instance has waited longer than this (0: never).
 NOTIFYFLOW_READYZ_MAX_DUE_AGE_S = env_float("NOTIFYFLOW_READYZ_MAX_DUE_AGE_S", 0)
 
-# --- Templates and definitions (SPEC §10) ----------------------------------------------
+# --- Templates and definitions ---------------------------------------------------------
 # Liquid limits: a template hitting one fails its step permanently, naming the node.
 NOTIFYFLOW_TEMPLATE_LOOP_LIMIT = env_int("NOTIFYFLOW_TEMPLATE_LOOP_LIMIT", 10_000)
 NOTIFYFLOW_TEMPLATE_OUTPUT_LIMIT = env_int("NOTIFYFLOW_TEMPLATE_OUTPUT_LIMIT", 256 * 1024)
@@ -341,7 +344,7 @@ NOTIFYFLOW_TEMPLATE_MAX_LENGTH = env_int("NOTIFYFLOW_TEMPLATE_MAX_LENGTH", 32 * 
 NOTIFYFLOW_DEFINITION_MAX_NODES = env_int("NOTIFYFLOW_DEFINITION_MAX_NODES", 200)
 NOTIFYFLOW_DEFINITION_MAX_BYTES = env_int("NOTIFYFLOW_DEFINITION_MAX_BYTES", 256 * 1024)
 
-# --- Personal data (SPEC §10) ----------------------------------------------------------
+# --- Personal data ---------------------------------------------------------------------
 # Step logs keep the context with a reference to the instance's payload instead of a
 # copy of it; on asks for a full snapshot per step.
 NOTIFYFLOW_STEP_LOG_FULL_CONTEXT = env_bool("NOTIFYFLOW_STEP_LOG_FULL_CONTEXT", False)
@@ -383,6 +386,29 @@ TWILIO_AUTH_TOKEN = os.environ.get("TWILIO_AUTH_TOKEN", "")
 # Only for tests and local fakes: where the twilio client sends its HTTP requests.
 TWILIO_API_BASE_URL = os.environ.get("TWILIO_API_BASE_URL", "")
 TWILIO_TIMEOUT_S = env_float("TWILIO_TIMEOUT_S", 10)
+
+# Push and chat providers (executions/providers/push, executions/providers/chat). The
+# endpoints are settings so that tests drive the real clients against local fakes.
+# FCM: a service account's JSON key (its project_id, client_email, private_key, token_uri).
+NOTIFYFLOW_FCM_CREDENTIALS = os.environ.get("NOTIFYFLOW_FCM_CREDENTIALS", "")
+NOTIFYFLOW_FCM_URL = os.environ.get("NOTIFYFLOW_FCM_URL", "https://fcm.googleapis.com")
+# APNs token authentication: the .p8 key, its key id, the team id; the topic is the app's
+# bundle id. NOTIFYFLOW_APNS_URL wins over NOTIFYFLOW_APNS_SANDBOX.
+NOTIFYFLOW_APNS_KEY_FILE = os.environ.get("NOTIFYFLOW_APNS_KEY_FILE", "")
+NOTIFYFLOW_APNS_KEY_ID = os.environ.get("NOTIFYFLOW_APNS_KEY_ID", "")
+NOTIFYFLOW_APNS_TEAM_ID = os.environ.get("NOTIFYFLOW_APNS_TEAM_ID", "")
+NOTIFYFLOW_APNS_TOPIC = os.environ.get("NOTIFYFLOW_APNS_TOPIC", "")
+NOTIFYFLOW_APNS_SANDBOX = env_bool("NOTIFYFLOW_APNS_SANDBOX", False)
+NOTIFYFLOW_APNS_URL = os.environ.get("NOTIFYFLOW_APNS_URL", "")
+# Web Push: the VAPID private key (a PEM file's path, PEM text, or base64url) and the
+# contact the push services see (mailto: or https:).
+NOTIFYFLOW_VAPID_PRIVATE_KEY = os.environ.get("NOTIFYFLOW_VAPID_PRIVATE_KEY", "")
+NOTIFYFLOW_VAPID_SUBJECT = os.environ.get("NOTIFYFLOW_VAPID_SUBJECT", "")
+NOTIFYFLOW_SLACK_BOT_TOKEN = os.environ.get("NOTIFYFLOW_SLACK_BOT_TOKEN", "")
+NOTIFYFLOW_SLACK_API_URL = os.environ.get("NOTIFYFLOW_SLACK_API_URL", "https://slack.com/api/")
+# Connect and each read of one push or chat provider call.
+NOTIFYFLOW_PUSH_TIMEOUT_S = env_float("NOTIFYFLOW_PUSH_TIMEOUT_S", 10)
+NOTIFYFLOW_CHAT_TIMEOUT_S = env_float("NOTIFYFLOW_CHAT_TIMEOUT_S", 10)
 # The console backends print whole messages (tokens, addresses) into the log: refused in
 # production unless explicitly allowed (`make run` allows them).
 NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS = env_bool("NOTIFYFLOW_ALLOW_CONSOLE_BACKENDS", False)

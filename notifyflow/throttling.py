@@ -1,6 +1,6 @@
-"""Per-API-key request throttling (SPEC §10): a sliding window per key in Django's
+"""Per-API-key request throttling (docs/api.md#limits): a sliding window per key in Django's
 cache (Redis in production, local memory in the embedded default). Over the rate: 429
-with Retry-After (at least 1 s), in the one error shape (notifyflow.api_errors).
+with Retry-After (at least 1 s), in the one error shape (api.errors).
 
 Off unless asked for. The keys belong to the operator's own services, and a default
 limit refuses exactly the traffic the product is for (a campaign posting hundreds of
@@ -101,7 +101,7 @@ class PerKeyThrottle(SimpleRateThrottle):
 
 
 class PerRecipientThrottle(PerKeyThrottle):
-    """The feed views' (SPEC §14): requests per recipient - the one a recipient token
+    """The feed views' throttle: requests per recipient - the one a recipient token
     names (``request.user.recipient_id``), whichever token and browser tab they come
     from - at ``NOTIFYFLOW_FEED_RATE``; empty: not throttled. A front end that polls
     ``counts/`` runs far below the default; a script looping on one token does not. The

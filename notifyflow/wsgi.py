@@ -7,7 +7,7 @@ from django.urls import get_resolver
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "notifyflow.settings")
 django_application = get_wsgi_application()
 
-from notifyflow.api import ApiPathCheck  # noqa: E402 - once Django is set up
+from api.base import ApiPathCheck  # noqa: E402 - once Django is set up
 
 # A path under /api/ that is not UTF-8 is refused before Django rewrites it.
 application = ApiPathCheck(django_application)

@@ -3,7 +3,7 @@ every path that addresses that person (``/api/v1/recipients/{id}/`` and below). 
 is refused where it is created - a body or a path of the API, the console's form - when
 no path could address it:
 
-- text that is not printable (``notifyflow.fields.printable_problem``: control and bidi
+- text that is not printable (``api.fields.printable_problem``: control and bidi
   characters, lone surrogates);
 - a ``/`` (a path segment cannot hold one: ``%2F`` arrives decoded);
 - a segment with a meaning of its own: ``bulk`` (``POST /api/v1/recipients/bulk/``),
@@ -12,7 +12,7 @@ no path could address it:
 
 from __future__ import annotations
 
-from notifyflow.fields import printable_problem
+from notifyflow.text import printable_problem
 
 from .models import Recipient
 

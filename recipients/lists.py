@@ -1,4 +1,4 @@
-"""Lists (topics) and their members (SPEC §12): ``PUT /lists/{key}/`` and the members'
+"""Lists (topics) and their members: ``PUT /lists/{key}/`` and the members'
 ``POST``/``DELETE``, set-based (one statement per request, whatever its size). Input is
 validated at the edge (``api.serializers.lists``)."""
 
@@ -14,7 +14,7 @@ from notifyflow.errors import NotFoundError
 from .models import ListMembership, Recipient, RecipientList
 from .services import recipients_upsert
 
-# Recipients named in one members request (SPEC §12).
+# The most recipients one members request may name.
 MAX_MEMBERS_PER_REQUEST = 1000
 
 

@@ -2,7 +2,7 @@
 the shape they must have, how a PATCH merges, the audit row of every opt-out they set,
 and the sticky opt-outs they keep. ``recipients.preferences`` reads them (the one rule).
 
-Sticky opt-outs (SPEC §10, turn 4): an opt-out the person made themselves
+Sticky opt-outs (docs/api.md#sticky-opt-outs): an opt-out the person made themselves
 (``preferences.sticky_scopes``) stays false through a PUT or PATCH that does not
 mention it; only a write of that same setting to ``true`` reverses it, and each
 reversal is an audit row (action ``resubscribe``, source ``api:<key name>``) and a

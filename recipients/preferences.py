@@ -1,4 +1,4 @@
-"""The one rule that decides whether a recipient gets a message (SPEC §12), the one
+"""The one rule that decides whether a recipient gets a message, the one
 writer of the person's own opt-outs, and which of them are sticky.
 
 ``evaluate`` is called once per send, when the step runs, and by
@@ -20,7 +20,8 @@ from status_webhooks.outbox import record
 
 from .models import PERSON_SOURCES, OptOut, OptOutAction, Recipient
 
-CHANNELS = ("email", "sms", "in_app")
+# The channels a preference may name: each sending node type's (its ``channel``).
+CHANNELS = ("email", "sms", "in_app", "push", "chat")
 # The rule of a send nothing decided against.
 DEFAULT_RULE = "default"
 # The rule of a critical workflow's send: preferences are not read.
@@ -134,7 +135,7 @@ def opt_out(
 
 
 def sticky_scopes(*, recipient_id: str) -> set[str]:
-    """The scopes the person opted out of themselves (SPEC §10, turn 4): those whose
+    """The scopes the person opted out of themselves (sticky opt-outs): those whose
     latest audit row is an opt-out from one of ``PERSON_SOURCES`` (one-click, the
     unsubscribe page, an ESP's unsubscribe or complaint), not reversed since. A
     preferences write keeps them false unless it writes that same setting to true

@@ -15,6 +15,8 @@ from django.db import transaction
 
 from notifyflow.errors import ApplicationError, NotFoundError
 
+from .channel_data import channel_data_write
+from .channel_inputs import ChannelData
 from .models import Recipient
 
 # The fields a recipient's body may set besides ``id`` (``preferences`` have their own
@@ -22,18 +24,28 @@ from .models import Recipient
 RECIPIENT_FIELDS = ("email", "phone", "timezone", "locale", "properties")
 
 
-def recipients_upsert(*, items: Sequence[Mapping[str, Any]]) -> set[str]:
+def recipients_upsert(*, items: Sequence[Mapping[str, Any]], actor: str = "api") -> set[str]:
     """Create each recipient, or set the fields its item names on the existing one
     (fields left out are kept; an explicit None clears). Items with the same fields go
-    in one INSERT ... ON CONFLICT statement. Returns the ids that were created.
+    in one INSERT ... ON CONFLICT statement. An item's ``channel_data`` (a
+    ``ChannelData``) replaces each channel it names (``channel_data.channel_data_write``;
+    removals audited as ``actor``'s). Returns the ids that were created.
 
     The caller's transaction makes it atomic with what it writes next (a trigger's
     instances); alone it runs in its own."""
     if not items:
         return set()
     last: dict[str, Mapping[str, Any]] = {}
+    channel_data: dict[str, ChannelData] = {}
     for item in items:  # a later item for the same id wins, as sequential PATCHes would
         last[item["id"]] = {**last.get(item["id"], {}), **item}
+        data = item.get("channel_data")
+        if data is not None:
+            before = channel_data.get(item["id"], ChannelData())
+            channel_data[item["id"]] = ChannelData(
+                push=before.push if data.push is None else data.push,
+                chat=before.chat if data.chat is None else data.chat,
+            )
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = defaultdict(list)
     for item in last.values():
         groups[tuple(name for name in RECIPIENT_FIELDS if name in item)].append(item)
@@ -51,6 +63,7 @@ def recipients_upsert(*, items: Sequence[Mapping[str, Any]]) -> set[str]:
                 )
             else:
                 Recipient.objects.bulk_create(rows, ignore_conflicts=True)
+        channel_data_write(items=channel_data, actor=actor)
     return set(last) - existing
 
 
@@ -105,13 +118,13 @@ class RecipientBulkOutcome:
 
 
 def recipients_bulk_upsert(
-    *, items: Sequence[Mapping[str, Any] | ApplicationError]
+    *, items: Sequence[Mapping[str, Any] | ApplicationError], actor: str = "api"
 ) -> list[RecipientBulkOutcome]:
     """Upsert each valid item as ``recipients_upsert`` does (fields left out are kept),
     all in one transaction; an ``ApplicationError`` item (refused at the edge) writes
     nothing and is answered ``invalid``. One outcome per item, in order."""
     valid = [item for item in items if not isinstance(item, ApplicationError)]
-    created = recipients_upsert(items=valid)
+    created = recipients_upsert(items=valid, actor=actor)
     outcomes: list[RecipientBulkOutcome] = []
     for item in items:
         if isinstance(item, ApplicationError):

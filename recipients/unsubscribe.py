@@ -1,4 +1,4 @@
-"""One-click unsubscribe tokens (SPEC §12, RFC 8058): a token names a recipient and the
+"""One-click unsubscribe tokens (RFC 8058): a token names a recipient and the
 scope an unsubscribe opts out of (``preferences.unsubscribe_scope``). Signed with
 ``django.core.signing`` (SECRET_KEY, salt ``notifyflow.unsubscribe``) and never
 expiring: an old email's link keeps working. A token only ever opts its recipient out

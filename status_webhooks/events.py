@@ -10,6 +10,7 @@ a delivery by its provider's message id. Instance events get ``instance_id`` and
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -74,20 +75,23 @@ def delivery_status(
     channel: str,
     provider: str,
     message_id: str,
+    targets: Mapping[str, int] | None = None,
 ) -> NewEvent:
     """``delivery.<status>``: a send recorded sent, or a provider's report moved the
-    delivery's tracking status up."""
+    delivery's tracking status up. A send to several targets (push devices, chat
+    connections) carries ``targets``: how many ended in each outcome (``accepted``,
+    ``dead``, ``failed``)."""
+    data: dict[str, Any] = {
+        "node_id": node_id,
+        "channel": channel,
+        "provider": provider,
+        "message_id": message_id,
+        "status": status,
+    }
+    if targets is not None:
+        data["targets"] = dict(targets)
     return NewEvent(
-        type=f"delivery.{status}",
-        data={
-            "node_id": node_id,
-            "channel": channel,
-            "provider": provider,
-            "message_id": message_id,
-            "status": status,
-        },
-        instance_id=instance_id,
-        workflow_key=workflow_key,
+        type=f"delivery.{status}", data=data, instance_id=instance_id, workflow_key=workflow_key
     )
 
 
@@ -108,6 +112,44 @@ def recipient_resubscribed(*, recipient_id: str, scope: str, source: str) -> New
     return NewEvent(
         type="recipient.resubscribed",
         data={"recipient": recipient_id, "scope": scope, "source": source},
+    )
+
+
+def recipient_device_removed(
+    *, recipient_id: str, device_id: uuid.UUID | str, provider: str, reason: str, source: str
+) -> NewEvent:
+    """``recipient.device_removed``: a push device went, not at the API caller's request:
+    a send found its token dead (``source`` ``provider``; ``reason``: the provider's
+    error code, e.g. ``UNREGISTERED``, ``BadDeviceToken``, ``410``) or an administrator
+    deleted it in the console (``admin:<username>``). Never the token. About a person,
+    as ``recipient.unsubscribed``."""
+    return NewEvent(
+        type="recipient.device_removed",
+        data={
+            "recipient": recipient_id,
+            "device_id": str(device_id),
+            "provider": provider,
+            "reason": reason[:100],
+            "source": source,
+        },
+    )
+
+
+def recipient_connection_removed(
+    *, recipient_id: str, connection_id: uuid.UUID | str, provider: str, reason: str, source: str
+) -> NewEvent:
+    """``recipient.connection_removed``: a chat connection went, as a device does in
+    ``recipient.device_removed`` (an incoming webhook answering 404 or 410: ``reason``
+    ``404``/``410``). Never the webhook URL."""
+    return NewEvent(
+        type="recipient.connection_removed",
+        data={
+            "recipient": recipient_id,
+            "connection_id": str(connection_id),
+            "provider": provider,
+            "reason": reason[:100],
+            "source": source,
+        },
     )
 
 

@@ -1,4 +1,4 @@
-"""Status webhooks (SPEC §15): the customer's endpoints and the outbox of events for them.
+"""Status webhooks: the customer's endpoints and the outbox of events for them.
 
 An event becomes one ``WebhookMessage`` per endpoint that wants it, written in the
 transaction of the change it reports (``outbox.record``); the deliverer POSTs messages
@@ -31,6 +31,8 @@ EVENT_TYPES = (
     "delivery.complained",
     "recipient.unsubscribed",
     "recipient.resubscribed",
+    "recipient.device_removed",
+    "recipient.connection_removed",
     "batch.closed",
 )
 DELIVERY_FAMILY = "delivery.*"

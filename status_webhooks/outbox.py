@@ -1,20 +1,19 @@
-"""The outbox of status events (SPEC §15): written in the transaction of the change it
+"""The outbox of status events: written in the transaction of the change it
 reports, so nothing is reported that did not happen and nothing that happened is left
 unreported; delivered after commit (``delivery``).
 
 ``record`` is the one writer of messages for Python callers (set-based: a cancellation
-of thousands writes their events in a few statements). ``instance_events_select`` is
-the same write for PostgreSQL's one-statement transitions (``triggers.state``): an
-expression of the statement's SELECT calling a PL/pgSQL writer only when some endpoint
-is active, each event guarded by the statement's test of whether its change applied
-(the state machine builds it: ``state.transition(events=...)``). Each event about an
-instance takes that instance's next ``sequence`` (``InstanceSequence``), the same for
-every endpoint it goes to.
+of thousands writes their events in a few statements). PostgreSQL's one-statement
+transitions write the same messages inside their statement
+(``triggers.state.postgres.status_events_sql``: an expression of the statement's SELECT
+calling the PL/pgSQL writer of migration 0002 only when some endpoint is active, each
+event guarded by the statement's test of whether its change applied). Each event about
+an instance takes that instance's next ``sequence`` (``InstanceSequence``), the same for
+every endpoint it goes to: reserved by ``OUTBOX_STORE`` (one store class per database).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import threading
 import time
@@ -23,13 +22,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from cachetools import TTLCache
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
+from notifyflow import db
+from notifyflow.caching import ProcessCache
 from notifyflow.celery import send_task_on_commit
 from notifyflow.ids import uuid7
 
@@ -124,27 +124,10 @@ def record(*, events: Sequence[NewEvent], at: datetime | None = None) -> int:
 
 
 def _allocate(counts: Mapping[str, int]) -> dict[str, int]:
-    """Reserve ``counts[id]`` sequence numbers for each instance: the first of each. In
-    id order, so two transactions reserving for the same instances cannot deadlock."""
+    """Reserve ``counts[id]`` sequence numbers for each instance: the first of each."""
     if not counts:
         return {}
-    table = InstanceSequence._meta.db_table
-    upsert = (
-        f'INSERT INTO "{table}" ("instance_id", "last") {{rows}} ON CONFLICT ("instance_id") '
-        f'DO UPDATE SET "last" = "{table}"."last" + EXCLUDED."last" RETURNING "instance_id", "last"'
-    )
-    ids = sorted(counts)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            rows = "SELECT * FROM unnest(%s::uuid[], %s::int[])"
-            cursor.execute(upsert.format(rows=rows), [ids, [counts[i] for i in ids]])
-            reserved = cursor.fetchall()
-        else:
-            reserved = []
-            for instance_id in ids:
-                pk = InstanceSequence._meta.pk.get_db_prep_value(uuid.UUID(instance_id), connection)
-                cursor.execute(upsert.format(rows="VALUES (%s, %s)"), [pk, counts[instance_id]])
-                reserved.append((instance_id, cursor.fetchone()[1]))
+    reserved = OUTBOX_STORE.reserve_sequences(counts)
     return {_id(i): last - counts[_id(i)] + 1 for i, last in reserved}
 
 
@@ -152,50 +135,56 @@ def _id(value: uuid.UUID | str) -> str:
     return str(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
 
 
-# --- PostgreSQL: the same write inside a transition's one statement --------------------
-
-_E = WebhookEndpoint._meta.db_table
+# --- the stores: reserving sequence numbers --------------------------------------------
 
 
-def instance_events_select(
-    *, events: Sequence[tuple[NewEvent, str]], at: datetime
-) -> tuple[str, list[Any]]:
-    """``(sql, params)``: an expression for the SELECT list of a PostgreSQL statement
-    that writes the messages of several events of ONE instance, each event written when
-    its guard (SQL) holds: the instance's sequence moves once by the number of wanted
-    events, which take the numbers in the order given (``notifyflow_webhook_events``,
-    status_webhooks migration 0002). The writer is called only when some endpoint is
-    active: with none, the statement pays one look at the endpoint table. Its value is
-    how many messages were written (NULL: no endpoint)."""
-    first = events[0][0]
-    assert first.instance_id is not None
-    instance_id = str(first.instance_id)
-    items = []
-    for event, _ in events:
-        assert event.instance_id is not None and str(event.instance_id) == instance_id
-        items.append({"type": event.type, "data": {**event.data, "instance_id": instance_id}})
-    params = [instance_id, first.workflow_key[:100], at, _ENCODER.encode(items)]
-    return _events_sql(tuple(guard for _, guard in events)), params
+class OutboxStore(Protocol):
+    def reserve_sequences(self, counts: Mapping[str, int]) -> list[tuple[Any, int]]:
+        """Move each instance's last ``sequence`` on by ``counts[id]``, in id order (two
+        transactions reserving for the same instances cannot deadlock); each instance's
+        id with its new last number."""
+        ...
 
 
-# The events' data as JSON text (dates, UUIDs, decimals as Django's encoder writes them).
-_ENCODER = DjangoJSONEncoder()
+_SEQUENCES = InstanceSequence._meta.db_table
+_RESERVE = (
+    f'INSERT INTO "{_SEQUENCES}" ("instance_id", "last") {{rows}} ON CONFLICT ("instance_id") '
+    f'DO UPDATE SET "last" = "{_SEQUENCES}"."last" + EXCLUDED."last"'
+    ' RETURNING "instance_id", "last"'
+)
+# Every instance's reservation in one statement: two arrays, ids and counts.
+RESERVE_MANY = _RESERVE.format(rows="SELECT * FROM unnest(%s::uuid[], %s::int[])")
+# One instance's reservation: id, count.
+RESERVE_ONE = _RESERVE.format(rows="VALUES (%s, %s)")
 
 
-@functools.cache
-def _events_sql(guards: tuple[str, ...]) -> str:
-    """The call for events with these guards, built once per shape (a step's statements
-    come in a handful)."""
-    return (
-        f'CASE WHEN EXISTS (SELECT 1 FROM "{_E}" e WHERE e."is_active")'
-        " THEN notifyflow_webhook_events(%s::uuid, %s, %s, %s::jsonb,"
-        f" ARRAY[{', '.join(guards)}]) END"
-    )
+class PostgresOutboxStore(OutboxStore):
+    def reserve_sequences(self, counts: Mapping[str, int]) -> list[tuple[Any, int]]:
+        ids = sorted(counts)
+        with connection.cursor() as cursor:
+            cursor.execute(RESERVE_MANY, [ids, [counts[i] for i in ids]])
+            return cursor.fetchall()
+
+
+class OrmOutboxStore(OutboxStore):
+    """One statement per instance (SQLite has no arrays)."""
+
+    def reserve_sequences(self, counts: Mapping[str, int]) -> list[tuple[Any, int]]:
+        reserved = []
+        with connection.cursor() as cursor:
+            for instance_id in sorted(counts):
+                pk = InstanceSequence._meta.pk.get_db_prep_value(uuid.UUID(instance_id), connection)
+                cursor.execute(RESERVE_ONE, [pk, counts[instance_id]])
+                reserved.append((instance_id, cursor.fetchone()[1]))
+        return reserved
+
+
+OUTBOX_STORE: OutboxStore = db.per_database(postgres=PostgresOutboxStore, other=OrmOutboxStore)
 
 
 # --- kicking the deliverer -------------------------------------------------------------
 
-_endpoints_exist: TTLCache[str, bool] = TTLCache(maxsize=1, ttl=2.0)
+_endpoints_exist: ProcessCache[bool] = ProcessCache(name="active endpoints", maxsize=1, ttl_s=2.0)
 _kick_lock = threading.Lock()
 _last_kick = 0.0
 _trailing_at = 0.0
@@ -208,7 +197,7 @@ def any_active_endpoint() -> bool:
     cached = _endpoints_exist.get("any")
     if cached is None:
         cached = WebhookEndpoint.objects.filter(is_active=True).exists()
-        _endpoints_exist["any"] = cached
+        _endpoints_exist.put("any", cached)
     return cached
 
 

@@ -17,6 +17,9 @@ from .factories import TriggerInstanceFactory
 PASSWORD = "correct horse battery staple"
 _migration = importlib.import_module("workflows.migrations.0002_operators_group")
 _people_migration = importlib.import_module("console.migrations.0001_operators_view_people")
+_channel_data_migration = importlib.import_module(
+    "console.migrations.0007_operators_view_channel_data"
+)
 
 
 def operators_group() -> Group:
@@ -24,6 +27,7 @@ def operators_group() -> Group:
     migration's rows included), so re-run the migration's idempotent function."""
     _migration.create_operators_group(apps, None)
     _people_migration.grant_view(apps, None)
+    _channel_data_migration.grant_view(apps, None)
     return Group.objects.get(name=_migration.GROUP)
 
 

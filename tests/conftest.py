@@ -9,12 +9,12 @@ from django.core.servers.basehttp import ThreadedWSGIServer
 from django.test.testcases import LiveServerThread
 from rest_framework.test import APIClient
 
-from notifyflow import caching
+from notifyflow import caching, db
 
 from .factories import WorkflowFactory
 
 REQUIRE_SERVICES = os.environ.get("NOTIFYFLOW_REQUIRE_SERVICES") == "1"
-USING_POSTGRES = settings.IS_POSTGRES
+USING_POSTGRES = db.is_postgres()
 BROKER_KIND = settings.NOTIFYFLOW_BROKER_KIND
 USING_REDIS = BROKER_KIND == "redis"
 # A broker server a real worker can share with the tests: Redis or RabbitMQ.
@@ -94,7 +94,7 @@ def _isolate(settings, tmp_path):
 
 @pytest.fixture
 def api_key(db):
-    from triggers.services import api_key_create
+    from api_keys.services import api_key_create
 
     return api_key_create(name="tests")[1]
 

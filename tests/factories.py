@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import base64
+
 import factory
 from django.utils import timezone
 
@@ -65,7 +67,7 @@ class WorkflowFactory(factory.django.DjangoModelFactory):
     name = factory.LazyAttribute(lambda o: o.key.replace("-", " ").title())
     is_active = True
     definition = factory.LazyFunction(email_sms_definition)
-    # A workflows.concurrency.Concurrency (SPEC §16); None: no limit.
+    # A workflows.concurrency.Concurrency; None: no limit.
     concurrency = None
     priority = "normal"
 
@@ -189,6 +191,63 @@ class RecipientFactory(factory.django.DjangoModelFactory):
     preferences = factory.LazyFunction(dict)
 
 
+def webpush_keys(seed: int = 0) -> dict[str, str]:
+    """A Web Push subscription's keys of the right shapes: base64url of an uncompressed
+    P-256 point's 65 bytes (0x04 first) and of a 16-byte secret (not a real key pair:
+    enough for storing, not for encrypting)."""
+    point = b"\x04" + seed.to_bytes(4, "big") * 16
+    secret = seed.to_bytes(4, "big") * 4
+    return {
+        "p256dh": base64.urlsafe_b64encode(point).decode().rstrip("="),
+        "auth": base64.urlsafe_b64encode(secret).decode().rstrip("="),
+    }
+
+
+class PushDeviceFactory(factory.django.DjangoModelFactory):
+    """A recipient's FCM device (``apns=True``: an APNs one; ``webpush=True``: a browser's
+    subscription on FCM's Web Push endpoint, allowed by default)."""
+
+    class Meta:
+        model = "recipients.PushDevice"
+
+    class Params:
+        apns = factory.Trait(provider="apns", token=factory.Sequence(lambda n: f"{n:064x}"))
+        webpush = factory.Trait(
+            provider="webpush",
+            token=factory.Sequence(lambda n: f"https://fcm.googleapis.com/fcm/send/sub-{n}"),
+            keys=factory.Sequence(webpush_keys),
+        )
+
+    recipient = factory.SubFactory(RecipientFactory)
+    provider = "fcm"
+    token = factory.Sequence(lambda n: f"fcm-token-{n:06d}:APA91b{n:040d}")
+    keys = None
+    locale = "en-GB"
+    timezone = "Europe/London"
+    app = "com.example.app"
+
+
+class ChatConnectionFactory(factory.django.DjangoModelFactory):
+    """A recipient's Slack channel (``slack_user=True``: a Slack user instead;
+    ``webhook=True``: an incoming webhook on hooks.example.com, which a test must allow)."""
+
+    class Meta:
+        model = "recipients.ChatConnection"
+
+    class Params:
+        slack_user = factory.Trait(channel=None, user=factory.Sequence(lambda n: f"U{n:08d}"))
+        webhook = factory.Trait(
+            channel=None,
+            webhook_url=factory.Sequence(lambda n: f"https://hooks.example.com/services/T{n:08d}"),
+        )
+
+    recipient = factory.SubFactory(RecipientFactory)
+    provider = "slack"
+    channel = factory.Sequence(lambda n: f"C{n:08d}")
+    user = None
+    webhook_url = None
+
+
 class RecipientListFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = "recipients.RecipientList"
@@ -234,7 +293,7 @@ class ThrottleCounterFactory(factory.django.DjangoModelFactory):
     """A workflow-scope counter with ``hits`` (epoch ms) as given."""
 
     class Meta:
-        model = "triggers.ThrottleCounter"
+        model = "gates.ThrottleCounter"
 
     scope = "workflow"
     subject = factory.Sequence(lambda n: f"workflow-{n}:gate")
@@ -341,8 +400,8 @@ class FeedWorkflowFactory(WorkflowFactory):
 def feed_items(recipient, count: int, *, workflow: Workflow | None = None) -> list:
     """``count`` feed items of ``recipient`` written through the service (counted), one
     instance each, the newest last."""
-    from executions.feed import feed_item_write
-    from executions.models import FeedItem
+    from feed.models import FeedItem
+    from feed.services import feed_item_write
 
     workflow = workflow or FeedWorkflowFactory()
     ids = []

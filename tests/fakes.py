@@ -86,10 +86,10 @@ def email_node_stalling_past_its_lease(monkeypatch, instance) -> None:
     from django.utils import timezone
 
     from executions import sweeper
-    from executions.nodes import EXECUTORS
     from triggers.models import TriggerInstance
+    from workflows.definition import node_types
 
-    real_email = EXECUTORS["email"]
+    real_email = node_types.get("email").run
 
     def stalled(step):
         TriggerInstance.objects.filter(pk=instance.pk).update(
@@ -98,4 +98,4 @@ def email_node_stalling_past_its_lease(monkeypatch, instance) -> None:
         sweeper.sweep()
         return real_email(step)
 
-    monkeypatch.setitem(EXECUTORS, "email", stalled)
+    monkeypatch.setattr(node_types.get("email"), "run", stalled)

@@ -15,8 +15,10 @@ SCHEMATHESIS_HOOKS).
    subject of its scope, and a webhook endpoint's URL is on the allow-list
    (``WEBHOOK_URL``, allowed by the fuzz test) and its workflows exist, a replay's
    ``until`` is not before its ``since`` and quiet hours' ``until`` is not their
-   ``from`` (each a 400 naming ``until``). Only positive cases are mapped: negative
-   ones must stay invalid.
+   ``from`` (each a 400 naming ``until``), and channel data's URLs (a Web Push
+   endpoint, a chat webhook) are on their allow-lists (``host_not_allowed``); the
+   channel-data operations name a recipient the test made. Only positive cases are
+   mapped: negative ones must stay invalid.
 3. An operation on one batch, fan-out or instance names the one the test made
    (``NOTIFYFLOW_FUZZ_OBJECTS``) in a positive case, so it reaches more than its 404.
 
@@ -37,7 +39,7 @@ from urllib.parse import urlencode
 import schemathesis
 from hypothesis import strategies as st
 
-from notifyflow.pagination import CURSOR_FORMAT
+from api.pagination import CURSOR_FORMAT
 
 # The workflow and the recipient list the fuzz test creates.
 WORKFLOW = os.environ.get("NOTIFYFLOW_FUZZ_WORKFLOW", "welcome")
@@ -47,6 +49,11 @@ WEBHOOK_HOST = "hooks.example.com"
 WEBHOOK_URL = f"https://{WEBHOOK_HOST}/notifyflow"
 # Path prefix -> the id of the object the test made there.
 OBJECTS: dict[str, str] = json.loads(os.environ.get("NOTIFYFLOW_FUZZ_OBJECTS") or "{}")
+# A Web Push endpoint on the default NOTIFYFLOW_WEBPUSH_ALLOWED_HOSTS.
+WEBPUSH_ENDPOINT = "https://fcm.googleapis.com/fcm/send/fuzz"
+# The recipient whose channel data the channel-data operations reach in a positive case
+# (the test makes it; not the feed's reader, whom no generated DELETE may erase).
+CHANNEL_DATA_RECIPIENT = "fuzz-channels"
 
 
 # A valid definition (tests.factories needs Django's apps loaded; this module loads first).
@@ -81,6 +88,25 @@ def _existing_workflow(body: dict[str, Any]) -> None:
     for entry in body.get("recipients") if isinstance(body.get("recipients"), list) else ():
         if isinstance(entry, dict) and isinstance(entry.get("list"), str):
             entry["list"] = RECIPIENT_LIST
+        if isinstance(entry, dict) and isinstance(entry.get("channel_data"), dict):
+            for channel in entry["channel_data"].values():
+                if isinstance(channel, dict):
+                    _allowed_channel_urls(channel)
+
+
+def _allowed_channel_urls(body: dict[str, Any]) -> None:
+    """Channel data's URLs on their allow-lists (``host_not_allowed`` otherwise): a Web
+    Push endpoint (a device, or a body's ``devices``) and a chat ``webhook_url`` (a
+    body's ``connections``)."""
+    devices = body.get("devices") if isinstance(body.get("devices"), list) else [body]
+    for device in devices:
+        token = device.get("token") if isinstance(device, dict) else None
+        if isinstance(token, dict) and isinstance(token.get("endpoint"), str):
+            token["endpoint"] = WEBPUSH_ENDPOINT
+    connections = body.get("connections")
+    for connection in connections if isinstance(connections, list) else ():
+        if isinstance(connection, dict) and isinstance(connection.get("webhook_url"), str):
+            connection["webhook_url"] = WEBHOOK_URL
 
 
 def _replay_range(body: dict[str, Any]) -> None:
@@ -109,6 +135,8 @@ def _existing_object(case: Any) -> None:
     for prefix, object_id in OBJECTS.items():
         if case.operation.path.startswith(f"{prefix}{{id}}/"):
             case.path_parameters = {**(case.path_parameters or {}), "id": object_id}
+    if case.operation.path.startswith("/api/v1/recipients/{id}/channel-data/"):
+        case.path_parameters = {**(case.path_parameters or {}), "id": CHANNEL_DATA_RECIPIENT}
 
 
 def _throttle_query(case: Any) -> None:
@@ -154,6 +182,8 @@ def _positive_body(case: Any, body: dict[str, Any]) -> None:
             body["workflows"] = [WORKFLOW] if body["workflows"] else []
     elif path.endswith("/preferences/"):
         _quiet_hours(body)
+    elif "/channel-data/" in path:
+        _allowed_channel_urls(body)
     elif path == "/api/v1/triggers/bulk/" and isinstance(body.get("items"), list):
         for item in body["items"]:
             if isinstance(item, dict):

@@ -14,13 +14,6 @@ class TriggersConfig(AppConfig):
         post_save.connect(
             _forget_workflows, sender=Workflow, dispatch_uid="triggers_forget_workflows"
         )
-        from .gates.batches import on_instances_cancelled
-        from .state import instances_cancelled
-
-        # A cancelled opener cancels its open batch and the members parked in it.
-        instances_cancelled.connect(
-            on_instances_cancelled, dispatch_uid="triggers_batch_opener_cancelled"
-        )
 
 
 def _forget_workflows(**kwargs: Any) -> None:

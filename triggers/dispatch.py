@@ -17,7 +17,7 @@ from workflows.models import Priority
 # executions layer imports it.
 EXECUTE_NODE_TASK = "notifyflow.execute_node"
 
-# Each lane's queue (SPEC §16), most urgent first: CELERY_TASK_QUEUES lists them in
+# Each priority lane's queue, most urgent first: CELERY_TASK_QUEUES lists them in
 # this order, which is the order a plain worker takes them in.
 LANE_QUEUES = {
     Priority.CRITICAL: "notifyflow.critical",

@@ -18,11 +18,11 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from api_keys.models import ApiKey
 from notifyflow import metrics
 from notifyflow.errors import ApplicationError, ConflictError
 from workflows.models import Workflow
 
-from .event_models import EventRecord, WorkflowTrigger
 from .idempotency import (
     IdempotencySettings,
     KeyGenerationError,
@@ -31,7 +31,7 @@ from .idempotency import (
     resolve_settings,
 )
 from .inbox import deliver
-from .models import ApiKey
+from .models import EventRecord, WorkflowTrigger
 from .services import RecipientEntry, trigger_create, trigger_create_for_recipients
 
 logger = logging.getLogger("notifyflow.events")
@@ -75,7 +75,7 @@ class BindingOutcome:
 class EventResult:
     record: EventRecord
     outcomes: list[BindingOutcome]
-    #: Running instances the event was delivered to (SPEC §8).
+    #: Running instances the event was delivered to (through their interests).
     delivered: list[uuid.UUID] = field(default_factory=list)
 
 

@@ -1,4 +1,4 @@
-"""List fan-out as a job (SPEC §12): a trigger's ``{list: key}`` entries become one
+"""List fan-out as a job: a trigger's ``{list: key}`` entries become one
 instance per member, created by a worker in set-based batches, resumably.
 
 - ``fanout_start`` (in the request's transaction): one FanOut row per (workflow, key);
@@ -13,7 +13,7 @@ instance per member, created by a worker in set-based batches, resumably.
   PostgreSQL unless the workflow has interests). Each batch's first steps go, after its
   commit, to a publishing thread (``BackgroundDispatch``) while the next batch is
   written; the job ends once all are sent. Its instances run in the workflow's lane,
-  but a ``normal`` workflow's in ``bulk`` (``fanout_lane``, SPEC §16). It runs for at
+  but a ``normal`` workflow's in ``bulk`` (``fanout_lane``). It runs for at
   most ``NOTIFYFLOW_FANOUT_SLICE_S`` and then sends itself again, so no task outlives
   the workers' time limit.
 - Erasing a member takes its id out of the snapshot (``fanout_forget``).
@@ -44,7 +44,7 @@ from workflows.models import Priority, Workflow, WorkflowVersion
 
 from . import state
 from .dispatch import BackgroundDispatch
-from .fanout_models import FanOut, FanOutStatus
+from .models import FanOut, FanOutStatus
 from .recipient_rows import recipient_rows
 
 logger = logging.getLogger("notifyflow.triggers")

@@ -1,4 +1,4 @@
-"""Erasure's part in the list fan-outs (SPEC §10, turn 4): a fan-out's snapshot of its
+"""Erasure's part in the list fan-outs: a fan-out's snapshot of its
 membership (``FanOut.recipient_ids``) and the ids its request named itself
 (``excluded``) no longer hold an erased person's id.
 
@@ -8,21 +8,23 @@ new instances' recipients; taking the fan-out rows first, the erasure waits for 
 batch instead of deadlocking with it. It also locks the running fan-outs that have not
 read their membership yet (the job reads it under that lock), so a job reads the
 membership before the erasure deletes it - and its snapshot is then cleaned here - or
-after (without the person).
+after (without the person). Which fan-outs name the person is asked of ``FORGET_STORE``
+(one store class per database).
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import Protocol
 
-from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
+from notifyflow import db
 from notifyflow.celery import send_task_on_commit
 
 from .fanout import FANOUT_TASK
-from .fanout_models import FanOut, FanOutStatus
+from .models import FanOut, FanOutStatus
 
 
 def fanouts_forget_recipient(*, recipient_id: str) -> list[uuid.UUID]:
@@ -37,7 +39,7 @@ def fanouts_forget_recipient(*, recipient_id: str) -> list[uuid.UUID]:
     gone at its next batch and stops, and the new run reads the cleaned snapshot."""
     changed: list[uuid.UUID] = []
     now = timezone.now()
-    for fanout in _locked(recipient_id):
+    for fanout in FORGET_STORE.locked(recipient_id):
         ids = list(fanout.recipient_ids or [])
         excluded = [value for value in fanout.excluded or [] if value != recipient_id]
         if recipient_id not in ids and excluded == list(fanout.excluded or []):
@@ -59,21 +61,41 @@ def fanouts_forget_recipient(*, recipient_id: str) -> list[uuid.UUID]:
     return changed
 
 
-def _locked(recipient_id: str) -> list[FanOut]:
-    """The fan-outs whose snapshot or exclusions name ``recipient_id``, and the running
-    ones without a snapshot yet, locked in id order. On PostgreSQL the containment
-    tests are ``jsonb @>`` (a scan of the fan-outs: one row per list request); SQLite
-    (one writer at a time) filters in Python."""
-    running_unread = Q(status=FanOutStatus.RUNNING, recipient_ids__isnull=True)
-    fields = ("pk", "status", "recipient_ids", "excluded", "position", "expected")
-    rows = FanOut.objects.select_for_update().order_by("pk").only(*fields)
-    if connection.vendor == "postgresql":
+class FanOutForgetStore(Protocol):
+    def locked(self, recipient_id: str) -> list[FanOut]:
+        """The fan-outs whose snapshot or exclusions name ``recipient_id``, and the
+        running ones without a snapshot yet, locked in id order."""
+        ...
+
+
+_LOCKED_FIELDS = ("pk", "status", "recipient_ids", "excluded", "position", "expected")
+
+
+class PostgresFanOutForgetStore(FanOutForgetStore):
+    """The containment tests are ``jsonb @>`` (a scan of the fan-outs: one row per list
+    request)."""
+
+    def locked(self, recipient_id: str) -> list[FanOut]:
+        running_unread = Q(status=FanOutStatus.RUNNING, recipient_ids__isnull=True)
         named = Q(recipient_ids__contains=[recipient_id]) | Q(excluded__contains=[recipient_id])
+        rows = FanOut.objects.select_for_update().order_by("pk").only(*_LOCKED_FIELDS)
         return list(rows.filter(named | running_unread))
-    return [
-        fanout
-        for fanout in rows
-        if (fanout.recipient_ids is None and fanout.status == FanOutStatus.RUNNING)
-        or recipient_id in (fanout.recipient_ids or ())
-        or recipient_id in (fanout.excluded or ())
-    ]
+
+
+class OrmFanOutForgetStore(FanOutForgetStore):
+    """SQLite (one writer at a time) locks them all and filters in Python."""
+
+    def locked(self, recipient_id: str) -> list[FanOut]:
+        rows = FanOut.objects.select_for_update().order_by("pk").only(*_LOCKED_FIELDS)
+        return [
+            fanout
+            for fanout in rows
+            if (fanout.recipient_ids is None and fanout.status == FanOutStatus.RUNNING)
+            or recipient_id in (fanout.recipient_ids or ())
+            or recipient_id in (fanout.excluded or ())
+        ]
+
+
+FORGET_STORE: FanOutForgetStore = db.per_database(
+    postgres=PostgresFanOutForgetStore, other=OrmFanOutForgetStore
+)

@@ -1,6 +1,7 @@
-"""Events reaching running instances (SPEC §8): interests, the inbox, waking waiting
-instances, ``cancel_on``, and the outbox rows of ``emit`` nodes (processed by
-``triggers.outbox``).
+"""Events reaching running instances: interests, the inbox, waking waiting
+instances, ``cancel_on``. (A wait's consumption of an event and an ``emit`` node's
+outbox row are written with the step's outcome: ``executions.recording``; the outbox
+is processed by ``triggers.outbox``.)
 
 Delivery is one set-based INSERT ... SELECT over the interest index, in the caller's
 transaction; waking happens after commit, and a wait node re-checks its inbox after it
@@ -29,8 +30,7 @@ from workflows.templating import TemplateError, condition_holds, render
 
 from . import state
 from .dispatch import dispatch_many_on_commit
-from .inbox_models import InboxEvent, Interest, OutboxEvent
-from .models import TriggerInstance, TriggerStatus
+from .models import InboxEvent, Interest, TriggerInstance, TriggerStatus
 
 logger = logging.getLogger("notifyflow.inbox")
 S = TriggerStatus
@@ -319,52 +319,3 @@ def has_events_after(*, instance_id: uuid.UUID, name: str, after_id: int) -> boo
     return InboxEvent.objects.filter(
         instance_id=instance_id, name=name, consumed_at__isnull=True, id__gt=after_id
     ).exists()
-
-
-# --- the outbox of emit nodes ---------------------------------------------------------------
-
-
-def outbox_insert(
-    *,
-    instance_id: uuid.UUID,
-    node_id: str,
-    name: str,
-    event_id: str,
-    subjects: list[str],
-    context: dict[str, Any],
-    now: datetime,
-) -> state.Statement:
-    """The outbox INSERT for the step's outcome statement (PostgreSQL): written only if
-    the fenced transition applied, and once per (instance, node)."""
-    fields = {f.name: f for f in OutboxEvent._meta.concrete_fields if not f.primary_key}
-    values = {
-        "instance": instance_id,
-        "node_id": node_id,
-        "name": name,
-        "event_id": event_id,
-        "subjects": subjects,
-        "context": context,
-        "created_at": now,
-        "processed_at": None,
-    }
-    columns = ", ".join(f'"{fields[n].column}"' for n in values)
-    params = [fields[n].get_db_prep_save(v, connection) for n, v in values.items()]
-    return state.Statement(
-        f'INSERT INTO "{OutboxEvent._meta.db_table}" ({columns}) '
-        f"SELECT {', '.join(['%s'] * len(values))} WHERE {state.APPLIED} "
-        f"ON CONFLICT ({_column(OutboxEvent._meta, 'instance')}, "
-        f"{_column(OutboxEvent._meta, 'node_id')}) DO NOTHING",
-        params,
-    )
-
-
-def inbox_consume(*, inbox_id: int, node_id: str, now: datetime) -> state.Statement:
-    """Consume the event a wait node took, in the step's outcome statement (PostgreSQL),
-    only if the fenced transition applied: a cancelled or recovered step consumes
-    nothing."""
-    return state.Statement(
-        f'UPDATE "{_INBOX.db_table}" SET {_column(_INBOX, "consumed_at")} = %s, '
-        f"{_column(_INBOX, 'consumed_by_node')} = %s WHERE {_column(_INBOX, 'id')} = %s "
-        f"AND {_column(_INBOX, 'consumed_at')} IS NULL AND {state.APPLIED}",
-        [_INBOX.get_field("consumed_at").get_db_prep_save(now, connection), node_id, inbox_id],
-    )

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .events import event_receive
-from .inbox_models import OutboxEvent
+from .models import OutboxEvent
 
 logger = logging.getLogger("notifyflow.inbox")
 

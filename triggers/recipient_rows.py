@@ -1,4 +1,4 @@
-"""The new instances of a trigger that names recipients (SPEC §12): one row per
+"""The new instances of a trigger that names recipients: one row per
 recipient, for ``state.create_bulk`` - the request's own entries and the fan-out's
 batches alike."""
 

@@ -1,4 +1,4 @@
-"""Retention: deleting finished instances and their history (SPEC §10).
+"""Retention: deleting finished instances and their history (docs/operations.md#retention).
 
 History tables (step logs, status changes, event records) reject UPDATE and DELETE in
 PostgreSQL (triggers/migrations/0010); this is the one documented way past that guard:
@@ -9,6 +9,7 @@ the guard's trigger function checks.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -17,11 +18,19 @@ from django.utils import timezone
 from notifyflow import db
 from status_webhooks.models import InstanceSequence, MessageStatus, WebhookMessage
 
-from .event_models import EventRecord
-from .gate_models import ThrottleCounter
-from .models import TERMINAL_STATUSES, TriggerInstance
+from .models import TERMINAL_STATUSES, EventRecord, TriggerInstance
 
 logger = logging.getLogger("notifyflow.retention")
+
+# What apps above this one purge with the finished instances: name -> a function of
+# (cutoff, batch) returning how many rows went. The gates register their expired
+# throttle counters (gates/apps.py), so this layer names none of their tables.
+PURGES: dict[str, Callable[..., int]] = {}
+
+
+def purge_register(*, name: str, purge: Callable[..., int]) -> None:
+    """Run ``purge(cutoff=..., batch=...)`` in every ``finished_purge``, counted as ``name``."""
+    PURGES[name] = purge
 
 
 def allow_purge() -> None:
@@ -35,8 +44,8 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
     ``older_than`` ago, with their step logs, deliveries, audit rows, inbox, interests,
     outbox and status-event sequence; event records received before the same cutoff;
     status webhook messages created before it that are no longer pending (with
-    their attempts; a pending one is still owed to its endpoint); and throttle counters
-    last written before it whose window has passed (``throttle_counters_purge``).
+    their attempts; a pending one is still owed to its endpoint); and what the apps
+    above registered (``purge_register``: the gates' expired throttle counters).
 
     Batches of ``batch`` instances, each in its own short transaction, oldest first, so
     a purge under load never holds many locks or a long transaction. Returns counts.
@@ -77,56 +86,11 @@ def finished_purge(*, older_than: timedelta, batch: int = 500) -> dict[str, int]
             EventRecord.objects.filter(pk__in=record_ids).delete()
             events += len(record_ids)
     messages = _webhook_messages_purge(cutoff=cutoff, batch=batch)
-    counters = throttle_counters_purge(cutoff=cutoff, batch=batch)
-    logger.info(
-        "purged %d finished instances, %d event records, %d status webhook messages and "
-        "%d expired throttle counters",
-        instances,
-        events,
-        messages,
-        counters,
-    )
-    return {
-        "instances": instances,
-        "event_records": events,
-        "webhook_messages": messages,
-        "throttle_counters": counters,
-    }
-
-
-def throttle_counters_purge(*, cutoff: datetime, batch: int = 500) -> int:
-    """Delete the throttle counters last written before ``cutoff`` whose every hit has
-    also left their window (``updated_at`` + ``window_ms``, the window of the node that
-    last wrote them): such a counter counts nothing - the next pass of its key would
-    find the window empty - but one per recipient and key piled up for ever. Returns
-    how many went.
-
-    A pass that writes a counter meanwhile moves its ``updated_at`` past ``cutoff``,
-    and the DELETE re-checks that under the row's lock: a counter in use is never
-    deleted (the next pass of a deleted key simply starts a new one)."""
-    now = timezone.now()
-    done = 0
-    after = 0
-    while True:
-        rows = list(
-            # A daily job, the one reader by age alone: a scan, not an index of its own.
-            ThrottleCounter.objects.filter(updated_at__lt=cutoff, pk__gt=after)
-            .order_by("pk")
-            .values_list("pk", "updated_at", "window_ms")[:batch]
-        )
-        if not rows:
-            return done
-        after = rows[-1][0]
-        expired = [
-            pk
-            for pk, updated_at, window_ms in rows
-            if updated_at + timedelta(milliseconds=window_ms) < now
-        ]
-        if expired:
-            deleted, _ = ThrottleCounter.objects.filter(
-                pk__in=expired, updated_at__lt=cutoff
-            ).delete()
-            done += deleted
+    counts = {"instances": instances, "event_records": events, "webhook_messages": messages}
+    for name, purge in PURGES.items():
+        counts[name] = purge(cutoff=cutoff, batch=batch)
+    logger.info("purged %s", ", ".join(f"{count} {name}" for name, count in counts.items()))
+    return counts
 
 
 def _webhook_messages_purge(*, cutoff: datetime, batch: int) -> int:

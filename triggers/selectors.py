@@ -22,7 +22,7 @@ S = TriggerStatus
 
 def queue_figures(*, now: datetime | None = None) -> QueueFigures:
     """Unfinished instances by status, the due backlog and the oldest due instance's
-    age, in all and per lane (every lane, most urgent first; SPEC §16).
+    age, in all and per lane (every lane, most urgent first).
 
     Two aggregates, each over a partial index that holds only unfinished rows and every
     column it reads (index-only): trigger_due_enqueued (status = 'enqueued', by
@@ -134,7 +134,7 @@ def by_key_sql() -> str:
             f' ON v."{version_meta.pk.column}" = t."{version_fk}"'
             f' WHERE t."{meta.get_field("workflow").column}" = %s'
             f' AND t."{meta.get_field("idempotency_key").column}" = %s'
-            # The payload-only instance of the key (SPEC §12: a trigger naming
+            # The payload-only instance of the key (a trigger naming
             # recipients has one instance per recipient under the same key).
             f' AND t."{meta.get_field("recipient").column}" IS NULL'
             f' AND NOT t."{meta.get_field("recipient_erased").column}"'

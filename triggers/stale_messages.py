@@ -1,4 +1,4 @@
-"""A cancelled backlog costs nothing (SPEC §10, turn 4): the step messages of cancelled
+"""A cancelled backlog costs nothing: the step messages of cancelled
 instances are dropped from their lane's queue in bulk, never consumed one by one.
 
 Such a message claims nothing, yet each one cost a worker a pool hand-off, a claim that

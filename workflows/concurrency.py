@@ -1,4 +1,4 @@
-"""A workflow's concurrency key (SPEC §16): a Liquid template rendered once per instance
+"""A workflow's concurrency key: a Liquid template rendered once per instance
 when it is created, which decides whose steps share the workflow's limit.
 
 What the key sees is smaller than a node's context: only what every creation path knows

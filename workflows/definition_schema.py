@@ -1,6 +1,7 @@
-"""The definition as JSON Schema, generated from the validator's own specs
-(``NODE_CONFIG_SPECS``, ``EXACTLY_ONE_OF``, the id pattern and the caps), so the OpenAPI
-description cannot drift from what ``validate_definition`` accepts.
+"""The definition as JSON Schema, generated from the validator's own specs (each
+registered node type's fields and exactly-one-of rule, ``definition.node_types``; the id
+pattern and the caps), so the OpenAPI description cannot drift from what
+``validate_definition`` accepts. Read at each call: a node type registered since is in.
 
 The schemas use the subset JSON Schema and OpenAPI 3.0 share (no ``const``, no
 ``nullable``). The validator stays the authority: it also parses every template, checks
@@ -14,103 +15,29 @@ from typing import Any
 from django.conf import settings
 
 from .definition import (
-    EXACTLY_ONE_OF,
     MAX_INTERESTS,
     MAX_NAME_LENGTH,
     MAX_RECIPIENTS,
     MAX_RETRY_DELAY_S,
-    NODE_CONFIG_SPECS,
-    NODE_DESCRIPTIONS,
     NODE_ID_RE,
     SEND_WINDOW_KEYS,
     TIME_OF_DAY_RE,
     WEBHOOK_METHODS,
     WEEKDAYS,
     FieldSpec,
+    NodeType,
+    node_types,
 )
-from .definition.specs import BATCH_MAX_ITEMS, BATCH_MIN_ITEMS, CHOICE_KINDS, MAX_THROTTLE_LIMIT
+from .definition.fields import MAX_OBJECTS_IN_LIST
 from .durations import MAX_DURATION_MS, duration_pattern
+from .example_workflow import EXAMPLE_DEFINITION
+from .example_workflow import EXAMPLE_WORKFLOW as EXAMPLE_WORKFLOW  # for the API views
 
 DEFINITION = "WorkflowDefinition"
 EDGE = "WorkflowEdge"
 CANCEL_RULE = "WorkflowCancelRule"
 RETRY_POLICY = "RetryPolicy"
 SEND_WINDOW = "SendWindow"
-
-# A complete workflow: welcome email, then wait up to two days for the order to be
-# paid; paid -> thank-you SMS and an event for other workflows, unpaid -> a reminder
-# email a day later. Cancelled when the order is cancelled.
-EXAMPLE_DEFINITION: dict[str, Any] = {
-    "entry_node_id": "welcome",
-    "interests": ["order:{{ payload.order_id }}"],
-    "cancel_on": [
-        {"event": "order.cancelled", "match": "event.context.order_id == payload.order_id"}
-    ],
-    "nodes": [
-        {
-            "id": "welcome",
-            "type": "email",
-            "config": {
-                "to": "{{ payload.email }}",
-                "subject": "Your order {{ payload.order_id }}",
-                "body": "Hi {{ payload.name | default: 'there' }}, thanks for your order.",
-                "html_body": "<p>Hi {{ payload.name | default: 'there' }},</p>",
-            },
-        },
-        {
-            "id": "paid",
-            "type": "wait",
-            "config": {
-                "event": "order.paid",
-                "timeout": "2d",
-                "match": "event.context.order_id == payload.order_id",
-            },
-        },
-        {
-            "id": "thanks",
-            "type": "sms",
-            "config": {
-                "to": "{{ payload.phone }}",
-                "body": "Payment received for order {{ payload.order_id }}. Thank you!",
-            },
-        },
-        {
-            "id": "announce",
-            "type": "emit",
-            "config": {
-                "event": "customer.paid",
-                "subjects": ["customer:{{ payload.customer_id }}"],
-                "context": {"order_id": "{{ payload.order_id }}"},
-            },
-        },
-        {"id": "later", "type": "delay", "config": {"duration": "1d"}},
-        {
-            "id": "reminder",
-            "type": "email",
-            "config": {
-                "to": "{{ payload.email }}",
-                "subject": "Your order {{ payload.order_id }} is waiting",
-                "body": "We have not received your payment yet.",
-                "retry": {"max_retries": 5, "base_delay_s": 30},
-            },
-        },
-    ],
-    "edges": [
-        {"from": "welcome", "to": "paid"},
-        {"from": "paid", "to": "thanks", "condition": "vars.wait_paid.received and payload.phone"},
-        {"from": "paid", "to": "announce", "condition": "vars.wait_paid.received"},
-        {"from": "thanks", "to": "announce"},
-        {"from": "paid", "to": "later"},
-        {"from": "later", "to": "reminder"},
-    ],
-}
-
-EXAMPLE_WORKFLOW: dict[str, Any] = {
-    "key": "order-follow-up",
-    "name": "Order follow-up",
-    "is_active": True,
-    "definition": EXAMPLE_DEFINITION,
-}
 
 
 def _template(description: str, *, max_length: int | None = None) -> dict[str, Any]:
@@ -125,11 +52,12 @@ def _ref(name: str, prefix: str) -> dict[str, str]:
     return {"$ref": prefix + name}
 
 
-# Integer field kinds and their bounds.
-_INT_BOUNDS: dict[str, tuple[int, int]] = {
-    "batch_max_items": (BATCH_MIN_ITEMS, BATCH_MAX_ITEMS),
-    "throttle_limit": (1, MAX_THROTTLE_LIMIT),
-}
+def _objects(text: str, *, listed: bool) -> dict[str, Any]:
+    """A JSON object whose strings are templates, or (``listed``) an array of them."""
+    one = {"type": "object", "additionalProperties": True}
+    if not listed:
+        return {**one, "description": text}
+    return {"type": "array", "items": one, "maxItems": MAX_OBJECTS_IN_LIST, "description": text}
 
 
 def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
@@ -162,8 +90,8 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
         return _template(text) | {"minLength": 1}
     if kind == "template_list":
         return {"type": "array", "items": _template("a template"), "description": text}
-    if kind == "template_object":
-        return {"type": "object", "additionalProperties": True, "description": text}
+    if kind in ("template_object", "template_object_list"):
+        return _objects(text, listed=kind == "template_object_list")
     if kind == "retry_policy":
         return _ref(RETRY_POLICY, prefix)
     if kind == "send_window":
@@ -172,21 +100,25 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
         return {"type": "string", "enum": list(WEBHOOK_METHODS), "description": text}
     if kind == "webhook_url":
         return _template(text) | {"format": "uri", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"}
-    if kind in _INT_BOUNDS:  # gates (SPEC §13): batch max_items, throttle limit
-        low, high = _INT_BOUNDS[kind]
-        return {"type": "integer", "minimum": low, "maximum": high, "description": text}
-    if kind in CHOICE_KINDS:
-        return {"type": "string", "enum": list(CHOICE_KINDS[kind]), "description": text}
+    if kind == "integer":
+        return {
+            "type": "integer",
+            "minimum": field.minimum,
+            "maximum": field.maximum,
+            "description": text,
+        }
+    if kind == "choice":
+        return {"type": "string", "enum": list(field.choices), "description": text}
     raise ValueError(f"no JSON Schema for field kind {kind!r}")
 
 
 def node_component_name(node_type: str) -> str:
-    # in_app -> InAppNode
+    # a_b -> ABNode
     return "".join(part.capitalize() for part in node_type.split("_")) + "Node"
 
 
-def _node_schema(node_type: str, prefix: str) -> dict[str, Any]:
-    spec = NODE_CONFIG_SPECS[node_type]
+def _node_schema(node_type: NodeType, prefix: str) -> dict[str, Any]:
+    spec = node_type.fields
     config: dict[str, Any] = {
         "type": "object",
         "properties": {key: _field_schema(field, prefix) for key, field in spec.items()},
@@ -195,20 +127,20 @@ def _node_schema(node_type: str, prefix: str) -> dict[str, Any]:
     required = [key for key, field in spec.items() if field.required]
     if required:
         config["required"] = required
-    one_of = EXACTLY_ONE_OF.get(node_type)
+    one_of = node_type.exactly_one_of
     if one_of:
-        config["oneOf"] = [{"required": [key]} for key in one_of]
-        config["description"] = f"Exactly one of {', '.join(one_of)}."
+        config["oneOf"] = [{"required": [key]} for key in one_of.fields]
+        config["description"] = f"Exactly one of {', '.join(one_of.fields)}."
     return {
         "type": "object",
-        "description": NODE_DESCRIPTIONS[node_type],
+        "description": node_type.description,
         "properties": {
             "id": {
                 "type": "string",
                 "pattern": NODE_ID_RE.pattern,
                 "description": "Unique within the definition: 1-64 letters, digits, _ or -.",
             },
-            "type": {"type": "string", "enum": [node_type]},
+            "type": {"type": "string", "enum": [node_type.name]},
             "config": config,
         },
         "required": ["id", "type", "config"],
@@ -220,10 +152,11 @@ def definition_schemas(prefix: str = "#/components/schemas/") -> dict[str, dict[
     """Every schema a definition needs, by component name; references between them are
     ``prefix + name`` (``#/components/schemas/`` for OpenAPI, ``#/$defs/`` for a
     standalone JSON Schema)."""
-    node_refs = {t: prefix + node_component_name(t) for t in NODE_CONFIG_SPECS}
+    types = node_types.all()
+    node_refs = {t.name: prefix + node_component_name(t.name) for t in types}
     node_id = {"type": "string", "pattern": NODE_ID_RE.pattern}
     schemas: dict[str, dict[str, Any]] = {
-        node_component_name(t): _node_schema(t, prefix) for t in NODE_CONFIG_SPECS
+        node_component_name(t.name): _node_schema(t, prefix) for t in types
     }
     schemas[EDGE] = {
         "type": "object",

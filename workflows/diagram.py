@@ -5,7 +5,8 @@ Every node appears with its id and type, every edge with its condition as its la
 (prefixed by its order when a node has several outgoing edges: the first that holds is
 followed). Text from the definition is escaped for each language, so any node id or
 condition yields a valid diagram - whatever quotes, brackets, ``#``, ``|``, newlines or
-non-ASCII it holds. Node types this module does not know are drawn as plain boxes.
+non-ASCII it holds. Each node's shape is its type's (``Drawing`` of its declaration,
+``definition.node_types``); a type not registered is drawn as a plain box.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-FORMATS = ("mermaid", "dot")
+from .definition import Drawing, node_types
 
-# Mermaid shape per node type: (open, close) around the quoted label.
-_MERMAID_SHAPES = {"email": ("[", "]"), "sms": ("(", ")"), "delay": ("{{", "}}")}
-_DOT_SHAPES = {"email": "box", "sms": "box", "delay": "hexagon"}
-_DOT_STYLES = {"sms": "rounded"}
+FORMATS = ("mermaid", "dot")
+_PLAIN = Drawing()
+
+
+def _drawing(kind: str) -> Drawing:
+    node_type = node_types.find(kind)
+    return node_type.drawing if node_type is not None else _PLAIN
 
 
 def _nodes(definition: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -78,7 +82,7 @@ def to_mermaid(definition: Mapping[str, Any], *, title: str | None = None) -> st
         lines += ["---", f'title: "{mermaid_escape(title)}"', "---"]
     lines.append("flowchart LR")
     for node_id, kind in nodes:
-        open_, close = _MERMAID_SHAPES.get(kind, ("[", "]"))
+        open_, close = _drawing(kind).mermaid
         text = f"{mermaid_escape(node_id)}<br/><small>{mermaid_escape(kind)}</small>"
         lines.append(f'    {ids[node_id]}{open_}"{text}"{close}')
     for src, dst, label in _edges(definition):
@@ -125,12 +129,13 @@ def to_dot(definition: Mapping[str, Any], *, title: str | None = None) -> str:
     entry = definition.get("entry_node_id")
     for node_id, kind in _nodes(definition):
         # \n inside the quoted label is DOT's line break, not a Python one.
+        drawing = _drawing(kind)
         attrs = [
             f"label={dot_quote(node_id)[:-1]}\\n{dot_quote(kind)[1:]}",
-            f"shape={_DOT_SHAPES.get(kind, 'box')}",
+            f"shape={drawing.dot_shape}",
         ]
-        if kind in _DOT_STYLES:
-            attrs.append(f"style={_DOT_STYLES[kind]}")
+        if drawing.dot_style:
+            attrs.append(f"style={drawing.dot_style}")
         if node_id == entry:
             attrs.append("penwidth=3")
         attrs.append(f"tooltip={dot_quote(kind)}")

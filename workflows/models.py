@@ -6,7 +6,7 @@ from django.db import models
 
 
 class Priority(models.TextChoices):
-    """A workflow's lane (SPEC §16): each is its own Celery queue, and a plain worker
+    """A workflow's priority lane: each is its own Celery queue, and a plain worker
     takes critical work first."""
 
     CRITICAL = "critical", "Critical"
@@ -23,18 +23,18 @@ class Workflow(models.Model):
     # starts (the claim checks it); resume dispatches the due ones at once.
     is_paused = models.BooleanField(default=False)
     # Critical (password resets, OTPs): sent whatever the recipient's preferences and
-    # quiet hours say, and without an unsubscribe link (SPEC §12).
+    # quiet hours say, and without an unsubscribe link.
     critical = models.BooleanField(default=False, db_default=False)
     # Category slugs, most significant first: preferences by category, and the scope of
     # the unsubscribe link (the first one).
     categories = models.JSONField(default=list, blank=True, db_default=[])
-    # Its instances' lane (SPEC §16); a list fan-out of a normal workflow runs in bulk.
+    # Its instances' priority lane; a list fan-out of a normal workflow runs in bulk.
     priority = models.CharField(
         max_length=8, choices=Priority.choices, default=Priority.NORMAL, db_default="normal"
     )
     # At most concurrency_limit steps of its instances execute at once, per rendered
     # concurrency_key (a Liquid template; empty: one limit for the whole workflow). Null:
-    # no limit. Instances keep the key rendered when they were created (SPEC §16).
+    # no limit. Instances keep the key rendered when they were created.
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
     concurrency_key = models.CharField(max_length=500, blank=True, default="", db_default="")
     # The version new trigger instances pin; every definition change adds a version.

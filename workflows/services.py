@@ -29,8 +29,8 @@ def workflow_save(
     priority: str | None = None,
 ) -> Workflow:
     """Create or update a workflow. A changed definition adds an immutable version.
-    ``critical`` and ``categories`` (SPEC §12), ``concurrency`` and ``priority`` (a
-    ``Priority`` value, its lane; SPEC §16) left None keep what the workflow has (false,
+    ``critical`` and ``categories`` (send settings), ``concurrency`` and ``priority`` (a
+    ``Priority`` value, its lane) left None keep what the workflow has (false,
     none, no limit and normal for a new one); ``concurrency.NO_LIMIT`` removes a limit.
     Instances created before a change keep the key and the lane they were given; the
     claim reads the current limit.

@@ -1,4 +1,4 @@
-"""Batches (SPEC §13): a batch node's open/closed/cancelled batches and their items."""
+"""Batches (docs/api.md#batches): a batch node's open/closed/cancelled batches and their items."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from notifyflow.fields import QuerySerializer
-from triggers.gate_models import Batch, BatchItem, BatchStatus
+from api.fields import QuerySerializer
+from gates.models import Batch, BatchItem, BatchStatus
 from workflows.models import Workflow
 
 

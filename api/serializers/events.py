@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from notifyflow.fields import InputSerializer, JsonObjectField, KeyField, StrictCharField
-from triggers.event_models import EventRecord
+from api.fields import InputSerializer, JsonObjectField, KeyField, StrictCharField
 from triggers.events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
 from triggers.inbox import MAX_SUBJECTS
+from triggers.models.events import EventRecord
 
 from .trigger_recipients import FanOutSummarySerializer, RecipientInstanceSerializer
 

@@ -1,4 +1,4 @@
-"""The in-app feed (SPEC §14): items as the recipient's front end sees them, the list's
+"""The in-app feed: items as the recipient's front end sees them, the list's
 filters, the counts, a bulk action, and a minted recipient token."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions.feed import ACTIONS, ARCHIVED, MAX_BULK_IDS, STATUSES
-from executions.models import FeedItem
-from notifyflow.fields import InputSerializer, QuerySerializer
+from api.fields import InputSerializer, QuerySerializer
+from feed.models import FeedItem
+from feed.services import ACTIONS, ARCHIVED, MAX_BULK_IDS, STATUSES
 
 
 class FeedItemOutputSerializer(serializers.ModelSerializer):

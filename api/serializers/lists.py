@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from notifyflow.fields import InputSerializer, StrictCharField
+from api.fields import InputSerializer, StrictCharField
 from recipients.models import RecipientList
 
 from .recipients import RecipientIdsField

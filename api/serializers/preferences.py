@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from notifyflow.fields import InputSerializer, QuerySerializer
+from api.fields import InputSerializer, QuerySerializer
 from recipients.preference_settings import check_preferences
 from recipients.preferences import CHANNELS
 

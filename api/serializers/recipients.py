@@ -1,4 +1,4 @@
-"""Recipients (SPEC §12): the body of PUT/PATCH /recipients/{id}/, of each bulk item
+"""Recipients: the body of PUT/PATCH /recipients/{id}/, of each bulk item
 and of an inline trigger recipient; addresses validated here, at the edge.
 
 Each check is one regular expression (or a list) that the OpenAPI schema publishes as
@@ -15,22 +15,22 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
-from notifyflow.api_errors import error_body, validation_error
-from notifyflow.errors import ApplicationError
-from notifyflow.fields import (
+from api.errors import error_body, validation_error
+from api.fields import (
     InputSerializer,
     JsonObjectField,
     KeyField,
     QuerySerializer,
     StrictCharField,
-    key_pattern,
 )
-from notifyflow.parsers import check_storable
+from notifyflow.errors import ApplicationError
+from notifyflow.text import check_storable, key_pattern
 from recipients.ids import MAX_RECIPIENT_ID_LENGTH, RESERVED_RECIPIENT_IDS, recipient_id_problem
 from recipients.lists import MAX_MEMBERS_PER_REQUEST
 from recipients.models import Recipient
 from recipients.services import RecipientBulkOutcome
 
+from .channel_data import ChannelDataInputSerializer
 from .items import ItemErrorSerializer
 
 MAX_BULK_RECIPIENTS = 1000
@@ -190,9 +190,11 @@ class RecipientFieldsSerializer(InputSerializer):
 
 class InlineRecipientSerializer(RecipientFieldsSerializer):
     """A recipient written where it is used (a trigger's ``recipients``, a bulk item):
-    its ``id`` and the fields to set."""
+    its ``id``, the fields to set and its ``channel_data`` (push devices, chat
+    connections: each channel named replaces that channel's data)."""
 
     id = RecipientIdField()
+    channel_data = ChannelDataInputSerializer(required=False)
 
 
 class RecipientOutputSerializer(serializers.ModelSerializer):
@@ -274,8 +276,9 @@ class RecipientBulkInputSerializer(InputSerializer):
 
     items = RecipientItemsField(
         help_text=f"At most {MAX_BULK_RECIPIENTS} recipients, each `{{id, email?, phone?, "
-        "timezone?, locale?, properties?}`: created, or the fields it names set (the others "
-        "kept); an item that is not a valid recipient is answered `invalid` and writes nothing"
+        "timezone?, locale?, properties?, channel_data?}`: created, or the fields it names set "
+        "(the others kept); an item that is not a valid recipient is answered `invalid` and "
+        "writes nothing"
     )
 
 

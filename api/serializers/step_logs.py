@@ -6,8 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from api.fields import QuerySerializer
 from executions.models import SkipReason, StepExecutionLog
-from notifyflow.fields import QuerySerializer
 from notifyflow.redaction import redact
 from workflows.models import Workflow
 

@@ -1,4 +1,4 @@
-"""Throttle counters (SPEC §13): the list's filters and rows, the reset's parameters."""
+"""Throttle counters of ``throttle`` nodes: the list's filters and rows, the reset's parameters."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 from django.utils import timezone
 from rest_framework import serializers
 
-from notifyflow.fields import QuerySerializer
-from triggers.gate_models import ThrottleCounter, ThrottleScope
-from triggers.gates.throttles import MAX_KEY_LENGTH, ThrottleState, throttle_state
+from api.fields import QuerySerializer
+from gates.models import ThrottleCounter, ThrottleScope
+from gates.throttles import MAX_KEY_LENGTH, ThrottleState, throttle_state
 
 SCOPE_HELP = (
     "workflow: a throttle node of a workflow (narrow with workflow= and node=); "

@@ -1,4 +1,4 @@
-"""Triggering people (SPEC §12): the ``recipients`` of POST /triggers/ (and of each
+"""Triggering people: the ``recipients`` of POST /triggers/ (and of each
 ``triggers/bulk/`` item), the per-recipient answer, fan-outs and cancel by key."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
 
-from notifyflow.fields import key_pattern, printable_problem
+from notifyflow.text import key_pattern, printable_problem
 from recipients.ids import recipient_id_problem
-from triggers.fanout_models import FanOut, FanOutStatus
+from triggers.models.fanouts import FanOut, FanOutStatus
 from triggers.services import (
     MAX_RECIPIENTS,
     KeyCancelResult,
@@ -42,8 +42,9 @@ _ENTRY_SCHEMA = {
 )
 class RecipientsField(serializers.Field):
     """Up to MAX_RECIPIENTS entries: a recipient id (created empty if unknown), an inline
-    recipient ``{id, email?, phone?, timezone?, locale?, properties?}`` (upserted), or
-    ``{list: key}``. A bad entry is a 400 naming ``recipients[i]`` with its code."""
+    recipient ``{id, email?, phone?, timezone?, locale?, properties?, channel_data?}``
+    (upserted), or ``{list: key}``. A bad entry is a 400 naming ``recipients[i]`` with its
+    code."""
 
     default_error_messages = {
         "not_a_list": "must be a list of recipient ids, recipient objects or {{list: key}}",

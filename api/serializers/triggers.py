@@ -12,20 +12,19 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from executions.models import Delivery, DeliveryAttempt, DeliveryEvent
-from notifyflow.api_errors import error_body, validation_error
-from notifyflow.errors import ApplicationError
-from notifyflow.fields import (
+from api.errors import error_body, validation_error
+from api.fields import (
     InputSerializer,
     JsonObjectField,
     KeyField,
     QueryBooleanField,
     QuerySerializer,
     StrictCharField,
-    printable,
 )
-from notifyflow.parsers import check_storable, dumped_storable
+from executions.models import Delivery, DeliveryAttempt, DeliveryEvent
+from notifyflow.errors import ApplicationError
 from notifyflow.redaction import redact
+from notifyflow.text import check_storable, dumped_storable, printable
 from triggers.events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.services import (
@@ -51,7 +50,7 @@ WORKFLOW_KEY_MAX_LENGTH = 100
 class TriggerCreateInputSerializer(InputSerializer):
     """The body of POST /api/v1/triggers/."""
 
-    stateless_validation = True  # notifyflow.api.validated_body
+    stateless_validation = True  # api.base.validated_body
 
     workflow = KeyField(max_length=WORKFLOW_KEY_MAX_LENGTH, help_text="Workflow key")
     idempotency_key = KeyField(max_length=MAX_IDEMPOTENCY_KEY_LENGTH)
@@ -164,7 +163,7 @@ class _PlainItem:
 class TriggerBulkInputSerializer(InputSerializer):
     """The body of POST /api/v1/triggers/bulk/."""
 
-    stateless_validation = True  # notifyflow.api.validated_body
+    stateless_validation = True  # api.base.validated_body
 
     items = BulkItemsField(
         help_text=f"At most {MAX_BULK_ITEMS} triggers, each as the body of POST "
@@ -414,7 +413,16 @@ class DeliveryEventOutputSerializer(serializers.ModelSerializer):
 
 
 class DeliveryOutputSerializer(serializers.ModelSerializer):
-    """A delivery with every provider call (failover) and every status report."""
+    """A delivery with every provider call (failover) and every status report; a push
+    or chat delivery with each device's or connection's result (``targets``)."""
+
+    targets = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="A push or chat delivery: each device's or connection's result by its id, "
+        "{provider, target, outcome: accepted|dead|retry|failed, message_id?, code?, "
+        "retry_after_s?, detail?, removed?, at}; null for an email or SMS.",
+    )
 
     trigger = serializers.UUIDField(source="instance_id", read_only=True)
     provider_attempts = DeliveryAttemptOutputSerializer(
@@ -435,6 +443,7 @@ class DeliveryOutputSerializer(serializers.ModelSerializer):
             "provider_message_id",
             "attempts",
             "output",
+            "targets",
             "created_at",
             "updated_at",
             "provider_attempts",

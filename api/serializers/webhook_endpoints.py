@@ -9,7 +9,7 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
 
-from notifyflow.fields import (
+from api.fields import (
     InputSerializer,
     KeyField,
     QuerySerializer,

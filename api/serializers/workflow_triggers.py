@@ -6,7 +6,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from notifyflow.fields import (
+from api.fields import (
     InputSerializer,
     JsonObjectField,
     KeyField,
@@ -14,7 +14,6 @@ from notifyflow.fields import (
     StrictBooleanField,
     StrictCharField,
 )
-from triggers.event_models import WorkflowTrigger
 from triggers.events import MAX_EVENT_ID_LENGTH, MAX_EVENT_NAME_LENGTH
 from triggers.idempotency.config import (
     MAX_CONTEXT_FIELD_LENGTH,
@@ -23,6 +22,7 @@ from triggers.idempotency.config import (
     MAX_TTL_MINUTES,
     Strategy,
 )
+from triggers.models.events import WorkflowTrigger
 from workflows.models import Workflow
 
 

@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from notifyflow.fields import (
+from api.fields import (
     InputSerializer,
     JsonObjectField,
     QueryIntegerField,

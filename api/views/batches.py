@@ -1,4 +1,4 @@
-"""Batches of batch nodes (SPEC §13): list them, read one with its items, flush one."""
+"""Batches of batch nodes (docs/api.md#batches): list them, read one with its items, flush one."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import ApiView, no_body, paginated_list
+from api.base import ApiView, no_body, paginated_list
+from api.pagination import MAX_PAGE_SIZE, CursorPagination
+from api_keys.authentication import request_key
+from gates.batches import batch_items, batch_or_404, batches, flush
+from gates.models import Batch
 from notifyflow.errors import NotFoundError
-from notifyflow.pagination import MAX_PAGE_SIZE, CursorPagination
-from triggers.gate_models import Batch
-from triggers.gates.batches import batch_items, batch_or_404, batches, flush
 
-from ..auth import request_key
 from ..permissions import actor, visible_workflows
 from ..serializers.batches import (
     BatchDetailOutputSerializer,

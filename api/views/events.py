@@ -11,12 +11,13 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import ApiView, validated_body
+from api.base import ApiView, validated_body
+from api_keys.authentication import request_key
+from api_keys.models import ApiKey
 from triggers.events import event_receive
-from triggers.models import ApiKey, TriggerInstance
+from triggers.models import TriggerInstance
 from triggers.services import RecipientEntry
 
-from ..auth import request_key
 from ..permissions import actor, is_restricted, visible_instances
 from ..serializers.events import (
     EventInputSerializer,

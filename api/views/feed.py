@@ -1,4 +1,4 @@
-"""The recipient-facing in-app feed (SPEC §14), called by the customer's front end
+"""The recipient-facing in-app feed (docs/api.md#in-app-feed), called by the customer's front end
 straight from a browser with a recipient token (``api.feed_auth``), never an API key.
 
 Every feed answer carries CORS headers (any origin: the token travels in the
@@ -18,10 +18,10 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from executions.feed import FeedCounts, feed_bulk_mark, feed_counts, feed_item_mark, feed_items
-from executions.feed_tokens import feed_token_counts
-from notifyflow.api import ApiView, no_body, validated_body
-from notifyflow.pagination import MAX_PAGE_SIZE, CursorPagination
+from api.base import ApiView, no_body, validated_body
+from api.pagination import MAX_PAGE_SIZE, CursorPagination
+from feed.services import FeedCounts, feed_bulk_mark, feed_counts, feed_item_mark, feed_items
+from feed.tokens import feed_token_counts
 from notifyflow.throttling import PerRecipientThrottle
 
 from ..feed_auth import (

@@ -9,9 +9,9 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import ApiView, validated_body
+from api.base import ApiView, validated_body
+from api.pagination import ListsByKey, RecipientsById
 from notifyflow.errors import ApplicationError
-from notifyflow.pagination import ListsByKey, RecipientsById
 from recipients.lists import (
     list_members,
     list_members_add,

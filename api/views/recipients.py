@@ -11,12 +11,13 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.base import ApiView, no_body, paginated_list, validated_body
+from api.pagination import RecipientsById
+from api.parsers import PartsCheckedJSONParser
+from api_keys.authentication import request_key
 from executions.erasure import recipient_erase
-from executions.feed_tokens import feed_token_create, feed_tokens_revoke
-from notifyflow.api import ApiView, no_body, paginated_list, validated_body
+from feed.tokens import feed_token_create, feed_tokens_revoke
 from notifyflow.errors import ApplicationError
-from notifyflow.pagination import RecipientsById
-from notifyflow.parsers import PartsCheckedJSONParser
 from recipients.models import Recipient
 from recipients.preference_settings import preference_decision, preferences_of, preferences_set
 from recipients.services import (
@@ -26,7 +27,6 @@ from recipients.services import (
     recipients_bulk_upsert,
 )
 
-from ..auth import request_key
 from ..permissions import PEOPLE_PERMISSIONS, actor
 from ..serializers.feed import FeedTokenOutputSerializer
 from ..serializers.preferences import (
@@ -109,7 +109,7 @@ class RecipientBulkView(ApiView):
     )
     def post(self, request: Request) -> Response:
         body = validated_body(request, RecipientBulkInputSerializer)
-        outcomes = recipients_bulk_upsert(items=body["items"])
+        outcomes = recipients_bulk_upsert(items=body["items"], actor=actor(request_key(request)))
         return Response(RecipientBulkOutputSerializer(outcomes).data)
 
 

@@ -6,11 +6,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.base import ApiView, paginated_list
+from api.pagination import StepLogsOldestFirst
+from api_keys.authentication import request_key
 from executions.models import StepExecutionLog
-from notifyflow.api import ApiView, paginated_list
-from notifyflow.pagination import StepLogsOldestFirst
 
-from ..auth import request_key
 from ..permissions import visible_instances
 from ..serializers.step_logs import StepLogFilterSerializer, StepLogOutputSerializer
 

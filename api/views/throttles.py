@@ -1,4 +1,4 @@
-"""Throttle counters (SPEC §13): list them with their count in the window, reset a key
+"""Throttle counters of ``throttle`` nodes: list them with their count in the window, reset a key
 (``DELETE /api/v1/throttles/?scope=&key=``)."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import ApiView
-from notifyflow.fields import QuerySerializer
-from notifyflow.pagination import ByIdOldestFirst
-from triggers.gate_models import ThrottleScope
-from triggers.gates.throttles import throttle_reset, throttles_list
+from api.base import ApiView
+from api.fields import QuerySerializer
+from api.pagination import ByIdOldestFirst
+from api_keys.authentication import request_key
+from gates.models import ThrottleScope
+from gates.throttles import throttle_reset, throttles_list
 
-from ..auth import request_key
 from ..serializers.throttles import (
     ThrottleFilterSerializer,
     ThrottleOutputSerializer,

@@ -11,15 +11,16 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.base import ApiView, Lookup, no_body, paginated_list, validated_body
+from api.pagination import ByIdOldestFirst, NewestFirst, StepLogsOldestFirst
+from api.parsers import PartsCheckedJSONParser
+from api_keys.authentication import request_key
 from executions.models import Delivery, StepExecutionLog, instance_ids_sent_to
 from executions.selectors import instance_timeline
-from notifyflow.api import ApiView, Lookup, no_body, paginated_list, validated_body
 from notifyflow.errors import ApplicationError, NotFoundError
-from notifyflow.pagination import ByIdOldestFirst, NewestFirst, StepLogsOldestFirst
-from notifyflow.parsers import PartsCheckedJSONParser
-from triggers.fanout_models import FanOut
 from triggers.inbox import deliver_to_instance
 from triggers.models import TriggerInstance
+from triggers.models.fanouts import FanOut
 from triggers.services import (
     KeyCancelResult,
     instance_cancel,
@@ -31,7 +32,6 @@ from triggers.services import (
     trigger_create_for_recipients,
 )
 
-from ..auth import request_key
 from ..permissions import actor, require_visible_instance, require_workflow, visible_instances
 from ..serializers.step_logs import StepLogOutputSerializer
 from ..serializers.trigger_recipients import (

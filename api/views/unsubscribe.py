@@ -1,4 +1,4 @@
-"""One-click unsubscribe (SPEC §12, RFC 8058): ``/u/{token}/``, no authentication.
+"""One-click unsubscribe (RFC 8058): ``/u/{token}/``, no authentication.
 
 ``GET`` only shows a page with a confirm button (mail scanners and link previewers fetch
 with GET: they must change nothing). ``POST`` opts the token's recipient out of its

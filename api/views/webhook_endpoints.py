@@ -15,9 +15,10 @@ from rest_framework import exceptions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import ApiView, no_body, paginated_list, validated_body
+from api.base import ApiView, no_body, paginated_list, validated_body
+from api.pagination import MAX_PAGE_SIZE, ByIdOldestFirst, CursorPagination
+from api_keys.authentication import request_key
 from notifyflow.errors import NotFoundError
-from notifyflow.pagination import MAX_PAGE_SIZE, ByIdOldestFirst, CursorPagination
 from status_webhooks.endpoints import (
     endpoint_create,
     endpoint_delete,
@@ -27,7 +28,6 @@ from status_webhooks.endpoints import (
 )
 from status_webhooks.models import WebhookAttempt, WebhookEndpoint, WebhookMessage
 
-from ..auth import request_key
 from ..permissions import actor
 from ..serializers.webhook_endpoints import (
     ReplayInputSerializer,

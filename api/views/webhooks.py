@@ -1,4 +1,4 @@
-"""Delivery status callbacks from the providers (SPEC §11) that are not anymail's:
+"""Delivery status callbacks from the providers that are not anymail's:
 Twilio's signed message status callback. The recording is ``executions.tracking``'s."""
 
 from __future__ import annotations

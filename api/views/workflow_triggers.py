@@ -9,16 +9,16 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from notifyflow.api import ApiView, paginated_list, validated_body
-from notifyflow.pagination import ByIdOldestFirst
-from triggers.event_models import WorkflowTrigger
+from api.base import ApiView, paginated_list, validated_body
+from api.pagination import ByIdOldestFirst
+from api_keys.authentication import request_key
 from triggers.events import (
     idempotency_key_preview,
     workflow_trigger_delete,
     workflow_trigger_save,
 )
+from triggers.models.events import WorkflowTrigger
 
-from ..auth import request_key
 from ..permissions import require_workflow, visible_workflows
 from ..serializers.workflow_triggers import (
     PreviewKeyInputSerializer,

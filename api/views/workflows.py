@@ -11,18 +11,18 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.base import ApiView, IgnoreFormatParameter, no_body, validated_body
+from api.pagination import WorkflowPages
+from api_keys.authentication import request_key
 from executions.preview import workflow_preview
 from executions.selectors import workflow_stats
-from notifyflow.api import ApiView, IgnoreFormatParameter, no_body, validated_body
 from notifyflow.errors import ApplicationError, NotFoundError
-from notifyflow.pagination import WorkflowPages
 from triggers.services import workflow_pause, workflow_resume
 from workflows.definition_schema import EXAMPLE_WORKFLOW
 from workflows.diagram import diagram
 from workflows.models import Workflow, WorkflowVersion
 from workflows.services import workflow_save
 
-from ..auth import request_key
 from ..permissions import actor, require_workflow, visible_workflows
 from ..serializers.workflows import (
     DiagramQuerySerializer,

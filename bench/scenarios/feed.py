@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from bench.infra import free_port
 from bench.scenarios.common import Ctx, combine, loadgen, verdict
-from executions.feed import feed_counts
-from executions.feed_tokens import feed_token_create
-from executions.models import FeedCounter, FeedItem
+from feed.models import FeedCounter, FeedItem
+from feed.services import feed_counts
+from feed.tokens import feed_token_create
 from recipients.models import Recipient
 from workflows.services import workflow_save
 

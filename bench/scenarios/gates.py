@@ -20,7 +20,7 @@ from /proc (``bench.costs.cpu_s``).
   (one UPDATE ... RETURNING + one INSERT of the item) and park, skipped ``batched``.
   Arrival steps/s = N / (first step started -> last arrival step finished). Target:
   an arrival costs <= 1.5 plain steps (rate >= reference / 1.5). Then the batch is
-  flushed (``triggers.gates.batches.flush``, what ``POST /api/v1/batches/{id}/flush/``
+  flushed (``gates.batches.flush``, what ``POST /api/v1/batches/{id}/flush/``
   calls): the members complete set-based, the opener continues with the digest, and
   the scenario checks - and raises if not - exactly one batch for the key, the opener's
   ``vars.batch_collect.count`` == N, exactly one email step, every instance completed.
@@ -47,11 +47,11 @@ from bench.infra import raise_if_any_died
 from bench.scenarios.common import PAYLOAD, Ctx, chain, flush_broker, verdict
 from bench.scenarios.drain import StallWatch, step_rate, wait_terminal
 from executions.models import StepExecutionLog
+from gates import batches
+from gates.models import Batch, BatchStatus
 from notifyflow.ids import uuid7
 from recipients.models import Recipient
 from triggers.dispatch import dispatch_many_on_commit
-from triggers.gate_models import Batch, BatchStatus
-from triggers.gates import batches
 from triggers.models import TriggerInstance, TriggerStatus
 from workflows.models import Workflow
 from workflows.services import workflow_save

@@ -1,5 +1,5 @@
-"""Scenario "lanes" (issue 29, SPEC §16): a password reset is never stuck behind a
-newsletter.
+"""Scenario "lanes" (issue 29): a password reset is never stuck behind a
+newsletter (docs/operations.md#priority-lanes).
 
 N bulk steps are queued (100,000 full / 3,000 quick: a ``bulk`` workflow's instances,
 inserted in chunks and published to ``notifyflow.bulk`` as the services would), and the

@@ -52,8 +52,8 @@ from bench.scenarios.drain import close_out, step_rate, wait_terminal
 from notifyflow.ids import uuid7
 from recipients.models import RecipientList
 from triggers.dispatch import dispatch_many_on_commit
-from triggers.fanout_models import FanOut
 from triggers.models import TriggerInstance, TriggerStatus
+from triggers.models.fanouts import FanOut
 from triggers.services import RecipientEntry, trigger_create_for_recipients
 from workflows.services import workflow_save
 

@@ -50,7 +50,7 @@ def _interest_overhead(ctx: Ctx, port: int) -> dict[str, Any]:
                 raise RuntimeError(f"interest overhead {name}: nothing succeeded: {res}")
             raw.setdefault(name, []).append(res)
     out: dict[str, Any] = {k: combine(v) for k, v in raw.items()}
-    from triggers.inbox_models import Interest
+    from triggers.models.inbox import Interest
 
     wf = ctx.workflows["bench-interests"]
     made = TriggerInstance.objects.filter(workflow=wf).count()
@@ -67,7 +67,7 @@ def _wakeup_latency(ctx: Ctx, port: int, workers: list[Any]) -> dict[str, Any]:
     """Open loop, workers idle: an event to one parked instance (subject instance:<id>)
     every 1/rate s, and half-way between two of them a POST /triggers/ of a new instance
     of the same workflow (the reference: API -> first step started, same broker hop)."""
-    from triggers.inbox_models import InboxEvent
+    from triggers.models.inbox import InboxEvent
 
     sz = ctx.sizes
     wf = ctx.workflows["bench-wakeup"]

@@ -85,7 +85,7 @@ def operator_buttons(request: HttpRequest, obj: TriggerInstance) -> dict[str, An
     return context
 
 
-# What a gate-parked instance waits on, in the "waiting for" line (SPEC §13).
+# What a gate-parked instance waits on, in the "waiting for" line.
 GATE_TEXT: dict[str, str] = {
     ParkedOn.BATCH: "its batch to close",
     ParkedOn.THROTTLE: "room in its throttle",

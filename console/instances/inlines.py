@@ -18,8 +18,8 @@ from django.utils.safestring import SafeString
 from executions.history import STEP_LOG
 from executions.models import StepExecutionLog
 from executions.selectors import instance_status_history
-from triggers.inbox_models import InboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
+from triggers.models.inbox import InboxEvent
 
 from ..support import (
     ReadOnlyAdminMixin,
@@ -67,7 +67,7 @@ def _rule_of(obj: StepExecutionLog) -> str | None:
 
 
 def step_outcome(obj: StepExecutionLog) -> SafeString:
-    """succeeded / failed, or "skipped" with its reason (SPEC §4: a skip is a success
+    """succeeded / failed, or "skipped" with its reason (a skip is a success
     that sent nothing) and, for a preference opt-out, the rule that decided: in the
     column itself, without opening the output."""
     if obj.skip_reason:
@@ -182,7 +182,7 @@ class InboxInline(ReadOnlyAdminMixin, admin.TabularInline):
 def status_history_rows(obj: TriggerInstance) -> list[dict[str, Any]]:
     """The instance's status history for its page: every change, oldest first - the
     audit rows merged with the claims and routine releases its step logs record
-    (SPEC §3, ``executions.selectors.instance_status_history``). A change that ends a
+    (``executions.selectors.instance_status_history``). A change that ends a
     step which skipped (sent nothing) says so, with the reason and rule."""
     skips = _skips_by_node(obj)
     return [

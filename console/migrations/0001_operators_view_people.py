@@ -1,5 +1,5 @@
 """Let the ``operators`` group (workflows/migrations/0002_operators_group.py) view the
-people of SPEC §12 - recipients, lists, memberships, opt-outs - and list fan-outs, as it
+people - recipients, lists, memberships, opt-outs - and list fan-outs, as it
 views every other model: view only (the console's edits and the "erase" action are for
 administrators). The console owns this grant because it owns the admin (the console app
 has no models: this migration only writes permissions). Idempotent, and independent of

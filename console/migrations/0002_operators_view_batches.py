@@ -1,4 +1,4 @@
-"""Let the ``operators`` group view batches and their items (SPEC §13), as it views
+"""Let the ``operators`` group view batches and their items, as it views
 every other model; flushing needs the operate permission (the console's actions)."""
 
 from django.db import migrations

@@ -1,4 +1,4 @@
-"""Let the ``operators`` group view throttle counters (SPEC §13), as it views batches;
+"""Let the ``operators`` group view throttle counters, as it views batches;
 resetting one needs the operate permission (the console's action)."""
 
 from importlib import import_module

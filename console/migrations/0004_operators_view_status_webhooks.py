@@ -1,5 +1,5 @@
 """Let the ``operators`` group view status webhook endpoints, their messages, attempts
-and changes (SPEC §15), as it views every other model; changing an endpoint (and its
+and changes, as it views every other model; changing an endpoint (and its
 actions: rotate, replay, enable) needs the endpoint change permission."""
 
 from importlib import import_module

@@ -1,4 +1,4 @@
-"""Let the ``operators`` group view the in-app feed (SPEC §14): feed items and counters,
+"""Let the ``operators`` group view the in-app feed: feed items and counters,
 as it views every other model."""
 
 from importlib import import_module

@@ -3,9 +3,11 @@ the guard function of triggers 0010, whose only way past is the purge."""
 
 from django.db import migrations
 
+from notifyflow import db
+
 
 def install(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
+    if not db.is_postgres(schema_editor.connection):
         return
     table = apps.get_model("executions", "StepExecutionLog")._meta.db_table
     schema_editor.execute(
@@ -16,7 +18,7 @@ def install(apps, schema_editor):
 
 
 def uninstall(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
+    if not db.is_postgres(schema_editor.connection):
         return
     table = apps.get_model("executions", "StepExecutionLog")._meta.db_table
     schema_editor.execute(f'DROP TRIGGER IF EXISTS notifyflow_immutable ON "{table}"')

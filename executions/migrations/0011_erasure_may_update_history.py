@@ -6,6 +6,8 @@ guards only (model save() refuses; erasure writes with UPDATE statements)."""
 
 from django.db import migrations
 
+from notifyflow import db
+
 FUNCTION = """
 CREATE OR REPLACE FUNCTION notifyflow_history_immutable() RETURNS trigger AS $$
 BEGIN
@@ -35,12 +37,12 @@ $$ LANGUAGE plpgsql;
 
 
 def install(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
+    if db.is_postgres(schema_editor.connection):
         schema_editor.execute(FUNCTION, params=[])
 
 
 def uninstall(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
+    if db.is_postgres(schema_editor.connection):
         schema_editor.execute(PREVIOUS, params=[])
 
 

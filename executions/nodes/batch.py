@@ -1,4 +1,4 @@
-"""``batch`` (SPEC §13; Knock's batch, Novu's digest): per (workflow, node, recipient,
+"""``batch`` (Knock's batch, Novu's digest): per (workflow, node, recipient,
 rendered key) at most one batch is open. The first instance to reach the node opens it
 and parks until its window ends; every instance that reaches the node while it is open
 joins it: skipped ``batched`` (``vars.batch_<node id>`` = {batch_id, joined}), parked
@@ -14,13 +14,15 @@ recovering) and, woken, end at a batch that is no longer open.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 
-from triggers.gate_models import BatchCloseReason, BatchStatus
-from triggers.gates import batches
+from gates import batches
+from gates.models import BatchCloseReason, BatchStatus
 from triggers.models import ParkedOn
+from workflows.definition import FieldSpec, NodeType, node_types
 from workflows.durations import parse_duration
 
 from ..providers.base import ProviderError
@@ -31,17 +33,14 @@ MAX_KEY_LENGTH = 255
 
 
 def execute(step: StepContext) -> NodeResult:
-    if step.preview:
-        return _preview(step)
-    if step.parked_on in (ParkedOn.BATCH, ParkedOn.OVERRIDE):
+    if step.instance.parked_on in (ParkedOn.BATCH, ParkedOn.OVERRIDE):
         arrival = batches.existing_arrival(instance_id=step.instance_id, node_id=step.node_id)
         if arrival is not None:
             return _reenter(step, arrival)
-    assert step.workflow_id is not None  # the engine sets it
     person = step.audience.recipient
     arrival = batches.arrive(
         instance_id=step.instance_id,
-        workflow_id=step.workflow_id,
+        workflow_id=step.instance.workflow_id,
         recipient_id=person.id if person is not None else None,
         node_id=step.node_id,
         key=_key(step),
@@ -51,7 +50,7 @@ def execute(step: StepContext) -> NodeResult:
     )
     if arrival.opener:
         if arrival.status == BatchStatus.OPEN and step.now < arrival.closes_at:
-            return _park_opener(arrival)
+            return _park_opener(step, arrival)
         return _continue(step, arrival)
     if arrival.filled:  # this arrival reached max_items: the close is ours to do
         batches.close(
@@ -63,7 +62,7 @@ def execute(step: StepContext) -> NodeResult:
     return _park_member(step, arrival, joined_now=True)
 
 
-def _preview(step: StepContext) -> NodeResult:
+def preview(step: StepContext) -> NodeResult:
     """A preview writes nothing: the digest of a batch holding this payload alone."""
     _key(step)
     payload = step.context.get("payload")
@@ -78,7 +77,7 @@ def _preview(step: StepContext) -> NodeResult:
             "opened_at": step.now.isoformat(),
             "closed_at": closes_at.isoformat(),
         },
-        vars_key=f"batch_{step.node_id}",
+        vars_key=NODE.vars_key(step.node_id),
     )
 
 
@@ -94,13 +93,13 @@ def _key(step: StepContext) -> str:
 
 def _reenter(step: StepContext, arrival: batches.Arrival) -> NodeResult:
     """Back at the node after parking in a batch (due, woken, or released by run-now)."""
-    override = step.parked_on == ParkedOn.OVERRIDE
+    override = step.instance.parked_on == ParkedOn.OVERRIDE
     if not arrival.opener:
         if override or arrival.status != BatchStatus.OPEN:
             return _member_ends(step, arrival)
         return _park_member(step, arrival, joined_now=False)
     if arrival.status == BatchStatus.OPEN and not override and step.now < arrival.closes_at:
-        return _park_opener(arrival)  # an early message: park again, same end
+        return _park_opener(step, arrival)  # an early message: park again, same end
     return _continue(step, arrival)
 
 
@@ -108,13 +107,13 @@ def _continue(step: StepContext, arrival: batches.Arrival) -> NodeResult:
     """The opener: close the batch (idempotent; its duties done if a filler could not)
     and continue along its edges with the digest. Before its window's end, only an
     operator's run-now released it."""
-    early = step.parked_on == ParkedOn.OVERRIDE and step.now < arrival.closes_at
+    early = step.instance.parked_on == ParkedOn.OVERRIDE and step.now < arrival.closes_at
     reason = BatchCloseReason.RUN_NOW if early else BatchCloseReason.WINDOW
     batch = batches.close(batch_id=arrival.batch_id, now=step.now, actor=ACTOR, reason=reason)
-    return NodeResult(output=batches.digest(batch), vars_key=f"batch_{step.node_id}")
+    return NodeResult(output=batches.digest(batch), vars_key=NODE.vars_key(step.node_id))
 
 
-def _park_opener(arrival: batches.Arrival) -> NodeResult:
+def _park_opener(step: StepContext, arrival: batches.Arrival) -> NodeResult:
     return NodeResult(
         output={
             "batch_id": str(arrival.batch_id),
@@ -123,7 +122,13 @@ def _park_opener(arrival: batches.Arrival) -> NodeResult:
         },
         park_until=arrival.closes_at,
         park_on=ParkedOn.BATCH,
+        after_commit=_after_park(step, arrival),
     )
+
+
+def _after_park(step: StepContext, arrival: batches.Arrival) -> partial[None]:
+    """Once parked: a batch closed meanwhile completes or wakes the instance now."""
+    return partial(batches.after_park, instance_id=step.instance_id, batch_id=str(arrival.batch_id))
 
 
 def _joined(arrival: batches.Arrival) -> dict[str, Any]:
@@ -140,8 +145,9 @@ def _park_member(step: StepContext, arrival: batches.Arrival, *, joined_now: boo
         output=_joined(arrival),
         park_until=until,
         park_on=ParkedOn.BATCH,
+        after_commit=_after_park(step, arrival),
         skip_reason="batched" if joined_now else "",
-        vars_key=f"batch_{step.node_id}",
+        vars_key=NODE.vars_key(step.node_id),
     )
 
 
@@ -150,5 +156,40 @@ def _member_ends(step: StepContext, arrival: batches.Arrival) -> NodeResult:
         output=_joined(arrival),
         end=True,
         skip_reason="batched",
-        vars_key=f"batch_{step.node_id}",
+        vars_key=NODE.vars_key(step.node_id),
     )
+
+
+MIN_ITEMS, MAX_ITEMS = 2, 10_000
+
+NODE = node_types.register(
+    NodeType(
+        name="batch",
+        description="Collect the instances reaching the node per recipient and key for a "
+        "window: the first continues when it closes with `vars.batch_<node id>` = {batch_id, "
+        "count, items, first, last, opened_at, closed_at}; the others end, skipped `batched`.",
+        fields={
+            "window": FieldSpec(
+                True,
+                "window",
+                'How long a batch stays open after its first arrival ("1m", "1h", "PT10M"; '
+                "more than 0).",
+            ),
+            "key": FieldSpec(
+                False,
+                "template",
+                'Batch key (template, default ""): one open batch per workflow, node, '
+                "recipient and rendered key (at most 255 characters).",
+            ),
+            "max_items": FieldSpec(
+                False,
+                "integer",
+                f"Close the batch at once when it holds this many items ({MIN_ITEMS}-{MAX_ITEMS}).",
+                minimum=MIN_ITEMS,
+                maximum=MAX_ITEMS,
+            ),
+        },
+        run=execute,
+        preview=preview,
+    )
+)

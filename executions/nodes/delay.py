@@ -8,8 +8,11 @@ made due by an operator's run-now - the instance completes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from workflows.definition import Drawing, ExactlyOneOf, FieldSpec, NodeType, node_types
 from workflows.durations import MAX_DURATION, parse_duration
 
 from ..providers.base import ProviderError
@@ -17,8 +20,9 @@ from ..step import NodeResult, StepContext
 
 
 def execute(step: StepContext) -> NodeResult:
-    if step.wait_deadline is not None and step.waiting_for_event is None:
-        return _resume(step, step.wait_deadline)
+    instance = step.instance
+    if instance.wait_deadline is not None and instance.waiting_for_event is None:
+        return _resume(step, instance.wait_deadline)
     config = step.config
     if config.get("delay_ms") is not None:
         resume_at = step.now + timedelta(milliseconds=int(config["delay_ms"]))
@@ -72,3 +76,38 @@ def _resume(step: StepContext, deadline: datetime) -> NodeResult:
             output={"resume_at": deadline.isoformat()}, resume_at=deadline, park_until=deadline
         )
     return NodeResult(output={"resume_at": deadline.isoformat(), "delay_over": True})
+
+
+def summary(config: Mapping[str, Any]) -> str:
+    for key in ("duration", "delay_ms", "until"):
+        if config.get(key) is not None:
+            value = config[key]
+            return f"{value} ms" if key == "delay_ms" else f"{key} {value}"
+    return ""
+
+
+NODE = node_types.register(
+    NodeType(
+        name="delay",
+        description="Pause the instance (exactly one of delay_ms, duration, until); no worker "
+        "is held while it waits.",
+        fields={
+            "delay_ms": FieldSpec(False, "int", "Wait this many milliseconds."),
+            "duration": FieldSpec(
+                False,
+                "duration",
+                'Wait this long: "90s", "15m", "2h", "1d", "1h30m" or "PT15M".',
+            ),
+            "until": FieldSpec(
+                False,
+                "template",
+                "Wait until this instant: a template rendering to an ISO-8601 timestamp "
+                "(a past instant continues at once).",
+            ),
+        },
+        run=execute,
+        exactly_one_of=ExactlyOneOf(("delay_ms", "duration", "until"), code="invalid_delay"),
+        writes_vars=False,
+        drawing=Drawing(summary=summary, mermaid=("{{", "}}"), dot_shape="hexagon"),
+    )
+)

@@ -1,15 +1,23 @@
 """``emit``: raise an event, processed like ``POST /events/`` after the step commits
-(SPEC §8). Written to the outbox in the step's outcome transaction, once per
+(docs/workflows.md#emit). Written to the outbox in the step's outcome transaction, once per
 (instance, node), so a retried or redelivered step never emits twice."""
 
 from __future__ import annotations
 
+import logging
+import uuid
+from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
+from triggers import outbox
+from workflows.definition import Drawing, FieldSpec, NodeType, node_types
 from workflows.templating import TemplateError, render
 
 from ..providers.base import ProviderError
 from ..step import NodeResult, StepContext
+
+logger = logging.getLogger("notifyflow.engine")
 
 
 def _render_value(value: Any, step: StepContext, path: str) -> Any:
@@ -44,6 +52,47 @@ def execute(step: StepContext) -> NodeResult:
     emitted = {"name": name, "event_id": event_id}
     return NodeResult(
         output={**emitted, "subjects": [s for s in subjects if s]},
-        vars_key=f"emit_{step.node_id}",
+        vars_key=NODE.vars_key(step.node_id),
         emit={**emitted, "subjects": [s for s in subjects if s], "context": context},
+        after_commit=partial(_process, step.instance_id, step.node_id),
     )
+
+
+def _process(instance_id: uuid.UUID, node_id: str) -> None:
+    """Once recorded, the event is processed at once (the sweeper catches one whose
+    processing is lost)."""
+    try:
+        outbox.outbox_process(instance_id=instance_id, node_id=node_id)
+    except Exception:  # the sweeper retries it; the step itself is done
+        logger.exception("outbox %s:%s processing failed", instance_id, node_id)
+
+
+def summary(config: Mapping[str, Any]) -> str:
+    return f"event {config.get('event', '')}"
+
+
+NODE = node_types.register(
+    NodeType(
+        name="emit",
+        description="Raise an event, processed like POST /api/v1/events/ once the step is "
+        "recorded (never twice). Output in `vars.emit_<node id>`: {name, event_id, subjects}.",
+        fields={
+            "event": FieldSpec(True, "template", "Name of the event to raise (template)."),
+            "subjects": FieldSpec(
+                False,
+                "template_list",
+                "Subjects (templates): running instances with an equal interest receive it.",
+            ),
+            "context": FieldSpec(
+                False,
+                "template_object",
+                "The event's context; string values are templates. Default: the payload.",
+            ),
+            "event_id": FieldSpec(
+                False, "template", "Event id (template). Default: `<instance id>:<node id>`."
+            ),
+        },
+        run=execute,
+        drawing=Drawing(colour="#1d7f4e", summary=summary),
+    )
+)

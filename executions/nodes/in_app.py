@@ -1,18 +1,19 @@
-"""``in_app``: write an item into the recipient's feed (SPEC §14). It needs a recipient
+"""``in_app``: write an item into the recipient's feed. It needs a recipient
 (else skipped, ``missing_channel_data``); the recipient's preferences apply with the
 channel ``in_app`` (``preference_opt_out``), quiet hours and send windows do not (an
 item in a feed disturbs nobody). The write is idempotent per (instance, node): a step
-run again after a crash finds its item and writes nothing twice (``executions.feed``)."""
+run again after a crash finds its item and writes nothing twice (``feed.services``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from feed.services import feed_item_write
 from recipients.preferences import evaluate
+from workflows.definition import FieldSpec, NodeType, node_types
 from workflows.definition.links import link_problem
 
 from .. import audience
-from ..feed import feed_item_write
 from ..models import SkipReason
 from ..providers.base import ProviderError
 from ..step import NodeResult, StepContext
@@ -37,10 +38,9 @@ def execute(step: StepContext) -> NodeResult:
     )
     if not decision.send:
         return audience.skipped(step, CHANNEL, SkipReason.PREFERENCE_OPT_OUT, decision.rule)
-    assert step.workflow_id is not None  # the engine sets it
     written = feed_item_write(
         recipient_id=person.id,
-        workflow_id=step.workflow_id,
+        workflow_id=step.instance.workflow_id,
         instance_id=step.instance_id,
         node_id=step.node_id,
         now=step.now,
@@ -52,7 +52,7 @@ def execute(step: StepContext) -> NodeResult:
 
 
 def _vars_key(step: StepContext) -> str:
-    return f"{CHANNEL}_{step.node_id}"
+    return NODE.vars_key(step.node_id)
 
 
 def _rendered(step: StepContext) -> dict[str, Any]:
@@ -76,3 +76,36 @@ def _rendered(step: StepContext) -> dict[str, Any]:
         "category": step.config.get("category") or (categories[0] if categories else ""),
         "data": data,
     }
+
+
+NODE = node_types.register(
+    NodeType(
+        name="in_app",
+        description="Write an item into the recipient's in-app feed (once per instance and "
+        "node); the recipient's preferences apply (channel `in_app`), quiet hours and send "
+        "windows do not. Without a recipient it is skipped (`missing_channel_data`). Output "
+        "in `vars.in_app_<node id>`: {feed_item_id, title, category}.",
+        fields={
+            "title": FieldSpec(
+                True, "template", "The item's title (template); must not render empty."
+            ),
+            "body": FieldSpec(True, "template", "The item's text (template)."),
+            "url": FieldSpec(
+                False,
+                "link",
+                "Where the item leads when clicked (template): an http(s) URL or a relative "
+                "path (`javascript:`, `data:` and any other scheme are refused).",
+            ),
+            "category": FieldSpec(
+                False, "name", "The item's category; default: the workflow's first category."
+            ),
+            "data": FieldSpec(
+                False,
+                "template_object",
+                "Anything else the front end shows (a JSON object; string values are templates).",
+            ),
+        },
+        run=execute,
+        channel=CHANNEL,
+    )
+)

@@ -1,6 +1,6 @@
-"""``throttle``: at most ``limit`` instances pass within a sliding ``window`` (SPEC §13).
+"""``throttle``: at most ``limit`` instances pass within a sliding ``window``.
 
-The count lives in PostgreSQL (``triggers.gates.throttles``: one atomic statement per
+The count lives in PostgreSQL (``gates.throttles``: one atomic statement per
 pass, whatever the number of workers). Per ``scope``: this node of this workflow
 (``"<workflow key>:<node id>"``), or the instance's recipient across every workflow's
 throttle nodes with the same rendered ``key``.
@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from triggers.gate_models import ThrottleScope
-from triggers.gates.throttles import MAX_KEY_LENGTH, throttle_pass, workflow_subject
+from gates.models import ThrottleScope
+from gates.throttles import MAX_KEY_LENGTH, throttle_pass, workflow_subject
 from triggers.models import ParkedOn
+from workflows.definition import FieldSpec, NodeType, node_types
 from workflows.durations import parse_duration
 
 from ..models import SkipReason
@@ -43,7 +44,7 @@ def execute(step: StepContext) -> NodeResult:
             f"key: renders to {len(key)} characters, over the limit of {MAX_KEY_LENGTH}",
             permanent=True,
         )
-    vars_key = f"throttle_{step.node_id}"
+    vars_key = NODE.vars_key(step.node_id)
     output: dict[str, Any] = {"throttled": False, "count": 0, "limit": limit, "key": key}
     if step.preview:
         return NodeResult(output={**output, "note": "a preview counts nothing"}, vars_key=vars_key)
@@ -55,7 +56,7 @@ def execute(step: StepContext) -> NodeResult:
         subject = recipient.id
     else:
         subject = workflow_subject(workflow=step.workflow_key, node=step.node_id)
-    released = step.parked_on == ParkedOn.OVERRIDE
+    released = step.instance.parked_on == ParkedOn.OVERRIDE
     decision = throttle_pass(
         scope=scope,
         subject=subject,
@@ -82,3 +83,51 @@ def execute(step: StepContext) -> NodeResult:
         )
     output.update(skipped=True, reason=SkipReason.THROTTLED, room_at=decision.retry_at.isoformat())
     return NodeResult(output=output, vars_key=vars_key, end=True, skip_reason=SkipReason.THROTTLED)
+
+
+MAX_LIMIT = 10_000
+
+NODE = node_types.register(
+    NodeType(
+        name="throttle",
+        description="Let at most `limit` instances through within a sliding `window`; the "
+        "others end (skipped, `throttled`) or wait for room (`on_limit: defer`). Output in "
+        "`vars.throttle_<node id>`: {throttled, count, limit, key}.",
+        fields={
+            "limit": FieldSpec(
+                True,
+                "integer",
+                f"At most this many instances pass within the window (1-{MAX_LIMIT:,}).",
+                minimum=1,
+                maximum=MAX_LIMIT,
+            ),
+            "window": FieldSpec(
+                True,
+                "window",
+                'The sliding window: "1h", "1d", "PT30M", ... (as for delay; more than 0).',
+            ),
+            "key": FieldSpec(
+                False,
+                "template",
+                "What is counted apart (template, at most 255 characters rendered), e.g. "
+                "`{{ payload.account_id }}`. Default: one counter.",
+            ),
+            "scope": FieldSpec(
+                False,
+                "choice",
+                '"workflow" (default): this node of this workflow counts its instances; '
+                "\"recipient\": the instance's recipient is counted across every workflow's "
+                "throttle nodes with the same key.",
+                choices=("workflow", "recipient"),
+            ),
+            "on_limit": FieldSpec(
+                False,
+                "choice",
+                '"skip" (default): the instance ends here, completed, its step skipped with '
+                '`throttled`; "defer": it waits (holding no worker) until the window has room.',
+                choices=("skip", "defer"),
+            ),
+        },
+        run=execute,
+    )
+)

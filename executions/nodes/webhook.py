@@ -1,4 +1,4 @@
-"""``webhook``: call an allowed HTTP endpoint with a signed JSON body (SPEC §11).
+"""``webhook``: call an allowed HTTP endpoint with a signed JSON body (docs/workflows.md#webhook).
 
 The body is the node's ``body`` object with its string values rendered; the request is
 signed ``X-NotifyFlow-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw
@@ -18,13 +18,22 @@ import hmac
 import json
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 
-from workflows.definition import webhook_host_allowed, webhook_url_port
+from workflows.definition import (
+    RETRY_FIELD,
+    Drawing,
+    FieldSpec,
+    NodeType,
+    node_types,
+    webhook_host_allowed,
+    webhook_url_port,
+)
 
 from ..deliveries import guarded_send
 from ..providers.base import ProviderError
@@ -132,5 +141,36 @@ def execute(step: StepContext) -> NodeResult:
         )
 
     # The recipient of a webhook is its target host (searchable like an address).
-    output = guarded_send(step=step, channel="webhook", recipient=host, send=send)
-    return NodeResult(output=output, vars_key=f"webhook_{step.node_id}")
+    output = guarded_send(step=step, channel=NODE.name, recipient=host, send=send)
+    return NodeResult(output=output, vars_key=NODE.vars_key(step.node_id))
+
+
+def summary(config: Mapping[str, Any]) -> str:
+    return f"{config.get('method', 'POST')} {config.get('url', '')}"
+
+
+NODE = node_types.register(
+    NodeType(
+        name="webhook",
+        description="Call an allowed HTTP endpoint with a signed JSON body. Output in "
+        "`vars.webhook_<node id>`.",
+        fields={
+            "url": FieldSpec(
+                True,
+                "webhook_url",
+                "http(s) URL whose host is literal and listed in "
+                "NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS; the path and query may be templates.",
+            ),
+            "method": FieldSpec(False, "http_method", "HTTP method (default POST)."),
+            "body": FieldSpec(
+                True, "template_object", "JSON body sent; string values are templates."
+            ),
+            "headers": FieldSpec(
+                False, "template_object", "Extra request headers; values are templates."
+            ),
+            "retry": RETRY_FIELD,
+        },
+        run=execute,
+        drawing=Drawing(colour="#a33a5b", summary=summary),
+    )
+)

@@ -56,7 +56,8 @@ def send_email(
     headers: dict[str, str] | None = None,
 ) -> EmailSendResult:
     """Send one message through the first email provider that accepts it (failover:
-    a transient error tries the next one); raise ProviderError classified per SPEC §2.
+    a transient error tries the next one); raise ProviderError:
+    SMTP 4xx replies and connection errors are transient, 5xx rejections permanent.
 
     ``message_id`` is set as the Message-ID header: stable per (instance, node), so a
     re-send after an unknown outcome carries the same id and receivers can dedupe it.

@@ -1,5 +1,5 @@
 """Provider failover: an ordered list of providers per channel, tried in turn within one
-attempt, every call recorded, with an optional per-provider circuit breaker (SPEC §11).
+attempt, every call recorded, with an optional per-provider circuit breaker.
 
 A transient ``ProviderError`` tries the next provider; a permanent one (a bad recipient)
 stops at once. Each call is appended to the attempt log the delivery guard opened

@@ -98,7 +98,7 @@ def _success(rec: StepRecord, also: Sequence[state.Statement], durable: bool, se
             guarded_events=sent,
             events=[*_skipped(rec), _finished(rec, S.COMPLETED, reason)],
         )
-    # The routine release (SPEC §3): the step log is its record, no audit row.
+    # The routine release: the step log is its record, no audit row.
     return state.requeue(
         instance_id=instance.pk,
         lane=instance.lane,
@@ -118,7 +118,7 @@ def _success(rec: StepRecord, also: Sequence[state.Statement], durable: bool, se
 
 def _park(rec: StepRecord, also: Sequence[state.Statement], durable: bool, sent: Sent) -> bool:
     """Stay at this node until ``park_until`` (or until woken): a wait for an event, a
-    delay at the end of the workflow, or a gate (``park_on``, SPEC §13)."""
+    delay at the end of the workflow, or a gate (``park_on``)."""
     instance, result, node = rec.instance, rec.result, rec.instance.current_node_id
     assert result is not None and result.park_until is not None
     until = result.park_until.isoformat()
@@ -177,6 +177,7 @@ def _failure(rec: StepRecord, also: Sequence[state.Statement], durable: bool, se
         permanent=outcome.permanent,
         now=now,
         policy=outcome.retry_policy,
+        retry_after_s=outcome.retry_after_s,
     )
     updates = {"attempts": decision.attempts, "last_error": error, "parked_on": ""}
     if decision.give_up:

@@ -1,11 +1,12 @@
-"""What a step hands to its recorder, and the rules every recorder applies the same way."""
+"""What a step hands to its recorder (``StepRecorder``), and the rules every recorder applies
+the same way."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from triggers.models import TriggerInstance
 
@@ -36,10 +37,12 @@ class Outcome:
     error: str = ""
     error_kind: str = ""
     permanent: bool = False
-    # The node's ``retry`` config (None: SPEC §3's defaults).
+    # The node's ``retry`` config (None: the settings' defaults, executions/retry_policy.py).
     retry_policy: dict[str, Any] | None = None
     # Nothing was tried (no send slot free): run again after this long, no attempt counted.
     defer_s: float | None = None
+    # The provider asked for at least this long before a retry (``Retry-After``).
+    retry_after_s: float | None = None
     # What a failure leads to, for the log line: a retry and when, or the instance failed.
     then: str = ""
 
@@ -78,3 +81,18 @@ class StepRecord:
             "error": prefix + "lease lost before the outcome was recorded; result discarded",
             "error_kind": "lease_lost",
         }
+
+
+class StepRecorder(Protocol):
+    """Claims an instance for its step and records the step's end: one class per
+    database (``postgres.PostgresStepRecorder``, ``orm.OrmStepRecorder``);
+    ``executions.recording.RECORDER`` is the one in use."""
+
+    def claim(self, *, instance_id: uuid.UUID | str, worker: str, now: datetime) -> Claimed | None:
+        """Claim an enqueued, due instance (``triggers.state.claim``); None if not
+        claimable."""
+        ...
+
+    def record(self, rec: StepRecord) -> bool:
+        """Write the step's end; True if its fenced transition applied."""
+        ...

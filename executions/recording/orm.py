@@ -1,5 +1,5 @@
-"""Recording through Django's ORM (SQLite, ``make run``): the same rows as
-``postgres``, in one transaction."""
+"""Recording through Django's ORM (``OrmStepRecorder``: SQLite, ``make run``): the
+same rows as ``postgres``, in one transaction."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from django.db import transaction
 
 from recipients.models import Recipient
 from triggers import state
-from triggers.inbox_models import InboxEvent, OutboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
+from triggers.models.inbox import InboxEvent, OutboxEvent
 from workflows.models import Workflow
 
 from ..deliveries import record_delivery
@@ -19,22 +19,45 @@ from ..models import Delivery, StepExecutionLog
 from ..step import Audience, StepRecipient
 from ..versions import pinned_version
 from .advance import apply_outcome
-from .base import Claimed, StepRecord
+from .base import Claimed, StepRecord, StepRecorder
 
 
-def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime) -> Claimed | None:
-    instance = state.claim(instance_id=instance_id, worker=worker, now=now)
-    if instance is None:
-        return None
-    delivery = (
-        Delivery.objects.filter(instance_id=instance.pk, node_id=instance.current_node_id)
-        .values_list("status", "output")
-        .first()
-    )
-    status, output = delivery if delivery else (None, None)
-    return Claimed(
-        instance, pinned_version(instance.workflow_version_id), status, output, _audience(instance)
-    )
+class OrmStepRecorder(StepRecorder):
+    """The claim, then its delivery record, recipient and workflow read apart; the
+    outcome's rows in one ORM transaction."""
+
+    def claim(self, *, instance_id: uuid.UUID | str, worker: str, now: datetime) -> Claimed | None:
+        instance = state.claim(instance_id=instance_id, worker=worker, now=now)
+        if instance is None:
+            return None
+        delivery = (
+            Delivery.objects.filter(instance_id=instance.pk, node_id=instance.current_node_id)
+            .values_list("status", "output")
+            .first()
+        )
+        status, output = delivery if delivery else (None, None)
+        return Claimed(
+            instance,
+            pinned_version(instance.workflow_version_id),
+            status,
+            output,
+            _audience(instance),
+        )
+
+    def record(self, rec: StepRecord) -> bool:
+        with transaction.atomic():
+            if rec.step is not None:
+                record_delivery(rec.step)
+            recorded = apply_outcome(rec)
+            if not recorded:
+                cancelled = TriggerInstance.objects.filter(
+                    pk=rec.instance.pk, status=TriggerStatus.CANCELLED
+                ).exists()
+                rec.log.update(rec.not_applied(cancelled=cancelled))
+            elif rec.result is not None:
+                _write_running_instance_rows(rec)
+            StepExecutionLog.objects.create(**rec.log)
+        return recorded
 
 
 # The recipient's columns the step reads (templates and the preference check).
@@ -42,7 +65,7 @@ RECIPIENT_FIELDS = ("id", "email", "phone", "timezone", "locale", "properties", 
 
 
 def _audience(instance: TriggerInstance) -> Audience:
-    """The recipient and the workflow's settings as they read now (SPEC §12)."""
+    """The recipient and the workflow's settings as they read now (not at creation)."""
     person = None
     if instance.recipient_id is not None:
         values = (
@@ -59,22 +82,6 @@ def _audience(instance: TriggerInstance) -> Audience:
         categories=tuple(categories or ()),
         recipient_erased=instance.recipient_erased,
     )
-
-
-def record(rec: StepRecord) -> bool:
-    with transaction.atomic():
-        if rec.step is not None:
-            record_delivery(rec.step)
-        recorded = apply_outcome(rec)
-        if not recorded:
-            cancelled = TriggerInstance.objects.filter(
-                pk=rec.instance.pk, status=TriggerStatus.CANCELLED
-            ).exists()
-            rec.log.update(rec.not_applied(cancelled=cancelled))
-        elif rec.result is not None:
-            _write_running_instance_rows(rec)
-        StepExecutionLog.objects.create(**rec.log)
-    return recorded
 
 
 def _write_running_instance_rows(rec: StepRecord) -> None:

@@ -1,15 +1,44 @@
-"""Recording on PostgreSQL: the claim and the outcome are one statement each.
+"""Recording on PostgreSQL (``PostgresStepRecorder``): the claim and the outcome are one
+statement each. This module holds every piece of a step's statements but the
+transition's own (``triggers.state``'s store builds the fenced UPDATE from what
+``advance`` decides, and puts these pieces in it).
 
-The claim reads this node's delivery record in its statement (a join). The outcome -
-the delivery's outcome and its provider attempts, the step log, the instance's
-transition and its audit row, a wait's consumed event, an emit's outbox row - is one
-autocommit statement, made durable in itself (workers default to asynchronous commit:
-a lost 'sent' record or advance would mean a duplicate send). Fragments come from
-``deliveries`` and ``triggers.inbox``; each tests ``state.APPLIED``.
+The claim is ``state.claim``'s fenced UPDATE returning the row, with ``CLAIM_JOIN``:
+this node's delivery record, the recipient and the workflow's settings, read in the
+same statement.
+
+The outcome is one autocommit statement, made durable in itself (workers default to
+asynchronous commit: a lost 'sent' record or advance would mean a duplicate send). As
+PostgreSQL receives it, part by part::
+
+    WITH moved AS (UPDATE <instance> SET ...      -- the fenced transition, by id, lease
+          WHERE ... RETURNING id)                 --   token and status: APPLIED iff it
+                                                  --   returned a row (state.postgres:
+                                                  --   update_sql, CLAIMED, APPLIED)
+       , audit AS (INSERT ... FROM moved)         -- its audit row, if audited (ibid.)
+       , step_log AS (step_log_insert_sql)        -- the step log; its error columns say
+                                                  --   whether APPLIED
+       , delivery_outcome AS (_outcome_update)    -- a send's outcome, APPLIED or not: the
+                                                  --   message was sent (SENT_RECORDED)
+       , attempts AS (ATTEMPT_INSERT VALUES ...)  -- its provider calls (_attempts_insert)
+       , inbox_consumed AS (INBOX_CONSUME)        -- a wait's event, if APPLIED
+       , emitted AS (EMIT_INSERT)                 -- an emit's outbox row, if APPLIED
+    SELECT EXISTS (SELECT 1 FROM moved)           -- APPLIED: the statement's answer
+         , CASE WHEN <an endpoint is active>      -- the status events: delivery.sent if
+           THEN notifyflow_webhook_events(...)    --   SENT_RECORDED, the others if
+           END                                    --   APPLIED (state.postgres.
+                                                  --   status_events_sql; the function:
+                                                  --   status_webhooks migration 0002)
+         , set_config('synchronous_commit', 'on', true)   -- state.postgres.DURABLE
+
+A part is there only when the step has it (a send, a wait's event, an emit). A replay
+after a lost connection (``record_reconnecting``) writes the step log and the attempts
+only ``WHERE APPLIED`` too.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -24,16 +53,16 @@ from django.utils import timezone
 
 from notifyflow import db
 from recipients.models import Recipient
-from triggers import inbox, state
-from triggers.models import TriggerInstance, TriggerStatus
+from triggers import state
+from triggers.models import InboxEvent, OutboxEvent, TriggerInstance, TriggerStatus
 from workflows.models import Workflow
 
-from ..deliveries import SENT_RECORDED, delivery_outcome_statements, sent_event
-from ..models import Delivery, StepExecutionLog
-from ..step import Audience, StepRecipient
+from ..deliveries import sent_event
+from ..models import Delivery, DeliveryAttempt, DeliveryStatus, StepExecutionLog
+from ..step import Audience, StepContext, StepRecipient
 from ..versions import pinned_version
 from .advance import apply_outcome
-from .base import Claimed, StepRecord
+from .base import Claimed, StepRecord, StepRecorder
 
 logger = logging.getLogger("notifyflow.engine")
 
@@ -41,7 +70,7 @@ logger = logging.getLogger("notifyflow.engine")
 # writes it again after these pauses (the last one repeated), for as long as its lease
 # and its soft time limit allow: the message it sent must not be sent again, and after
 # the lease the sweeper would re-run the step (an outage used to send some emails twice
-# when this gave up after 3.5 s: tests/executions/test_outcome_write_outage.py). Past
+# when this gave up after 3.5 s: tests/executions/recording/test_postgres.py). Past
 # that it gives up; the task retries and the lease expires (the sweeper's path).
 RECORD_RETRY_DELAYS_S = (0.0, 0.5, 1.0, 2.0)
 # Stop retrying this long before the lease ends or the soft time limit interrupts.
@@ -61,7 +90,7 @@ def _q(meta: Any, name: str) -> str:
 
 
 # The claim's statement also reads this node's delivery record, the instance's recipient
-# (addresses and preferences as they are now: SPEC §12) and its workflow's critical and
+# (addresses and preferences as they are now, not at creation) and its workflow's critical and
 # categories settings - primary-key lookups in the same statement.
 CLAIM_JOIN = state.Join(
     clause=(
@@ -87,70 +116,54 @@ def _json(raw: Any) -> Any:
     return json.loads(raw) if isinstance(raw, str) else raw
 
 
-def claim(*, instance_id: uuid.UUID | str, worker: str, now: datetime) -> Claimed | None:
-    instance = state.claim(instance_id=instance_id, worker=worker, now=now, join=CLAIM_JOIN)
-    if instance is None:
-        return None
-    # The joined columns arrive as attributes of the raw row; JSON still needs decoding.
-    status = getattr(instance, "delivery_status", None)
-    raw = getattr(instance, "delivery_output", None)
-    output = None if raw is None else _DELIVERY_OUTPUT.to_python(_json(raw))
-    person = None
-    if getattr(instance, "recipient_id", None) is not None:
-        values: dict[str, Any] = {
-            name: getattr(instance, f"rcp_{name}", None) for name in RECIPIENT_FIELDS
-        }
-        if values["id"] is not None:
-            values["properties"] = _json(values["properties"]) or {}
-            values["preferences"] = _json(values["preferences"]) or {}
-            person = StepRecipient(**values)
-    audience = Audience(
-        recipient=person,
-        critical=bool(getattr(instance, "workflow_critical", False)),
-        categories=tuple(_json(getattr(instance, "workflow_categories", None)) or ()),
-        recipient_erased=instance.recipient_erased,
-    )
-    version = pinned_version(instance.workflow_version_id)
-    return Claimed(instance, version, status, output, audience)
+class PostgresStepRecorder(StepRecorder):
+    """The claim and the outcome, one statement each (the module's docstring)."""
 
-
-def record(rec: StepRecord) -> bool:
-    def write(replay: bool) -> bool:
-        also = [_step_log_insert(rec, only_if_applied=replay)]
-        sent = None
-        if rec.step is not None:
-            also += delivery_outcome_statements(rec.step, only_if_applied=replay)
-            sent = sent_event(rec.step)
-        also += _running_instance_statements(rec)
-        # One autocommit statement, durable whatever the session's setting: no BEGIN /
-        # SET LOCAL / COMMIT round trips around it. A send's ``delivery.sent`` goes with
-        # the delivery's 'sent' record, whatever the transition does.
-        return apply_outcome(
-            rec, also=also, durable=True, sent=[(sent, SENT_RECORDED)] if sent else ()
+    def claim(self, *, instance_id: uuid.UUID | str, worker: str, now: datetime) -> Claimed | None:
+        instance = state.claim(instance_id=instance_id, worker=worker, now=now, join=CLAIM_JOIN)
+        if instance is None:
+            return None
+        # The joined columns arrive as attributes of the raw row; JSON still needs decoding.
+        status = getattr(instance, "delivery_status", None)
+        raw = getattr(instance, "delivery_output", None)
+        output = None if raw is None else _DELIVERY_OUTPUT.to_python(_json(raw))
+        person = None
+        if getattr(instance, "recipient_id", None) is not None:
+            values: dict[str, Any] = {
+                name: getattr(instance, f"rcp_{name}", None) for name in RECIPIENT_FIELDS
+            }
+            if values["id"] is not None:
+                values["properties"] = _json(values["properties"]) or {}
+                values["preferences"] = _json(values["preferences"]) or {}
+                person = StepRecipient(**values)
+        audience = Audience(
+            recipient=person,
+            critical=bool(getattr(instance, "workflow_critical", False)),
+            categories=tuple(_json(getattr(instance, "workflow_categories", None)) or ()),
+            recipient_erased=instance.recipient_erased,
         )
+        version = pinned_version(instance.workflow_version_id)
+        return Claimed(instance, version, status, output, audience)
 
-    return record_reconnecting(write, rec.instance.pk, deadline=_deadline(rec))
-
-
-def _running_instance_statements(rec: StepRecord) -> list[state.Statement]:
-    """A wait's consumed event and an emit's outbox row (each only if the transition
-    applied)."""
-    result, node_id = rec.result, rec.instance.current_node_id or ""
-    if result is None:
-        return []
-    statements = []
-    if result.consume_inbox_id is not None:
-        statements.append(
-            inbox.inbox_consume(inbox_id=result.consume_inbox_id, node_id=node_id, now=rec.finished)
-        )
-    if result.emit is not None:
-        statements.append(
-            inbox.outbox_insert(
-                instance_id=rec.instance.pk, node_id=node_id, now=rec.finished, **result.emit
+    def record(self, rec: StepRecord) -> bool:
+        def write(replay: bool) -> bool:
+            also = [_step_log_insert(rec, only_if_applied=replay)]
+            sent = None
+            if rec.step is not None:
+                also += _delivery_outcome_statements(rec.step, only_if_applied=replay)
+                sent = sent_event(rec.step)
+            also += _running_instance_statements(rec)
+            # One autocommit statement, durable whatever the session's setting: no BEGIN
+            # / SET LOCAL / COMMIT round trips around it. A send's ``delivery.sent`` goes
+            # with the delivery's 'sent' record, whatever the transition does.
+            return apply_outcome(
+                rec, also=also, durable=True, sent=[(sent, SENT_RECORDED)] if sent else ()
             )
-        )
-    return statements
 
+        return record_reconnecting(write, rec.instance.pk, deadline=_deadline(rec))
+
+
+# --- the step log ----------------------------------------------------------------------
 
 _LOG_FIELDS = {f.attname: f for f in StepExecutionLog._meta.concrete_fields if not f.primary_key}
 _CANCELLED_NOW = (
@@ -159,31 +172,177 @@ _CANCELLED_NOW = (
 )
 
 
+@functools.cache
+def step_log_insert_sql(outcome_columns: tuple[str, ...], only_if_applied: bool) -> str:
+    """The step log's INSERT ... SELECT, a parameter per column but for the
+    ``outcome_columns`` (its error columns): ``CASE WHEN APPLIED THEN <the step's> WHEN
+    <cancelled meanwhile> THEN <cancelled> ELSE <lease lost> END``. With
+    ``only_if_applied`` (a replay after a lost connection) the row is written only with
+    the transition."""
+    selects = [
+        f"CASE WHEN {state.APPLIED} THEN %s WHEN {_CANCELLED_NOW} THEN %s ELSE %s END"
+        if name in outcome_columns
+        else "%s"
+        for name in _LOG_FIELDS
+    ]
+    columns = ", ".join(f'"{field.column}"' for field in _LOG_FIELDS.values())
+    where = f" WHERE {state.APPLIED}" if only_if_applied else ""
+    return (
+        f'INSERT INTO "{StepExecutionLog._meta.db_table}" ({columns})'
+        f" SELECT {', '.join(selects)}{where}"
+    )
+
+
 def _step_log_insert(rec: StepRecord, *, only_if_applied: bool) -> state.Statement:
-    """The step log's INSERT: its error columns depend on whether the fenced transition
-    applied and, if not, on whether the instance was cancelled meanwhile
-    (``StepRecord.not_applied``). With ``only_if_applied`` (a replay after a lost
-    connection) the row is written only with the transition."""
+    """``step_log_insert_sql`` with the step's values (``StepRecord.not_applied`` gives
+    the error columns when the transition did not apply)."""
     lost, cancelled = rec.not_applied(cancelled=False), rec.not_applied(cancelled=True)
-    columns, selects, params = [], [], []
+    params: list[Any] = []
     conn = db.current()
     for name, field in _LOG_FIELDS.items():
-        columns.append(f'"{field.column}"')
         if name in lost:
-            selects.append(
-                f"CASE WHEN {state.APPLIED} THEN %s WHEN {_CANCELLED_NOW} THEN %s ELSE %s END"
-            )
             params += [rec.log[name], rec.log["trigger_id"], TriggerStatus.CANCELLED]
             params += [cancelled[name], lost[name]]
         else:
-            selects.append("%s")
             params.append(field.get_db_prep_save(rec.log[name], conn))
-    where = f" WHERE {state.APPLIED}" if only_if_applied else ""
+    sql = step_log_insert_sql(tuple(lost), only_if_applied)
+    return state.Statement(sql, params, name="step_log")
+
+
+# --- the delivery's outcome and its provider attempts ----------------------------------
+
+# The delivery's UPDATE, named: ``delivery.sent`` is written when it applied (the
+# message was sent, the row was still 'sending'), whether or not the transition did.
+OUTCOME_CTE = "delivery_outcome"
+SENT_RECORDED = f"EXISTS (SELECT 1 FROM {OUTCOME_CTE})"
+
+_DELIVERY_TABLE = f'"{_DELIVERY.db_table}"'
+_DELIVERY_FIELDS = {f.name: f for f in _DELIVERY.concrete_fields}
+_ATTEMPT_FIELDS = {f.name: f for f in DeliveryAttempt._meta.concrete_fields if not f.primary_key}
+_ATTEMPT_COLUMNS = ", ".join(f'"{field.column}"' for field in _ATTEMPT_FIELDS.values())
+ATTEMPT_INSERT = f'INSERT INTO "{DeliveryAttempt._meta.db_table}" ({_ATTEMPT_COLUMNS})'
+
+
+def _delivery_outcome_statements(
+    step: StepContext, *, only_if_applied: bool = False
+) -> list[state.Statement]:
+    """``deliveries.record_delivery`` as statements: the delivery's UPDATE and its
+    attempts' INSERT; none when nothing was sent.
+
+    The UPDATE applies whatever the transition does (the message *was* sent). With
+    ``only_if_applied`` (a replay after a lost connection) each attempt row is written
+    only with the transition, like the step log, so a replay after a landed COMMIT adds
+    none."""
+    if not step.delivery.pending:
+        return []
+    return [_outcome_update(step), *_attempts_insert(step, only_if_applied)]
+
+
+def _outcome_update(step: StepContext) -> state.Statement:
+    """``UPDATE delivery SET <the pending outcome>, updated_at WHERE
+    (instance, node) AND status = 'sending' RETURNING id``."""
+    fields = _DELIVERY_FIELDS
+    values = {**step.delivery.pending, "updated_at": timezone.now()}
+    sets = ", ".join(f'"{fields[name].column}" = %s' for name in values)
+    conn = db.current()
+    params = [fields[name].get_db_prep_save(value, conn) for name, value in values.items()]
     return state.Statement(
-        f'INSERT INTO "{StepExecutionLog._meta.db_table}" ({", ".join(columns)})'
-        f" SELECT {', '.join(selects)}{where}",
-        params,
+        f"UPDATE {_DELIVERY_TABLE} SET {sets}"
+        f" WHERE {_q(_DELIVERY, 'instance')} = %s AND {_q(_DELIVERY, 'node_id')} = %s"
+        f" AND {_q(_DELIVERY, 'status')} = %s RETURNING {_q(_DELIVERY, 'id')}",
+        [*params, step.instance_id, step.node_id, DeliveryStatus.SENDING],
+        name=OUTCOME_CTE,
     )
+
+
+def _attempts_insert(step: StepContext, only_if_applied: bool) -> list[state.Statement]:
+    """One ``INSERT ... VALUES`` of every provider call; on a replay one
+    ``INSERT ... SELECT ... WHERE APPLIED`` each. None when no provider was called."""
+    if not step.delivery.attempts or step.delivery.id is None:
+        return []
+    names = list(_ATTEMPT_FIELDS)
+    placeholders = ", ".join(["%s"] * len(names))
+    rows: list[list[Any]] = []
+    conn = db.current()
+    for attempt in step.delivery.attempts:
+        values = {"delivery": step.delivery.id, "attempt": step.delivery.attempt, **attempt}
+        rows.append([_ATTEMPT_FIELDS[n].get_db_prep_save(values[n], conn) for n in names])
+    if only_if_applied:
+        return [
+            state.Statement(
+                f"{ATTEMPT_INSERT} SELECT {placeholders} WHERE {state.APPLIED}",
+                row,
+                name=f"attempt_{index}",
+            )
+            for index, row in enumerate(rows)
+        ]
+    values_sql = ", ".join(f"({placeholders})" for _ in rows)
+    return [
+        state.Statement(
+            f"{ATTEMPT_INSERT} VALUES {values_sql}",
+            [p for row in rows for p in row],
+            name="attempts",
+        )
+    ]
+
+
+# --- a wait's consumed event, an emit's outbox row -------------------------------------
+
+_INBOX = InboxEvent._meta
+_OUTBOX = OutboxEvent._meta
+
+# INBOX_CONSUME: the event a wait node took, consumed only if the transition applied (a
+# cancelled or recovered step consumes nothing). Parameters: now, node, inbox id.
+INBOX_CONSUME = (
+    f'UPDATE "{_INBOX.db_table}" SET {_q(_INBOX, "consumed_at")} = %s, '
+    f"{_q(_INBOX, 'consumed_by_node')} = %s WHERE {_q(_INBOX, 'id')} = %s "
+    f"AND {_q(_INBOX, 'consumed_at')} IS NULL AND {state.APPLIED}"
+)
+
+_EMITTED_FIELDS = {f.name: f for f in _OUTBOX.concrete_fields if not f.primary_key}
+_EMITTED = (
+    "instance",
+    "node_id",
+    "name",
+    "event_id",
+    "subjects",
+    "context",
+    "created_at",
+    "processed_at",
+)
+# EMIT_INSERT: an emit node's outbox row (``triggers.outbox`` processes it), written only if the
+# transition applied, and once per (instance, node). Parameters: ``_EMITTED``'s values.
+EMIT_INSERT = (
+    f'INSERT INTO "{_OUTBOX.db_table}" '
+    f"({', '.join(_q(_OUTBOX, name) for name in _EMITTED)}) "
+    f"SELECT {', '.join(['%s'] * len(_EMITTED))} WHERE {state.APPLIED} "
+    f"ON CONFLICT ({_q(_OUTBOX, 'instance')}, {_q(_OUTBOX, 'node_id')}) DO NOTHING"
+)
+
+
+def _running_instance_statements(rec: StepRecord) -> list[state.Statement]:
+    """A wait's consumed event (INBOX_CONSUME) and an emit's outbox row (EMIT_INSERT)."""
+    result, node_id = rec.result, rec.instance.current_node_id or ""
+    if result is None:
+        return []
+    statements = []
+    if result.consume_inbox_id is not None:
+        consumed_at = _INBOX.get_field("consumed_at").get_db_prep_save(rec.finished, connection)
+        params = [consumed_at, node_id, result.consume_inbox_id]
+        statements.append(state.Statement(INBOX_CONSUME, params, name="inbox_consumed"))
+    if result.emit is not None:
+        values = {
+            "instance": rec.instance.pk,
+            "node_id": node_id,
+            **result.emit,  # name, event_id, subjects, context
+            "created_at": rec.finished,
+            "processed_at": None,
+        }
+        params = [
+            _EMITTED_FIELDS[name].get_db_prep_save(values[name], connection) for name in _EMITTED
+        ]
+        statements.append(state.Statement(EMIT_INSERT, params, name="emitted"))
+    return statements
 
 
 def _deadline(rec: StepRecord) -> float:

@@ -12,5 +12,6 @@
 
 Each is switchable by a setting (notifyflow/engine_settings.py, docs "Settings"), and each has a
 test that fails when kombu or Celery changes what it mirrors or fixes
-(tests/notifyflow/test_task_publish.py, test_kombu_timer_fix.py, test_brokers.py).
+(tests/notifyflow/broker/test_publish.py, test_kombu_patches.py,
+tests/notifyflow/test_brokers.py).
 """

@@ -18,7 +18,7 @@ broker for up to ``min_delay`` (1 s) before firing the next 10, even though more
 already due. Many instances resuming from the same delay (or backoff) hit exactly that
 and ran seconds late (bench "delay", bench/RESULTS.md). The fix wraps the original (no
 copy of kombu's code): when timers are still due after a turn, come straight back.
-tests/notifyflow/test_kombu_timer_fix.py fails once a kombu release no longer needs it.
+tests/notifyflow/broker/test_kombu_patches.py fails once a kombu release no longer needs it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ declared, the envelope kombu would write is built here and LPUSHed onto the queu
 list, a batch in one LPUSH command. Whatever that mirror does not cover (another
 transport or serializer, a countdown, publish signal receivers, args that are not plain
 JSON...) goes through Celery's ``create_task_message`` and ``send_task_message`` as
-``send_task`` would. tests/notifyflow/test_task_publish.py compares every path's
+``send_task`` would. tests/notifyflow/broker/test_publish.py compares every path's
 messages with ``send_task``'s, field by field, so a Celery or kombu release that changes
 the format fails there.
 """

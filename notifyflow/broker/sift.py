@@ -2,7 +2,7 @@
 
 A step's message whose instance was cancelled claims nothing, but a worker still takes
 it off the queue, hands it to a pool process, runs the failing claim and acks it, one
-after the other, while the rest of its lane waits behind them (SPEC §10, "a cancelled
+after the other, while the rest of its lane waits behind them (the rule: "a cancelled
 backlog costs nothing"; docs/measurements.md, "A cancelled backlog"). ``sift`` takes
 them out in one pass. What is stale
 is the caller's to say (``stale``: given the first arguments of the messages, the ones

@@ -1,4 +1,4 @@
-"""Recipients' feed-token generation (revocable feed tokens, SPEC §10 turn 4) and the
+"""Recipients' feed-token generation (revocable feed tokens) and the
 opt-out audit's action and longer source (sticky opt-outs: a reversal is a row, and an
 API write names its key, ``api:<key name>``).
 

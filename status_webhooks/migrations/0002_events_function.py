@@ -1,8 +1,8 @@
 """The outbox's write inside a state transition's one statement (PostgreSQL, PL/pgSQL so
-its plan is cached per connection):
-``notifyflow_webhook_events``, called by ``outbox.instance_events_select`` only when
-some endpoint is active, so a step pays one look at the (empty) endpoint table when
-nobody subscribes instead of planning and opening the outbox's tables. It writes the
+its plan is cached per connection): ``notifyflow_webhook_events``, called by
+``triggers.state.postgres.status_events_sql`` only when some endpoint is active, so a
+step pays one look at the (empty) endpoint table when nobody subscribes instead of
+planning and opening the outbox's tables. It writes the
 events of ONE instance whose flag is true: the instance's sequence moves once by the
 number of events some endpoint wants, which take the numbers in the order given, and
 each becomes one message per endpoint that wants it (its type, or ``delivery.*`` for
@@ -10,6 +10,8 @@ a delivery status; its workflow, or every workflow). SQLite writes through
 ``outbox.record`` instead."""
 
 from django.db import migrations
+
+from notifyflow import db
 
 UUID7 = (
     "encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing"
@@ -67,12 +69,12 @@ $$ LANGUAGE plpgsql VOLATILE;
 
 
 def install(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
+    if db.is_postgres(schema_editor.connection):
         schema_editor.execute(FUNCTION.replace("%", "%%"), params=[])
 
 
 def uninstall(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
+    if db.is_postgres(schema_editor.connection):
         schema_editor.execute(
             "DROP FUNCTION IF EXISTS notifyflow_webhook_events("
             "uuid, text, timestamptz, jsonb, boolean[])",

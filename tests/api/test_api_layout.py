@@ -1,5 +1,5 @@
 """Where the API's views live: every endpoint is served from the api app, and no view
-inherits another resource's view (a shared behaviour is a base in notifyflow.api)."""
+inherits another resource's view (a shared behaviour is a base in api.base)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,6 @@ def test_no_view_inherits_the_view_of_another_resource():
         for base in view.__mro__[1:]:
             if not issubclass(base, APIView) or base.__module__.startswith("rest_framework."):
                 continue
-            if base.__module__ not in (view.__module__, "notifyflow.api"):
+            if base.__module__ not in (view.__module__, "api.base"):
                 borrowed.append((route, view.__name__, f"{base.__module__}.{base.__name__}"))
     assert borrowed == []

@@ -1,4 +1,4 @@
-"""GET /api/v1/batches/, GET /api/v1/batches/{id}/ and POST …/flush/ (SPEC §13)."""
+"""GET /api/v1/batches/, GET /api/v1/batches/{id}/ and POST …/flush/."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from api_keys.services import api_key_create
+from gates import batches
 from tests.factories import BatchInstanceFactory, BatchWorkflowFactory, RecipientFactory
-from triggers.gates import batches
 from triggers.models import TriggerInstance
-from triggers.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/batches/"

@@ -16,7 +16,7 @@ from django.conf import settings as django_settings
 from django.core.exceptions import RequestDataTooBig
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from notifyflow.api_errors import exception_handler
+from api.errors import exception_handler
 from recipients.models import Recipient
 from recipients.unsubscribe import token_for
 from tests.factories import RecipientFactory, WorkflowFactory

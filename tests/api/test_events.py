@@ -1,4 +1,5 @@
-"""POST /api/v1/events/: fan-out to bindings, outcomes, skips, and seed 002's examples."""
+"""POST /api/v1/events/: fan-out to bindings, outcomes, skips, and the documented
+examples (docs/api.md#real-world-examples)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.factories import WorkflowFactory, WorkflowTriggerFactory
-from triggers.event_models import EventRecord
 from triggers.events import event_receive
 from triggers.models import TriggerInstance
+from triggers.models.events import EventRecord
 
 URL = "/api/v1/events/"
 pytestmark = pytest.mark.django_db
@@ -205,7 +206,7 @@ def test_events_need_an_api_key(client):
     assert client.post(URL, {"name": "E"}, content_type="application/json").status_code == 401
 
 
-# --- seed 002 "Real-World Examples", as written --------------------------------------
+# --- docs/api.md "Real-world examples", as written --------------------------------------
 
 
 def test_seed_example_1_enrollment_once_per_user_and_session(api):

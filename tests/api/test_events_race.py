@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 import requests
 
+from api_keys.services import api_key_create
 from tests.factories import WorkflowTriggerFactory
 from triggers.models import TriggerInstance
-from triggers.services import api_key_create
 
 CONCURRENCY = 30
 

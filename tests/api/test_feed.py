@@ -1,4 +1,4 @@
-"""The recipient-facing feed API (SPEC §14): tokens minted with an API key, the feed read
+"""The recipient-facing feed API: tokens minted with an API key, the feed read
 and changed with a token only (a key cannot read a feed, a token opens nothing else),
 cursor pages with filters, idempotent actions, bulk, counts with ETag and 304 in one
 primary-key read, CORS for a browser on another origin."""
@@ -13,11 +13,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from executions.feed_tokens import feed_token_create
-from executions.models import FeedItem
+from api_keys.services import api_key_create
+from feed.models import FeedItem
+from feed.tokens import feed_token_create
 from tests.factories import RecipientFactory
 from tests.factories import feed_items as make_items
-from triggers.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 

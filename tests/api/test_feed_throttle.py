@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from executions.feed_tokens import feed_token_create
+from feed.tokens import feed_token_create
 from tests.factories import RecipientFactory
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,7 @@
 - Recipient ids, list keys, idempotency keys, workflow keys and event ids refuse control
   characters (NUL, newline, C0, C1), lone surrogates and bidi controls: 400 naming the
   field with a stable code (``nul_character``, ``control_character``, ``bidi_control``,
-  ``lone_surrogate``), in a body and in a path - one rule, notifyflow.fields.
+  ``lone_surrogate``), in a body and in a path - one rule, api.fields.
 - A recipient id that collides with a route (``bulk``), holds ``/`` or is ``.``/``..``
   is refused wherever an id is created (``reserved_id``): any id that exists can be
   read, changed and erased by its path.
@@ -27,7 +27,7 @@ from django.core import signals
 from django.core.handlers.wsgi import WSGIHandler
 from django.db import close_old_connections
 
-from notifyflow.api import ApiPathCheck
+from api.base import ApiPathCheck
 from recipients.models import Recipient
 from tests.factories import (
     RecipientListFactory,

@@ -4,16 +4,16 @@
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
 from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from api_keys.models import ApiKey
+from api_keys.services import api_key_create
 from tests.admin_helpers import PASSWORD, make_superuser
 from tests.factories import PAYLOAD, TriggerInstanceFactory, WorkflowFactory, WorkflowTriggerFactory
-from triggers.models import ApiKey, TriggerInstance
-from triggers.services import api_key_create
+from triggers.models import TriggerInstance
 
 pytestmark = pytest.mark.django_db
 
@@ -149,26 +149,14 @@ def test_trigger_key_reads_the_timeline_and_deliveries_of_its_own_instances_only
     _forbidden(mine.post(url, payload, format="json"))
 
 
-def test_existing_keys_default_to_admin():
-    key, _ = api_key_create(name="legacy")
-    assert key.scope == "admin" and key.workflows == []
-
-
-def test_create_api_key_command_takes_a_scope(capsys):
-    call_command("create_api_key", "svc", "--scope", "trigger", "--workflow", "welcome")
-    raw = capsys.readouterr().out.strip().splitlines()[-1]
-    key = ApiKey.objects.get(key_hash=ApiKey.hash_key(raw))
-    assert key.scope == "trigger" and key.workflows == ["welcome"]
-
-
 def test_admin_creates_a_key_with_a_scope():
     web = Client()
     user = make_superuser()
     assert web.login(request=HttpRequest(), username=user.username, password=PASSWORD)
-    response = web.post(reverse("admin:triggers_apikey_add"), {"name": "ro", "scope": "read"})
+    response = web.post(reverse("admin:api_keys_apikey_add"), {"name": "ro", "scope": "read"})
     assert response.status_code == 200
     assert ApiKey.objects.get(name="ro").scope == "read"
-    page = web.get(reverse("admin:triggers_apikey_changelist")).content.decode()
+    page = web.get(reverse("admin:api_keys_apikey_changelist")).content.decode()
     assert "read" in page
 
 

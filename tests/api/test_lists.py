@@ -1,4 +1,4 @@
-"""Lists (topics) over HTTP (SPEC §12): PUT a list, add and remove members set-based
+"""Lists (topics) over HTTP: PUT a list, add and remove members set-based
 (unknown ids created empty), page through members, member counts, scopes."""
 
 from __future__ import annotations

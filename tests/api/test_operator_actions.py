@@ -1,4 +1,4 @@
-"""Retry and run now over the API (SPEC §9): the admin's services, the API key as the
+"""Retry and run now over the API: the admin's services, the API key as the
 audited actor, 409 with a stable code when the instance's state does not allow it."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Workflow-limited keys act only through their workflows (SPEC §10, turn 4; issue 39
+"""Workflow-limited keys act only through their workflows (issue 39
 item 2): every people endpoint - recipients (bulk included), preferences and evaluate,
-feed tokens and their revocation, erasure, lists and their members - answers a key
-limited to workflows 403 ``permission_denied`` whatever its scope, and changes nothing;
+feed tokens and their revocation, channel data, erasure, lists and their members -
+answers a key limited to workflows 403 ``permission_denied`` whatever its scope, and
+changes nothing;
 a key not limited to workflows gets what its scope allows. Such a key still triggers its
 workflows with inline recipients.
 
@@ -17,16 +18,18 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from recipients.models import ListMembership, Recipient, RecipientList
+from api_keys.services import api_key_create
+from recipients.models import ChatConnection, ListMembership, PushDevice, Recipient, RecipientList
 from tests.factories import PAYLOAD, WorkflowFactory
 from triggers.models import TriggerInstance
-from triggers.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 
-# Who has each access level (api.permissions, SPEC §6).
+# Who has each access level (api.permissions).
 LEVELS = {"read": {"read", "admin"}, "trigger": {"trigger", "admin"}, "admin": {"admin"}}
 PERSON, LIST = "ada", "news"
+DEVICE = "0190e5a0-0000-7000-8000-00000000d0e5"
+CHANNEL_DATA = f"recipients/{PERSON}/channel-data"
 EVALUATE = "?workflow=welcome&channel=email"
 
 # (method, route pattern, path, body, level needed, status a key in scope gets)
@@ -92,6 +95,56 @@ ENDPOINTS: list[tuple[str, str, str, Any, str, int]] = [
         "trigger",
         204,
     ),
+    ("GET", "recipients/<str:id>/channel-data/push/", f"{CHANNEL_DATA}/push/", None, "read", 200),
+    (
+        "PUT",
+        "recipients/<str:id>/channel-data/push/",
+        f"{CHANNEL_DATA}/push/",
+        {"devices": [{"provider": "fcm", "token": "t-1"}]},
+        "trigger",
+        200,
+    ),
+    (
+        "DELETE",
+        "recipients/<str:id>/channel-data/push/",
+        f"{CHANNEL_DATA}/push/",
+        None,
+        "trigger",
+        204,
+    ),
+    ("GET", "recipients/<str:id>/channel-data/chat/", f"{CHANNEL_DATA}/chat/", None, "read", 200),
+    (
+        "PUT",
+        "recipients/<str:id>/channel-data/chat/",
+        f"{CHANNEL_DATA}/chat/",
+        {"connections": [{"provider": "slack", "channel": "C1"}]},
+        "trigger",
+        200,
+    ),
+    (
+        "DELETE",
+        "recipients/<str:id>/channel-data/chat/",
+        f"{CHANNEL_DATA}/chat/",
+        None,
+        "trigger",
+        204,
+    ),
+    (
+        "POST",
+        "recipients/<str:id>/channel-data/push/devices/",
+        f"{CHANNEL_DATA}/push/devices/",
+        {"provider": "fcm", "token": "t-2"},
+        "trigger",
+        201,
+    ),
+    (
+        "DELETE",
+        "recipients/<str:id>/channel-data/push/devices/<uuid:device_id>/",
+        f"{CHANNEL_DATA}/push/devices/{DEVICE}/",
+        None,
+        "trigger",
+        204,
+    ),
     ("GET", "lists/", "lists/", None, "read", 200),
     ("GET", "lists/<slug:key>/", f"lists/{LIST}/", None, "read", 200),
     ("PUT", "lists/<slug:key>/", f"lists/{LIST}/", {"name": "News"}, "trigger", 200),
@@ -126,6 +179,8 @@ def _client(scope: str, limited: bool) -> APIClient:
 def _people() -> None:
     WorkflowFactory(key="welcome")
     Recipient.objects.create(id=PERSON, email="ada@example.com")
+    PushDevice.objects.create(id=DEVICE, recipient_id=PERSON, provider="fcm", token="t-0")
+    ChatConnection.objects.create(recipient_id=PERSON, provider="slack", channel="C0")
     group = RecipientList.objects.create(key=LIST, name="News")
     ListMembership.objects.create(list=group, recipient_id=PERSON)
 
@@ -136,6 +191,8 @@ def _state() -> tuple:
         list(Recipient.objects.order_by("id").values_list("id", "email", "locale", "preferences")),
         list(RecipientList.objects.order_by("key").values_list("key", "name")),
         list(ListMembership.objects.order_by("recipient_id").values_list("recipient_id")),
+        list(PushDevice.objects.order_by("token").values_list("token", "locale")),
+        list(ChatConnection.objects.order_by("channel").values_list("channel")),
     )
 
 

@@ -1,4 +1,4 @@
-"""A recipient's preferences over HTTP (SPEC §12): PUT replaces, PATCH merges, the shape
+"""A recipient's preferences over HTTP: PUT replaces, PATCH merges, the shape
 is checked with stable codes, every new opt-out is an audit row, and evaluate/ answers
 what the one rule decides for a workflow and channel."""
 
@@ -77,7 +77,7 @@ def test_every_new_opt_out_is_an_audit_row_naming_the_api_key(api):
 @pytest.mark.parametrize(
     ("body", "field", "code"),
     [
-        ({"channels": {"push": True}}, "channels.push", "unknown_channel"),
+        ({"channels": {"pigeon": True}}, "channels.pigeon", "unknown_channel"),
         ({"channels": {"email": "no"}}, "channels.email", "not_a_boolean"),
         ({"channels": []}, "channels", "not_an_object"),
         ({"categories": {"marketing": "off"}}, "categories.marketing", "invalid_setting"),

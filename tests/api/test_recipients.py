@@ -1,4 +1,4 @@
-"""Recipients over HTTP (SPEC §12): PUT creates or replaces, PATCH merges, GET, search,
+"""Recipients over HTTP: PUT creates or replaces, PATCH merges, GET, search,
 bulk with one outcome per item, addresses validated at the edge, scopes."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from api_keys.services import api_key_create
 from recipients.models import Recipient
 from tests.factories import RecipientFactory
-from triggers.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 

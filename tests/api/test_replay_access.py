@@ -9,9 +9,9 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
+from api_keys.services import api_key_create
 from tests.factories import PAYLOAD, WorkflowFactory, WorkflowTriggerFactory, wait_definition
 from triggers.models import TriggerInstance
-from triggers.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 

@@ -28,7 +28,7 @@ def test_steps_of_a_trigger_oldest_first(api, ran):
     ]
     assert all(r["trigger"] == str(ran[0].pk) for r in rows)
     assert rows[0]["started_at"] <= rows[1]["started_at"]
-    # The payload is held once, by the instance; the log refers to it (SPEC §10).
+    # The payload is held once, by the instance; the log refers to it.
     assert rows[0]["input_context"]["payload"] == {"$ref": "instance.payload"}
     assert rows[0]["input_context"]["trigger"]["id"] == str(ran[0].pk)
     assert rows[0]["output"]["message_id"]
@@ -59,7 +59,7 @@ def test_step_logs_need_auth(client, db):
 
 
 def test_step_logs_filter_by_skip_reason_and_the_timeline_shows_it(api, dispatched):
-    """Skips (SPEC §4) are successful steps with a reason: filterable, and shown in the
+    """Skips are successful steps with a reason: filterable, and shown in the
     instance's timeline."""
     from tests.factories import RecipientFactory
 

@@ -19,11 +19,11 @@ import pytest
 import requests
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from notifyflow.api import ApiView
+from api.base import ApiView
+from api_keys.services import api_key_create
 from tests.factories import TriggerInstanceFactory, WorkflowFactory, email_sms_definition
-from triggers.event_models import WorkflowTrigger
 from triggers.models import TriggerInstance
-from triggers.services import api_key_create
+from triggers.models.events import WorkflowTrigger
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""GET and DELETE /api/v1/throttles/ (SPEC §13): the counters with their count in the
+"""GET and DELETE /api/v1/throttles/: the counters with their count in the
 window, a key's reset, the parameters' errors and the keys' scopes."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from api_keys.services import api_key_create
+from gates.models import ThrottleCounter
+from gates.throttles import epoch_ms
 from tests.factories import ThrottleCounterFactory
-from triggers.gate_models import ThrottleCounter
-from triggers.gates.throttles import epoch_ms
-from triggers.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/throttles/"

@@ -1,4 +1,4 @@
-"""GET /api/v1/triggers/{id}/timeline/ (SPEC §9): one call says where an instance is,
+"""GET /api/v1/triggers/{id}/timeline/: one call says where an instance is,
 what happened to it and what it waits for, in a fixed number of queries."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from tests.factories import (
     wait_definition,
 )
 from triggers import inbox
-from triggers.inbox_models import InboxEvent
 from triggers.models import ParkedOn, TriggerInstance, TriggerStatus, TriggerStatusChange
+from triggers.models.inbox import InboxEvent
 from triggers.services import instance_cancel, trigger_create
 
 pytestmark = pytest.mark.django_db

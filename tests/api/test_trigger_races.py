@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
 def test_fifty_concurrent_identical_posts_create_one_instance(live_server):
-    from triggers.services import api_key_create
+    from api_keys.services import api_key_create
 
     workflow = WorkflowFactory()
     raw = api_key_create(name="race")[1]

@@ -1,4 +1,4 @@
-"""POST /api/v1/triggers/ with ``recipients`` (SPEC §12): one instance per distinct
+"""POST /api/v1/triggers/ with ``recipients``: one instance per distinct
 recipient under the request's key, per-recipient idempotency with no time limit,
 inline upserts, lists through a fan-out, validation naming ``recipients[i]``."""
 
@@ -11,8 +11,8 @@ import requests
 
 from recipients.models import ListMembership, Recipient, RecipientList
 from tests.factories import PAYLOAD, WorkflowFactory
-from triggers.fanout_models import FanOut
 from triggers.models import TriggerInstance
+from triggers.models.fanouts import FanOut
 
 pytestmark = pytest.mark.django_db
 
@@ -220,7 +220,7 @@ def test_cancel_by_key_cancels_every_instance_of_the_key(api, welcome):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_identical_requests_create_each_instance_once(live_server):
-    from triggers.services import api_key_create
+    from api_keys.services import api_key_create
 
     WorkflowFactory(key="welcome")
     raw = api_key_create(name="race")[1]
@@ -307,7 +307,7 @@ def test_a_bad_context_recipient_is_a_400_naming_it(api, welcome):
 def test_a_trigger_key_reads_only_its_own_fanouts(api, welcome):
     from rest_framework.test import APIClient
 
-    from triggers.services import api_key_create
+    from api_keys.services import api_key_create
 
     RecipientList.objects.create(key="team")
     fanout_id = post(api, [{"list": "team"}]).json()["fanout"]["id"]

@@ -1,5 +1,5 @@
 """POST /api/v1/triggers/bulk/: up to 1,000 triggers in one request, each item created,
-replayed or refused on its own with the single POST's semantics (SPEC §6)."""
+replayed or refused on its own with the single POST's semantics."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import requests
 
 from tests.factories import PAYLOAD, WorkflowFactory, email_sms_definition
 from tests.worker import celery_worker, flush_broker, wait_until
-from triggers.inbox_models import Interest
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from triggers.models.inbox import Interest
 from triggers.services import trigger_create
 
 pytestmark = pytest.mark.both_databases
@@ -392,7 +392,7 @@ def test_bulk_created_instances_run_to_completion_on_a_real_worker(api, tmp_path
 @pytest.mark.broker  # each created instance's message is published for real
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_bulk_requests_with_overlapping_keys_create_each_key_once(live_server):
-    from triggers.services import api_key_create
+    from api_keys.services import api_key_create
 
     workflow = WorkflowFactory()
     raw = api_key_create(name="race")[1]

@@ -1,4 +1,4 @@
-"""``/u/{token}/`` (SPEC §12, RFC 8058): GET shows a confirmation page and changes
+"""``/u/{token}/`` (RFC 8058): GET shows a confirmation page and changes
 nothing; POST (no auth, no CSRF token) opts out, idempotently; bad tokens get a 400
 page."""
 

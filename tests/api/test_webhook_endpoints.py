@@ -10,11 +10,11 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from api_keys.services import api_key_create
 from status_webhooks import delivery
 from status_webhooks.models import EndpointChange, WebhookEndpoint, WebhookMessage
 from status_webhooks.outbox import NewEvent, record
 from tests.fake_http import FakeEndpoint
-from triggers.services import api_key_create
 
 URL = "/api/v1/webhook-endpoints/"
 HOST = "hooks.example.com"

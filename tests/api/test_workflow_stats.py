@@ -1,4 +1,4 @@
-"""GET /api/v1/workflows/{key}/stats/ (SPEC §9): instances per status and, per node,
+"""GET /api/v1/workflows/{key}/stats/: instances per status and, per node,
 executions, successes and failures over every version."""
 
 from __future__ import annotations

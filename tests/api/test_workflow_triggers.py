@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.factories import WorkflowFactory, WorkflowTriggerFactory
-from triggers.event_models import WorkflowTrigger
+from triggers.models.events import WorkflowTrigger
 
 URL = "/api/v1/workflow-triggers/"
 pytestmark = pytest.mark.django_db

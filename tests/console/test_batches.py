@@ -14,6 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from executions import engine
+from gates import batches
+from gates.models import Batch
 from notifyflow.ids import short_id
 from tests.admin_helpers import PASSWORD, make_operator, make_superuser
 from tests.factories import (
@@ -23,14 +25,12 @@ from tests.factories import (
     WorkflowFactory,
     batch_definition,
 )
-from triggers.gate_models import Batch
-from triggers.gates import batches
 from triggers.models import TriggerInstance
 from triggers.services import instance_run_now, trigger_create
 
 pytestmark = pytest.mark.django_db
 
-CHANGELIST = "admin:triggers_batch_changelist"
+CHANGELIST = "admin:gates_batch_changelist"
 
 
 def logged_in(user) -> Client:
@@ -62,7 +62,7 @@ def test_changelist_and_detail_show_the_batch_and_its_members():
     assert "thread-7" in body and "Open" in body and batch.workflow.key in body
     filtered = client.get(reverse(CHANGELIST), {"status__exact": "closed"}).content.decode()
     assert "thread-7" not in filtered
-    detail = client.get(reverse("admin:triggers_batch_change", args=[batch.pk]))
+    detail = client.get(reverse("admin:gates_batch_change", args=[batch.pk]))
     assert detail.status_code == 200
     page = detail.content.decode()
     for instance in instances:
@@ -104,7 +104,7 @@ def _engine_batch(n, **config):
 
 def _page(client, batch) -> str:
     """The batch page's HTML, whitespace folded."""
-    response = client.get(reverse("admin:triggers_batch_change", args=[batch.pk]))
+    response = client.get(reverse("admin:gates_batch_change", args=[batch.pk]))
     assert response.status_code == 200
     return " ".join(response.content.decode().split())
 

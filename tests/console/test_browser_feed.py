@@ -22,9 +22,9 @@ from urllib.parse import urlencode
 from django.utils import timezone
 
 from executions import engine
-from executions.feed import feed_counts, feed_item_mark
-from executions.feed_tokens import feed_token_create
-from executions.models import FeedItem
+from feed.models import FeedItem
+from feed.services import feed_counts, feed_item_mark
+from feed.tokens import feed_token_create
 from tests.admin_helpers import make_superuser
 from tests.console.test_browser import (
     chromium,

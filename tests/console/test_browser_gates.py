@@ -12,6 +12,9 @@ from datetime import timedelta
 from django.utils import timezone
 
 from executions import engine
+from gates import batches
+from gates.models import Batch
+from gates.throttles import epoch_ms
 from tests.admin_helpers import make_superuser
 from tests.console.test_browser import (
     assert_fits,
@@ -28,9 +31,6 @@ from tests.factories import (
     WorkflowFactory,
     batch_definition,
 )
-from triggers.gate_models import Batch
-from triggers.gates import batches
-from triggers.gates.throttles import epoch_ms
 from triggers.models import ParkedOn, TriggerInstance
 from triggers.services import RecipientEntry, trigger_create_for_recipients
 
@@ -94,21 +94,21 @@ def test_gate_pages_render_fit_and_are_screenshotted(tmp_path):
         url = stack.enter_context(readme_web_server(tmp_path))
         log_in(driver, url, admin.username)
 
-        driver.get(f"{url}/admin/triggers/batch/")
+        driver.get(f"{url}/admin/gates/batch/")
         assert_styled(driver)
         table = driver.find_element(By.ID, "result_list").text
         assert "thread-7" in table and "thread-9" in table
         assert_fits(driver)
         full_page_screenshot(driver, "gates-batch-list.png")
 
-        driver.get(f"{url}/admin/triggers/batch/{open_batch.pk}/change/")
+        driver.get(f"{url}/admin/gates/batch/{open_batch.pk}/change/")
         assert_styled(driver)
         page = driver.find_element(By.ID, "content").text
         assert "(open, 5 item(s))" in page and "item 5 of batch" in page
         assert_fits(driver)
         full_page_screenshot(driver, "gates-batch-detail.png")
 
-        driver.get(f"{url}/admin/triggers/throttlecounter/")
+        driver.get(f"{url}/admin/gates/throttlecounter/")
         assert_styled(driver)
         table = driver.find_element(By.ID, "result_list").text
         assert "spring-sale" in table and "user_1842" in table

@@ -13,6 +13,8 @@ from contextlib import ExitStack
 from django.utils import timezone
 
 from executions import engine
+from gates import batches
+from gates.models import Batch
 from recipients.models import RecipientList
 from status_webhooks import delivery
 from status_webhooks.models import WebhookEndpoint
@@ -35,11 +37,9 @@ from tests.factories import (
     batch_definition,
 )
 from tests.fake_http import FakeEndpoint
-from triggers.event_models import EventRecord
-from triggers.fanout_models import FanOut
-from triggers.gate_models import Batch
-from triggers.gates import batches
 from triggers.models import TriggerInstance
+from triggers.models.events import EventRecord
+from triggers.models.fanouts import FanOut
 from triggers.services import (
     RecipientEntry,
     instance_run_now,
@@ -193,7 +193,7 @@ def test_next_step_pages_render_fit_and_are_screenshotted(tmp_path, settings, mo
             "missing_channel_data",
         )
         page(
-            "/admin/triggers/batch/",
+            "/admin/gates/batch/",
             "batches",
             "its window ended",
             "max_items reached",
@@ -201,12 +201,12 @@ def test_next_step_pages_render_fit_and_are_screenshotted(tmp_path, settings, mo
             "flushed by root",
         )
         page(
-            f"/admin/triggers/batch/{closed['run_now'].pk}/change/",
+            f"/admin/gates/batch/{closed['run_now'].pk}/change/",
             "batch-run-now",
             "run now on its opener by olive, before its window's end",
         )
         page(
-            f"/admin/triggers/batch/{closed['max_items'].pk}/change/",
+            f"/admin/gates/batch/{closed['max_items'].pk}/change/",
             "batch-max-items",
             "max_items reached (3 of 3): the arrival of",
         )
@@ -229,7 +229,7 @@ def test_next_step_pages_render_fit_and_are_screenshotted(tmp_path, settings, mo
         page("/admin/recipients/recipientlist/", "lists", "weekly·", "weekly\\t")
         page("/admin/triggers/fanout/", "fanouts", "launch\\n2026", "weekly·", "weekly\\t")
         page(f"/admin/triggers/fanout/{fanout.pk}/change/", "fanout", "launch\\n2026 (running)")
-        page("/admin/triggers/throttlecounter/", "throttles", "user 42·", "promo\\u200b")
+        page("/admin/gates/throttlecounter/", "throttles", "user 42·", "promo\\u200b")
         page("/admin/triggers/eventrecord/", "events", "evt-1·", "evt\\x1b1")
         page(f"/admin/workflows/workflow/{instance.workflow_id}/change/", "workflow")
         graph = driver.find_element(By.CSS_SELECTOR, "svg.nf-dag").text

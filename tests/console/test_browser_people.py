@@ -32,8 +32,8 @@ from tests.factories import (
     TriggerInstanceFactory,
     WorkflowFactory,
 )
-from triggers.fanout_models import FanOutStatus
 from triggers.models import TriggerInstance, TriggerStatus
+from triggers.models.fanouts import FanOutStatus
 
 
 def people() -> tuple[Recipient, TriggerInstance]:

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from tests.admin_helpers import PASSWORD, make_operator, make_superuser
 from tests.factories import FanOutFactory
-from triggers.fanout_models import FanOutStatus
+from triggers.models.fanouts import FanOutStatus
 
 pytestmark = pytest.mark.django_db
 

@@ -10,14 +10,14 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from executions.feed import feed_item_mark
+from feed.services import feed_item_mark
 from tests.admin_helpers import PASSWORD, make_operator, make_superuser
 from tests.factories import RecipientFactory
 from tests.factories import feed_items as make_items
 
 pytestmark = pytest.mark.django_db
 
-CHANGELIST = "admin:executions_feeditem_changelist"
+CHANGELIST = "admin:feed_feeditem_changelist"
 
 
 def logged_in(user) -> Client:
@@ -59,7 +59,7 @@ def test_an_operator_may_view_but_not_change_a_feed_item():
     _, items = _feed()
     client = logged_in(make_operator())
     assert client.get(reverse(CHANGELIST)).status_code == 200
-    page = client.get(reverse("admin:executions_feeditem_change", args=[items[0].pk]))
+    page = client.get(reverse("admin:feed_feeditem_change", args=[items[0].pk]))
     assert page.status_code == 200
     assert "Item 0" in page.content.decode()
     assert 'name="_save"' not in page.content.decode()

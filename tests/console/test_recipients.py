@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from console.recipients import recipient_search
 from executions.models import Delivery, DeliveryStatus
+from notifyflow import db
 from recipients.models import ListMembership, OptOut, OptOutSource, Recipient
 from tests.admin_helpers import PASSWORD, make_operator, make_superuser
 from tests.factories import RecipientFactory, RecipientListFactory, TriggerInstanceFactory
@@ -62,7 +63,7 @@ def test_search_finds_by_id_email_in_any_case_and_phone(admin_client_):
 def test_email_search_uses_the_lower_email_index():
     RecipientFactory.create_batch(3)
     queryset = recipient_search(Recipient.objects.all(), "Ada@Example.com")
-    if connection.vendor == "postgresql":  # three rows: PostgreSQL would rather scan them
+    if db.is_postgres():  # three rows: PostgreSQL would rather scan them
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_seqscan = off")
     plan = queryset.explain()
@@ -139,6 +140,12 @@ def test_edit_validates_phone_and_time_zone(admin_client_):
         "memberships-INITIAL_FORMS": "0",
         "opt_outs-TOTAL_FORMS": "0",
         "opt_outs-INITIAL_FORMS": "0",
+        "push_devices-TOTAL_FORMS": "0",
+        "push_devices-INITIAL_FORMS": "0",
+        "chat_connections-TOTAL_FORMS": "0",
+        "chat_connections-INITIAL_FORMS": "0",
+        "channel_data_removals-TOTAL_FORMS": "0",
+        "channel_data_removals-INITIAL_FORMS": "0",
     }
     response = admin_client_.post(change_url(ada), data)
     assert response.status_code == 200

@@ -11,14 +11,14 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from gates.models import ThrottleCounter
+from gates.throttles import epoch_ms
 from tests.admin_helpers import PASSWORD, make_operator, make_superuser
 from tests.factories import ThrottleCounterFactory
-from triggers.gate_models import ThrottleCounter
-from triggers.gates.throttles import epoch_ms
 
 pytestmark = pytest.mark.django_db
 
-CHANGELIST = "admin:triggers_throttlecounter_changelist"
+CHANGELIST = "admin:gates_throttlecounter_changelist"
 
 
 def logged_in(user) -> Client:
@@ -55,10 +55,10 @@ def test_search_is_by_exact_subject_and_the_page_is_read_only():
     client = logged_in(make_superuser())
     response = client.get(reverse(CHANGELIST), {"q": "ada"})
     assert [c.subject for c in response.context["cl"].result_list] == ["ada"]
-    page = client.get(reverse("admin:triggers_throttlecounter_change", args=[full.pk]))
+    page = client.get(reverse("admin:gates_throttlecounter_change", args=[full.pk]))
     assert page.status_code == 200
     assert 'name="_save"' not in page.content.decode()
-    assert client.get(reverse("admin:triggers_throttlecounter_add")).status_code == 403
+    assert client.get(reverse("admin:gates_throttlecounter_add")).status_code == 403
 
 
 def test_reset_action_deletes_the_selected_counters_only():

@@ -14,6 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.visible import visible_id, visible_text
+from gates import batches
+from gates.models import Batch
 from notifyflow.ids import short_id
 from tests.admin_helpers import PASSWORD, make_superuser
 from tests.factories import (
@@ -23,8 +25,6 @@ from tests.factories import (
     ThrottleCounterFactory,
     TriggerInstanceFactory,
 )
-from triggers.gate_models import Batch
-from triggers.gates import batches
 
 # Ids that the stock admin shows alike (HTML folds whitespace; a newline is a space).
 LOOKALIKES = ["a b", "a\nb", "a b ", "a  b", " a b", "a\tb", "a\u00a0b", "a\u202eb"]
@@ -138,13 +138,13 @@ def test_list_keys_batch_keys_and_throttle_keys_differ():
             max_items=None,
             now=timezone.now(),
         )
-    listed = browser.get(reverse("admin:triggers_batch_changelist")).content.decode()
+    listed = browser.get(reverse("admin:gates_batch_changelist")).content.decode()
     assert sorted(column(listed, "key_display")) == ["t 7", "t\\t7"]
     tabbed = Batch.objects.get(key="t\t7")
-    page = browser.get(reverse("admin:triggers_batch_change", args=[tabbed.pk])).content.decode()
+    page = browser.get(reverse("admin:gates_batch_change", args=[tabbed.pk])).content.decode()
     assert readonly(page, "key_display") == "t\\t7"
 
     ThrottleCounterFactory(scope="recipient", subject="u\u202e1", key="sale ")
-    throttles = browser.get(reverse("admin:triggers_throttlecounter_changelist")).content.decode()
+    throttles = browser.get(reverse("admin:gates_throttlecounter_changelist")).content.decode()
     assert column(throttles, "subject_display") == ["u\\u202e1"]
     assert column(throttles, "key_display") == ["sale·"]

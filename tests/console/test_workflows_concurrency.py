@@ -1,4 +1,4 @@
-"""Operator console: a workflow's concurrency limit and key (SPEC §16)."""
+"""Operator console: a workflow's concurrency limit and key."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The start-up check of NOTIFYFLOW_PUBLIC_URL (notifyflow.E010): an error exactly when
 recipients exist, an active non-critical workflow sends email, and the setting is
-unset - never on a fresh start or a payload-only installation (SPEC §1's standard
+unset - never on a fresh start or a payload-only installation (the standard
 start)."""
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ def test_step_log_records_input_context(dispatched):
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
     engine.step_execute(instance_id=instance.pk, task_id="task-1", worker="w@h")
     log = StepExecutionLog.objects.get(trigger=instance)
-    # The instance holds the payload once; the log refers to it (SPEC §10).
+    # The instance holds the payload once; the log refers to it.
     assert log.input_context["payload"] == {"$ref": "instance.payload"}
     assert log.input_context["trigger"]["id"] == str(instance.pk)
     assert log.input_context["workflow"]["version"] == 1
@@ -203,7 +203,7 @@ def test_next_steps_retries_and_early_messages_stay_in_the_instances_lane(
     scripted, dispatched, priority
 ):
     """The engine's every re-send (next node, retry with backoff, an early message sent
-    again) goes to the instance's own lane's queue (SPEC §16)."""
+    again) goes to the instance's own lane's queue."""
     queue = {"critical": "notifyflow.critical", "bulk": "notifyflow.bulk"}[priority]
     scripted.reset("ok", "transient")
     definition = {

@@ -1,4 +1,4 @@
-"""A step whose claim the concurrency limit refuses (SPEC §16): nothing runs, no attempt
+"""A step whose claim the concurrency limit refuses: nothing runs, no attempt
 is spent, its message comes back after a short random pause; a paused workflow's
 instance gets no such message (resuming sends it)."""
 

@@ -1,4 +1,4 @@
-"""Erasure (DELETE /recipients/{id}/, SPEC §12): in one transaction the person's
+"""Erasure (DELETE /recipients/{id}/): in one transaction the person's
 unfinished instances are cancelled, their addresses leave every history row
 (deliveries, attempts, provider events, step logs, status changes, inbox, the
 instances' payload), the recipient, preferences, memberships and opt-outs go - and
@@ -24,8 +24,8 @@ from tests.factories import (
     TriggerInstanceFactory,
     WorkflowFactory,
 )
-from triggers.inbox_models import InboxEvent
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from triggers.models.inbox import InboxEvent
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 

@@ -1,4 +1,4 @@
-"""An erasure racing a step mid-send (SPEC §10, turn 4), on real PostgreSQL: the step
+"""An erasure racing a step mid-send, on real PostgreSQL: the step
 read the person's addresses before the erasure, sends, and records after it - its step
 log, delivery and provider attempts must not keep the addresses. Two orders: the
 erasure commits while the provider call is in flight, and the step's outcome statement

@@ -1,7 +1,7 @@
 """Timestamps a payload can produce are range-checked where they enter (a delay's
 ``until``: at most the 3,650-day cap a duration has at save, the past continues at once;
 a provider's tracking timestamp: dropped if PostgreSQL could not give it back), and no
-instance timestamp the engine can store makes a page answer 500 (SPEC §10)."""
+instance timestamp the engine can store makes a page answer 500."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An instance's status history (SPEC §3): the routine claim and release of a step
+"""An instance's status history: the routine claim and release of a step
 write no audit row, yet the history lists every change, merged from the audit rows and
 the step logs."""
 
@@ -107,17 +107,17 @@ def test_a_lost_worker_s_claim_and_its_recovery_are_listed(dispatched):
 
 
 def test_a_step_cancelled_while_it_ran_ends_with_the_cancellation(dispatched, monkeypatch):
-    from executions.nodes import EXECUTORS
+    from workflows.definition import node_types
 
     wf = WorkflowFactory(definition=email_sms_definition())
     instance = trigger_create(workflow=wf, idempotency_key="h5", payload=PAYLOAD).instance
-    real_email = EXECUTORS["email"]
+    real_email = node_types.get("email").run
 
     def cancelled_meanwhile(step):
         services.instance_cancel(instance_id=instance.pk, actor="ops", reason="stop")
         return real_email(step)
 
-    monkeypatch.setitem(EXECUTORS, "email", cancelled_meanwhile)
+    monkeypatch.setattr(node_types.get("email"), "run", cancelled_meanwhile)
     engine.step_execute(instance_id=instance.pk)
     assert _moves(instance) == [
         ("", "enqueued", AUDIT),

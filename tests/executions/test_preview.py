@@ -188,10 +188,10 @@ def test_preview_leaves_no_template_field_of_any_node_type_unrendered():
     import json
 
     from executions.preview import render_fields
-    from workflows.definition import NODE_CONFIG_SPECS
+    from workflows.definition import node_types
 
     context = {"payload": {"v": "x"}}
-    for node_type, spec in NODE_CONFIG_SPECS.items():
+    for node_type, spec in ((t.name, t.fields) for t in node_types.all()):
         config = {}
         for key, field in spec.items():
             if not field.is_template:

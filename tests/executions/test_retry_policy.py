@@ -27,7 +27,7 @@ def sms_definition(retry: dict | None) -> dict:
     }
 
 
-def test_default_stays_the_spec_formula(settings):
+def test_default_stays_base_times_two_to_the_attempts(settings):
     now = timezone.now()
     delays = [
         decide_retry(attempts_so_far=n, permanent=False, now=now).retry_at - now for n in range(3)

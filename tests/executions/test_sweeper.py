@@ -97,10 +97,10 @@ def test_lease_recovered_four_times_fails_the_instance(dispatched):
 def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monkeypatch):
     """A worker that stalls past its lease: the sweeper recovers the instance, a new
     worker completes it, then the zombie's late write is fenced out."""
-    from executions.nodes import EXECUTORS
+    from workflows.definition import node_types
 
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
-    real_email = EXECUTORS["email"]
+    real_email = node_types.get("email").run
     # While the zombie "sends", its lease expires and someone else takes over.
     email_node_stalling_past_its_lease(monkeypatch, instance)
     assert engine.step_execute(instance_id=instance.pk, worker="zombie") == StepOutcome.ADVANCED
@@ -116,7 +116,7 @@ def test_zombie_cannot_overwrite_after_its_lease_was_recovered(dispatched, monke
     # The next attempt does not send the email again: the delivery was recorded.
     from django.core import mail
 
-    monkeypatch.setitem(EXECUTORS, "email", real_email)
+    monkeypatch.setattr(node_types.get("email"), "run", real_email)
     assert engine.step_execute(instance_id=instance.pk, worker="w2") == StepOutcome.ADVANCED
     assert len(mail.outbox) == 1
 

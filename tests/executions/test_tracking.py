@@ -1,4 +1,4 @@
-"""ESP tracking events that opt a recipient out (SPEC §12): anymail's ``unsubscribed``
+"""ESP tracking events that opt a recipient out: anymail's ``unsubscribed``
 and ``complained`` do what the email's List-Unsubscribe link does - the delivery's
 recipient is opted out of the workflow's scope, with an audit row naming the source."""
 

@@ -1,4 +1,4 @@
-"""GET /metrics (SPEC §9) and /readyz: Prometheus text format, notifyflow_ names,
+"""GET /metrics and /readyz: Prometheus text format, notifyflow_ names,
 counters that move when things happen - in this process and in a real worker's
 (multiprocess mode) - queue figures from the database, loopback-or-token access."""
 
@@ -81,8 +81,8 @@ def test_trigger_and_step_counters_move(api, workflow, dispatched):
 
 @pytest.mark.django_db
 def test_events_cancellations_and_retries_are_counted(api, workflow, dispatched, monkeypatch):
-    from executions.nodes import EXECUTORS
     from executions.providers.base import ProviderError
+    from workflows.definition import node_types
 
     before = scrape()
     api.post("/api/v1/events/", {"name": "NOBODY_LISTENS", "context": {}}, format="json")
@@ -92,7 +92,7 @@ def test_events_cancellations_and_retries_are_counted(api, workflow, dispatched,
     def flaky(step):
         raise ProviderError("503 from provider", permanent=False)
 
-    monkeypatch.setitem(EXECUTORS, "email", flaky)
+    monkeypatch.setattr(node_types.get("email"), "run", flaky)
     retried = trigger_create(workflow=workflow, idempotency_key="r", payload=PAYLOAD).instance
     assert engine.step_execute(instance_id=retried.pk) == StepOutcome.FAILED_TRANSIENT
     after = scrape()

@@ -63,13 +63,13 @@ def test_collectstatic_does_not_warn_that_it_was_not_run(empty_static_root):
     assert "W001" not in out.getvalue() + err.getvalue()
 
 
-def test_after_collectstatic_pages_link_hashed_files_and_check_is_quiet(empty_static_root):
+def test_after_collectstatic_pages_link_hashed_files_and_check_is_quiet(
+    empty_static_root, settings
+):
     call_command("collectstatic", "--noinput", verbosity=0)
-    # A new process would read the new manifest: here, a fresh storage object.
-    from django.contrib.staticfiles.storage import staticfiles_storage
-
-    staticfiles_storage._wrapped = None  # type: ignore[attr-defined]
-    staticfiles_storage._setup()  # type: ignore[attr-defined]
+    # A new process would read the new manifest: here, a fresh storage object (Django
+    # builds one when STATIC_ROOT is set, as for a new process).
+    settings.STATIC_ROOT = empty_static_root
     client = Client()
     css = linked_css(client.get("/admin/login/").content.decode())
     base = next(url for url in css if url.startswith("/static/admin/css/base."))

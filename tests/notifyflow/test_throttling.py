@@ -13,8 +13,8 @@ from django.http import HttpRequest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from api_keys.services import api_key_create
 from tests.factories import PAYLOAD, TriggerInstanceFactory, WorkflowTriggerFactory
-from triggers.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +40,7 @@ def test_a_page_size_out_of_range_is_a_400_naming_it_never_clamped(api, workflow
 
 
 def test_workflow_page_is_capped(api, workflow):
-    from notifyflow.pagination import MAX_PAGE_SIZE, WorkflowPages
+    from api.pagination import MAX_PAGE_SIZE, WorkflowPages
 
     assert WorkflowPages.max_limit == MAX_PAGE_SIZE <= 500
     response = api.get("/api/v1/workflows/?limit=100000")

@@ -13,9 +13,9 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from api_keys.models import ApiKey
+from api_keys.services import api_key_create, api_key_set_rate
 from tests.admin_helpers import PASSWORD, make_superuser
-from triggers.models import ApiKey
-from triggers.services import api_key_create, api_key_set_rate
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +51,7 @@ def test_a_lowered_rate_still_answers_retry_after(workflow):
     api = client_with(raw)
     assert all(api.get("/api/v1/workflows/").status_code == 200 for _ in range(6))
     api_key_set_rate(api_key=key, rate="2/min")
-    from api.auth import api_keys_by_hash
+    from api_keys.authentication import api_keys_by_hash
 
     api_keys_by_hash.clear()  # another process would see it within the cache's 10 s
     # The window now holds more requests than the rate allows.
@@ -90,18 +90,18 @@ def test_the_admin_sets_a_rate_at_creation_and_changes_it_later():
     assert client.login(
         request=HttpRequest(), username=make_superuser().username, password=PASSWORD
     )
-    created = client.post(reverse("admin:triggers_apikey_add"), {"name": "p", "rate": "5/s"})
+    created = client.post(reverse("admin:api_keys_apikey_add"), {"name": "p", "rate": "5/s"})
     assert created.status_code == 200
     key = ApiKey.objects.get(name="p")
     assert key.rate == "5/s"
-    change = reverse("admin:triggers_apikey_change", args=[key.pk])
+    change = reverse("admin:api_keys_apikey_change", args=[key.pk])
     assert 'name="rate"' in client.get(change).content.decode()
     bad = client.post(change, {"rate": "lots"})
     assert bad.status_code == 200 and "expected requests per period" in bad.content.decode()
     assert client.post(change, {"rate": "100/min", "name": "renamed"}).status_code == 302
     key.refresh_from_db()
     assert key.rate == "100/min" and key.name == "p"
-    assert "100/min" in client.get(reverse("admin:triggers_apikey_changelist")).content.decode()
+    assert "100/min" in client.get(reverse("admin:api_keys_apikey_changelist")).content.decode()
 
 
 def test_a_malformed_default_rate_refuses_to_start():

@@ -1,4 +1,4 @@
-"""The one rule (SPEC §12): the most specific explicit setting wins."""
+"""The one rule: the most specific explicit setting wins."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sticky opt-outs (SPEC §10, turn 4): an opt-out the person made themselves (one-click,
+"""Sticky opt-outs: an opt-out the person made themselves (one-click,
 the unsubscribe page, an ESP's unsubscribe or complaint) survives a preferences PUT or
 PATCH that does not mention it - the next email stays unsent; only an explicit write of
 that same setting to ``true`` reverses it, recorded as an audit row naming the API key
@@ -14,6 +14,7 @@ from django.core import mail
 from django.test import Client
 from rest_framework.test import APIClient
 
+from api_keys.services import api_key_create
 from executions import engine
 from recipients.models import OptOut, Recipient
 from recipients.preferences import opt_out
@@ -21,7 +22,6 @@ from recipients.unsubscribe import token_for
 from tests.factories import RecipientFactory, TriggerInstanceFactory
 from tests.webhook_events import kicks, sent_to, subscribe
 from triggers.models import TriggerStatus
-from triggers.services import api_key_create
 from workflows.services import workflow_save
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("kicks", "dispatched")]

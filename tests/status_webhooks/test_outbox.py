@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from status_webhooks.models import WebhookEndpoint, WebhookMessage
@@ -106,7 +106,7 @@ def _complete_with_event(instance, workflow_key: str) -> bool:
     )
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="one-statement transitions")
+@pytest.mark.postgres  # one-statement transitions
 def test_a_transition_statement_writes_its_event_only_when_it_applies():
     endpoint = _endpoint()
     workflow = WorkflowFactory()
@@ -120,7 +120,7 @@ def test_a_transition_statement_writes_its_event_only_when_it_applies():
     assert WebhookMessage.objects.count() == 2
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="one-statement transitions")
+@pytest.mark.postgres  # one-statement transitions
 def test_a_transition_statement_reserves_no_sequence_when_no_endpoint_wants_the_event():
     _endpoint(workflows=["someone-else"])
     instance = _processing(TriggerInstanceFactory())

@@ -1,4 +1,4 @@
-"""A cancelled backlog costs nothing (SPEC §10, turn 4), against a real worker on Redis
+"""A cancelled backlog costs nothing, against a real worker on Redis
 and on RabbitMQ: 20,000 queued instances of a list fan-out are cancelled, then a new
 instance in the same lane starts within 2 s - instead of behind 20,000 messages
 consumed one by one (docs/measurements.md, "A cancelled backlog").
@@ -37,7 +37,7 @@ from triggers.services import (
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 BACKLOG = 20_000
-# SPEC §10: a cancelled backlog delays other work in its lane by at most this.
+# The rule: a cancelled backlog delays other work in its lane by at most this.
 MAX_DELAY_S = 2.0
 # A backlog cancelled without a sift, met by the worker (docs/measurements.md): about
 # 0.5-1 s on Redis and 2-3 s on RabbitMQ alone, but 23 s once in CI beside another test
@@ -63,7 +63,7 @@ def _cancelled_backlog() -> tuple[float, float]:
     Returns the seconds each part took."""
     flush_broker()
     definition = email_definition("hi", to="someone@example.com")
-    # A normal workflow's fan-out runs in the bulk lane (SPEC §16).
+    # A normal workflow's fan-out runs in the bulk lane.
     WorkflowFactory(key="newsletter", definition=definition)
     began = time.monotonic()
     group = RecipientList.objects.create(key="everyone")

@@ -1,4 +1,4 @@
-"""Per-workflow concurrency (SPEC §16) under several real ``celery worker`` processes:
+"""Per-workflow concurrency under several real ``celery worker`` processes:
 each step of the workflows below calls a slow local receiver, which records how many
 requests were in flight at once. With a limit of 2 - for the whole workflow, and per key
 with two keys - the receiver never sees more than 2 at once (per key), and every

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("notifyflow", "workflows", "recipients", "triggers", "executions", "api", "console")
+# Every app: the packages the import-linter contracts cover.
+APPS = tuple(
+    tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
+)
 # How the settings read an environment variable: os.environ.get("X"), os.getenv("X"),
 # os.environ["X"], and the typed helpers of notifyflow/env.py (env_int("X", ...)).
 READERS = {"get", "getenv", "env_bool", "env_int", "env_float", "env_list", "env_providers"}

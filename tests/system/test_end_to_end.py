@@ -53,7 +53,7 @@ def test_email_delay_sms_completes_with_three_step_logs(tmp_path):
     assert sent_email(tmp_path) == {f"{instance.pk}:hello": 1}
     assert sent_sms(tmp_path) == {f"{instance.pk}:text": 1}
     # Every change, as the timeline lists it: creation and completion are audit rows,
-    # the routine claims and releases come from the step logs (SPEC §3).
+    # the routine claims and releases come from the step logs.
     history = instance_status_history(instance=instance)
     changes = [(change.from_status, change.to_status) for change in history]
     assert changes == [("", "enqueued")] + [

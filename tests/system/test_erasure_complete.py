@@ -1,4 +1,4 @@
-"""Erasure is complete (SPEC §10, turn 4): after ``DELETE /recipients/carol/`` no stored
+"""Erasure is complete: after ``DELETE /recipients/carol/`` no stored
 row, admin page, admin search or API answer holds Carol's email address or phone
 number - idempotency keys (``erased:<instance id>``), batch and throttle keys, event
 records, fan-out snapshots, interests, page titles included - while her instances keep
@@ -7,8 +7,10 @@ their ids, workflow and timeline, and Bob's rows stay byte for byte what they we
 Carol has instances finished, running (claimed by a worker), in a batch (opener and
 member), throttled, waiting for an event and from a list fan-out; deliveries with a
 provider's event, an event record (a key generated from her address), status webhook
-messages, an opt-out, feed items and an admin log entry. Bob has the same kinds, each
-his own."""
+messages, an opt-out, feed items, an admin log entry, and channel data - push devices
+(one removed as dead: an audit row, a status event), chat connections, a payload quoting
+a device token - whose tokens, keys, webhook URL and Slack user id are left nowhere
+either. Bob has the same kinds, each his own."""
 
 from __future__ import annotations
 
@@ -27,9 +29,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from executions import engine
-from executions.models import Delivery, DeliveryEvent, FeedCounter, FeedItem
+from executions.models import Delivery, DeliveryEvent
 from executions.tracking import delivery_status_record
-from recipients.models import ListMembership, OptOut, Recipient
+from feed.models import FeedCounter, FeedItem
+from gates.models import Batch, ThrottleCounter
+from recipients.channel_data import device_remove_dead
+from recipients.models import ChannelDataRemoval, ListMembership, OptOut, PushDevice, Recipient
 from recipients.unsubscribe import token_for
 from status_webhooks.models import EVENT_TYPES, WebhookMessage
 from tests.factories import (
@@ -40,13 +45,13 @@ from tests.factories import (
     in_app_definition,
     throttle_definition,
     wait_definition,
+    webpush_keys,
 )
 from tests.webhook_events import kicks, subscribe
 from triggers.fanout import fanout_run
-from triggers.fanout_models import FanOut
-from triggers.gate_models import Batch, ThrottleCounter
-from triggers.inbox_models import Interest
 from triggers.models import TriggerInstance, TriggerStatus
+from triggers.models.fanouts import FanOut
+from triggers.models.inbox import Interest
 from workflows.concurrency import Concurrency
 from workflows.services import workflow_save
 
@@ -59,6 +64,51 @@ __all__ = ["kicks"]
 
 CAROL = {"id": "carol", "email": "carol.pii@example.com", "phone": "+15557654321"}
 BOB = {"id": "bob", "email": "bob.other@example.com", "phone": "+15550002222"}
+# Their channel data (PUT over the API): push tokens, a Web Push subscription, a chat
+# webhook and a Slack user - none of it may be left anywhere either.
+CHANNEL_DATA: dict[str, dict[str, Any]] = {
+    name: {
+        "push": {
+            "devices": [
+                {"provider": "fcm", "token": f"{name}-fcm-token-0123456789:APA91bXyZ"},
+                {"provider": "apns", "token": f"{seed:02x}" * 32},
+                {
+                    "provider": "webpush",
+                    "token": {
+                        "endpoint": f"https://fcm.googleapis.com/fcm/send/{name}-subscription-42",
+                        "keys": webpush_keys(seed),
+                    },
+                },
+            ]
+        },
+        "chat": {
+            "connections": [
+                {"provider": "slack", "user": f"U{name.upper()}0001"},
+                {
+                    "provider": "discord",
+                    "webhook_url": f"https://hooks.example.com/api/webhooks/{name}-hook-secret",
+                },
+            ]
+        },
+    }
+    for name, seed in (("carol", 0xCA), ("bob", 0xB0))
+}
+
+
+def _secrets(person: dict) -> list[str]:
+    """The person's push tokens, subscription keys, webhook URL and Slack user id."""
+    data = CHANNEL_DATA[person["id"]]
+    found = []
+    for device in data["push"]["devices"]:
+        token = device["token"]
+        found += (
+            [token["endpoint"], *token["keys"].values()] if isinstance(token, dict) else [token]
+        )
+    for connection in data["chat"]["connections"]:
+        found += [value for key, value in connection.items() if key in ("user", "webhook_url")]
+    return found
+
+
 # An email and an SMS to the instance's recipient.
 TO_THE_RECIPIENT = {
     "entry_node_id": "hello",
@@ -126,7 +176,23 @@ def _person(api, flows, person: dict) -> dict[str, Any]:
     """Everything the test erases (or keeps) of one person: their instances by kind."""
     name, email = person["id"], person["email"]
     RecipientFactory(**person)
+    for channel, body in CHANNEL_DATA[name].items():
+        answer = api.put(f"/api/v1/recipients/{name}/channel-data/{channel}/", body, format="json")
+        assert answer.status_code == 200, answer.content
     made: dict[str, Any] = {}
+    # A payload that quotes a device token (the customer's own copy of it).
+    fcm_token = CHANNEL_DATA[name]["push"]["devices"][0]["token"]
+    made["device"] = _run(
+        _trigger(api, "welcome", f"device-{email}", person, {"push_token": fcm_token})
+    )
+    # A send found the APNs token dead: an audit row and a recipient.device_removed event.
+    apns = PushDevice.objects.get(recipient_id=name, provider="apns")
+    assert device_remove_dead(
+        device_id=apns.pk,
+        provider="apns",
+        reason_code="BadDeviceToken",
+        details={"instance": str(made["device"].pk)},
+    )
     made["finished"] = _run(_trigger(api, "welcome", f"welcome-{email}", person))
     assert made["finished"].status == TriggerStatus.COMPLETED
     delivery = Delivery.objects.get(instance=made["finished"], channel="email")
@@ -217,7 +283,9 @@ def _every_row() -> dict[str, str]:
 
 def _holding(text: str, person: dict) -> bool:
     lowered = text.lower()
-    return person["email"] in lowered or person["phone"] in text
+    if person["email"] in lowered or person["phone"] in text:
+        return True
+    return any(secret in text for secret in _secrets(person))
 
 
 def _admin_pages(client) -> dict[str, str]:
@@ -297,7 +365,8 @@ def _bobs_rows() -> dict[str, str]:
     return dumped
 
 
-def test_nothing_anywhere_holds_the_erased_person(api, admin_client, flows):
+def test_nothing_anywhere_holds_the_erased_person(api, admin_client, flows, settings):
+    settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["hooks.example.com"]  # chat webhooks
     subscribe(*EVENT_TYPES)
     WorkflowTriggerFactory(
         event_name="signup",
@@ -316,9 +385,11 @@ def test_nothing_anywhere_holds_the_erased_person(api, admin_client, flows):
     for label in (
         "triggers.TriggerInstance",
         "triggers.EventRecord",
-        "triggers.Batch",
-        "triggers.ThrottleCounter",
+        "gates.Batch",
+        "gates.ThrottleCounter",
         "triggers.Interest",
+        "recipients.PushDevice",
+        "recipients.ChatConnection",
         "executions.StepExecutionLog",
         "executions.Delivery",
         "executions.DeliveryEvent",
@@ -331,8 +402,8 @@ def test_nothing_anywhere_holds_the_erased_person(api, admin_client, flows):
     answers = _api_answers(api, carol_ids, fanout)
     assert _holding(answers[f"/api/v1/triggers/?idempotency_key=welcome-{CAROL['email']}"], CAROL)
     assert _holding(answers["/api/v1/throttles/?recipient=carol"], CAROL)
-    for name in ("triggerinstance", "batch"):
-        url = reverse(f"admin:triggers_{name}_changelist")
+    for name in ("triggers_triggerinstance", "gates_batch"):
+        url = reverse(f"admin:{name}_changelist")
         assert admin_client.get(url, {"q": CAROL["email"]}).context["cl"].result_count, name
     before = _bobs_rows()
     assert _holding(json.dumps(before), BOB)
@@ -348,8 +419,13 @@ def test_nothing_anywhere_holds_the_erased_person(api, admin_client, flows):
     for url, page in _api_answers(api, carol_ids, fanout).items():
         assert not _holding(page, CAROL), url
     # The console's searches find nothing by her address any more.
-    for name in ("triggerinstance", "batch", "fanout", "eventrecord"):
-        url = reverse(f"admin:triggers_{name}_changelist")
+    for name in (
+        "triggers_triggerinstance",
+        "gates_batch",
+        "triggers_fanout",
+        "triggers_eventrecord",
+    ):
+        url = reverse(f"admin:{name}_changelist")
         answer = admin_client.get(url, {"q": CAROL["email"]})
         assert answer.context["cl"].result_count == 0, name
     assert _bobs_rows() == before
@@ -370,6 +446,10 @@ def test_nothing_anywhere_holds_the_erased_person(api, admin_client, flows):
     assert not FeedItem.objects.filter(recipient_id="carol").exists()
     assert not FeedCounter.objects.filter(recipient_id="carol").exists()
     assert not OptOut.objects.filter(recipient_id="carol").exists()
+    assert not PushDevice.objects.filter(recipient_id="carol").exists()
+    assert not ChannelDataRemoval.objects.filter(recipient_id="carol").exists()
+    # Her device_removed event stays (the customer learnt it), without naming her.
+    assert WebhookMessage.objects.filter(type="recipient.device_removed").count() == 2
     assert DeliveryEvent.objects.filter(delivery__instance_id=carol["finished"].pk).exists()
     fanout.refresh_from_db()
     assert fanout.recipient_ids == ["bob"] and fanout.position == 1

@@ -11,8 +11,8 @@ import pytest
 from recipients.models import ListMembership, Recipient, RecipientList
 from tests.factories import PAYLOAD, WorkflowFactory
 from tests.worker import celery_worker, flush_broker, kill9, wait_until
-from triggers.fanout_models import FanOut
 from triggers.models import TriggerInstance
+from triggers.models.fanouts import FanOut
 from triggers.services import RecipientEntry, trigger_create_for_recipients
 from workflows.models import Workflow
 

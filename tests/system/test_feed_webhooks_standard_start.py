@@ -1,4 +1,4 @@
-"""Issue 28 from the outside, on the standard start (SPEC §1: migrate, gunicorn, worker,
+"""Issue 28 from the outside, on the standard start (migrate, gunicorn, worker,
 beat, plus the documented NOTIFYFLOW_PUBLIC_URL and NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS):
 a workflow that writes to the in-app feed and sends an email; the recipient's front end
 mints a feed token, polls ``counts/`` (ETag, 304), lists and reads the item; a status

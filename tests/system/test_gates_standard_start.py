@@ -1,4 +1,4 @@
-"""Issue 27 from the outside, on the standard start (SPEC §1: migrate, gunicorn, worker,
+"""Issue 27 from the outside, on the standard start (migrate, gunicorn, worker,
 beat, nothing else but the documented NOTIFYFLOW_PUBLIC_URL): a send window and a
 recipient's quiet hours defer an email until they open - timed on what the local SMTP
 server receives - and the timeline says what it waits for; a digest of several comments

@@ -1,4 +1,4 @@
-"""Gates under real workers (SPEC §13), against PostgreSQL and the broker: arrivals into
+"""Gates under real workers, against PostgreSQL and the broker: arrivals into
 one batch from several worker processes at once (no item lost or counted twice, exactly
 one digest), a worker killed with ``kill -9`` while its batch is open (the digest still
 goes out once), and a throttle raced by several worker processes (never more than
@@ -12,10 +12,10 @@ from contextlib import ExitStack
 import pytest
 
 from executions.models import StepExecutionLog
+from gates import batches
+from gates.models import Batch, BatchItem
 from tests.factories import RecipientFactory, WorkflowFactory
 from tests.worker import celery_worker, flush_broker, kill9, sent_email, wait_until
-from triggers.gate_models import Batch, BatchItem
-from triggers.gates import batches
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.services import RecipientEntry, trigger_create, trigger_create_for_recipients
 

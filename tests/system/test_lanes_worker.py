@@ -1,4 +1,4 @@
-"""Priority lanes against a real worker (SPEC §16): a plain ``celery -A notifyflow
+"""Priority lanes against a real worker: a plain ``celery -A notifyflow
 worker`` consumes every lane, and a critical step overtakes a bulk backlog - on Redis
 because BRPOP names the critical list first, on RabbitMQ because each queue's consumer
 gets deliveries in turn as the prefetch credit frees (README "Priority lanes")."""

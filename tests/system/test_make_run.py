@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from dotenv import dotenv_values
 
 from tests.system.make_run import (
@@ -28,8 +27,6 @@ from tests.system.make_run import (
     plain_shell,
     session_processes,
 )
-from triggers.models import ApiKey
-from triggers.services import api_key_revoke
 
 # The same on every database: CI runs it once, where nothing is set.
 pytestmark = pytest.mark.embedded
@@ -101,28 +98,6 @@ def test_after_make_run_manage_py_works_in_a_plain_shell_and_a_restart_reuses_th
     assert kept["NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS"] == "hooks.example.com,hooks.example.org"
     assert kept["EMAIL_BACKEND"] == "django.core.mail.backends.filebased.EmailBackend"
     assert kept["NOTIFYFLOW_DEMO_API_KEY"] == first_key
-
-
-@pytest.mark.django_db
-def test_demo_api_key_is_created_once_kept_and_replaced_when_revoked(tmp_path, capsys):
-    env_file = tmp_path / ".env"
-    env_file.write_text("DJANGO_ALLOWED_HOSTS='localhost'\n")
-
-    def demo_key() -> str:
-        call_command("demo_api_key", "--env-file", str(env_file))
-        return capsys.readouterr().out.strip().splitlines()[-1]
-
-    first = demo_key()
-    assert demo_key() == first
-    assert ApiKey.objects.count() == 1
-    saved = dotenv_values(env_file)
-    assert saved == {"DJANGO_ALLOWED_HOSTS": "localhost", "NOTIFYFLOW_DEMO_API_KEY": first}
-
-    api_key_revoke(api_key=ApiKey.objects.get())
-    replaced = demo_key()
-    assert replaced != first
-    assert dotenv_values(env_file)["NOTIFYFLOW_DEMO_API_KEY"] == replaced
-    assert ApiKey.objects.filter(revoked_at__isnull=True).count() == 1
 
 
 def test_a_taken_port_is_a_one_line_error_before_anything_starts(tmp_path):

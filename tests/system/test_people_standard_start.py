@@ -1,4 +1,4 @@
-"""Issue 26 from the outside, on the standard start (SPEC §1: migrate, gunicorn, worker,
+"""Issue 26 from the outside, on the standard start (migrate, gunicorn, worker,
 beat, nothing else but the documented NOTIFYFLOW_PUBLIC_URL): the people-first walk
 of docs/how-it-works.md over HTTP - recipients, a list, a trigger to the list and to an
 inline recipient, the fan-out's progress, what the local SMTP server receives (the RFC 8058
@@ -68,7 +68,7 @@ def to_of(message: Message) -> str:
 def standard_start(
     tmp_path: Path, key_name: str, **settings: str
 ) -> Iterator[tuple[httpx.Client, FakeSmtpServer]]:
-    """The product started as SPEC §1 says - migrate, gunicorn, ``celery worker``,
+    """The product started the standard way - migrate, gunicorn, ``celery worker``,
     ``celery beat`` - plus the documented NOTIFYFLOW_PUBLIC_URL, the worker sending with
     Django's SMTP backend to a local SMTP server, and any documented ``settings`` the
     walk needs (environment variables). Yields an API client (a new key) and
@@ -146,7 +146,7 @@ RESET = {
 
 
 def _priority_lanes(http: httpx.Client, mail: FakeSmtpServer) -> None:
-    """SPEC §16 on the standard start: a critical workflow's trigger runs on the plain
+    """Priority lanes on the standard start: a critical workflow's trigger runs on the plain
     worker (its lane's queue is consumed), and /readyz reports every lane."""
     created = http.post("/api/v1/workflows/", json=RESET)
     assert created.status_code == 201 and created.json()["priority"] == "critical", created.text

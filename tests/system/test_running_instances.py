@@ -1,4 +1,4 @@
-"""Running instances end to end: real celery worker, Redis and PostgreSQL (SPEC §8)."""
+"""Running instances end to end: real celery worker, Redis and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from executions.models import Delivery
 from tests.factories import PAYLOAD, WorkflowFactory, wait_definition
 from tests.worker import celery_worker, flush_broker, sent_email, sent_sms, wait_until
 from triggers import inbox
-from triggers.inbox_models import InboxEvent
 from triggers.models import TriggerInstance, TriggerStatus
+from triggers.models.inbox import InboxEvent
 from triggers.services import instance_cancel, trigger_create
 
 pytestmark = [

@@ -1,4 +1,4 @@
-"""The standard start gives the whole product (issue 23, SPEC §1): `manage.py migrate`,
+"""The standard start gives the whole product (issue 23): `manage.py migrate`,
 gunicorn, `celery worker` and `celery beat`, nothing else - no collectstatic, no
 PROMETHEUS_MULTIPROC_DIR, no throttle setting - against PostgreSQL and Redis. The
 environment is what production sets: secret key, allowed hosts, database, broker, and

@@ -20,6 +20,7 @@ from tests.factories import PAYLOAD, WorkflowFactory, email_sms_definition, rend
 from tests.worker import celery_worker, flush_broker, wait_until
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.services import trigger_create
+from workflows.definition import node_types
 
 S = TriggerStatus
 
@@ -51,7 +52,7 @@ def test_a_transient_failure_warning_says_when_it_is_retried(caplog, dispatched,
     def refuse(step):
         raise ProviderError("SMTP 421 try later", permanent=False)
 
-    monkeypatch.setitem(engine.EXECUTORS, "email", refuse)
+    monkeypatch.setattr(node_types.get("email"), "run", refuse)
     instance = trigger_create(workflow=WorkflowFactory(), idempotency_key="k", payload=PAYLOAD)
     with caplog.at_level(logging.INFO, logger="notifyflow"):
         assert engine.step_execute(instance_id=instance.instance.pk) == StepOutcome.FAILED_TRANSIENT

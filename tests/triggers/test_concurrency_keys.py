@@ -1,4 +1,4 @@
-"""The concurrency key rendered at creation (SPEC §16) on every insert path: a POST,
+"""The concurrency key rendered at creation on every insert path: a POST,
 a bulk request (mixed workflows), a trigger naming recipients, a list fan-out; null for
 a workflow without a limit."""
 

@@ -1,4 +1,4 @@
-"""Lanes (SPEC §16): every path that creates or re-sends an instance's step message
+"""Priority lanes: every path that creates or re-sends an instance's step message
 puts it on that instance's own lane's queue - the lane set when it was created (the
 workflow's priority; bulk for a normal workflow's list fan-out)."""
 

@@ -10,8 +10,8 @@ from django.db import connection
 
 from tests.factories import WorkflowFactory, bulk_instances
 from triggers import inbox
-from triggers.inbox_models import Interest
 from triggers.models import TriggerStatus
+from triggers.models.inbox import Interest
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -4,6 +4,7 @@ their progress, resume after a lost lease, cancel stops it; the lane of what it 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 import pytest
@@ -15,10 +16,10 @@ from recipients.models import ListMembership, Recipient, RecipientList
 from tests.factories import PAYLOAD, WorkflowFactory
 from tests.worker import wait_until
 from triggers import fanout
-from triggers.dispatch import lane_queue
+from triggers.dispatch import BackgroundDispatch, lane_queue
 from triggers.fanout import fanout_lane
-from triggers.fanout_models import FanOut
 from triggers.models import TriggerInstance
+from triggers.models.fanouts import FanOut
 from triggers.services import RecipientEntry, instance_cancel_by_key, trigger_create_for_recipients
 
 pytestmark = pytest.mark.django_db
@@ -50,6 +51,37 @@ def instances(key: str = "k") -> list[str]:
     return sorted(
         TriggerInstance.objects.filter(idempotency_key=key).values_list("recipient_id", flat=True)
     )
+
+
+def while_writing_each_batch(monkeypatch, then: Callable[[int], None]) -> None:
+    """Call ``then(n)`` while the job writes its n-th batch (1, 2, ...), inside that
+    batch's transaction: when the batch hands its instances to the dispatch (the
+    broker's side of the job). ``then`` raising is a worker dying before that batch
+    commits; ``then`` cancelling is an operator acting while the job runs."""
+    written: list[int] = []
+
+    class Watched(BackgroundDispatch):
+        def on_commit(self, instance_ids: Iterable) -> None:
+            super().on_commit(instance_ids)
+            written.append(1)
+            then(len(written))
+
+    monkeypatch.setattr("triggers.fanout.BackgroundDispatch", Watched)
+
+
+class Killed(Exception):
+    """The worker running the job died."""
+
+
+def killed_while_writing_batch(monkeypatch, number: int) -> None:
+    """The job dies while writing its batch ``number`` (counted across runs): the ones
+    before it committed, its lease is still held; later batches run normally."""
+
+    def then(n: int) -> None:
+        if n == number:
+            raise Killed
+
+    while_writing_each_batch(monkeypatch, then)
 
 
 def test_members_of_every_list_once_minus_the_requests_own_entries(welcome):
@@ -102,25 +134,13 @@ def test_a_live_lease_keeps_a_second_run_out(welcome):
     assert instances() == []
 
 
-def test_an_expired_lease_is_resumed_and_nothing_is_created_twice(welcome):
+def test_an_expired_lease_is_resumed_and_nothing_is_created_twice(welcome, monkeypatch):
     members("a", [f"m{n}" for n in range(10)])
     job = start(RecipientEntry(list_key="a"))
     # A worker died after its first batch committed: position 4, its lease run out.
-    real_batch = fanout._batch
-    calls = []
-
-    def dies_after_one(*args, **kwargs):
-        if calls:
-            raise SystemExit("killed")
-        calls.append(1)
-        return real_batch(*args, **kwargs)
-
-    fanout._batch = dies_after_one  # type: ignore[assignment]
-    try:
-        with pytest.raises(SystemExit):
-            fanout.fanout_run(fanout_id=job.pk, batch=4)
-    finally:
-        fanout._batch = real_batch  # type: ignore[assignment]
+    killed_while_writing_batch(monkeypatch, 2)
+    with pytest.raises(Killed):
+        fanout.fanout_run(fanout_id=job.pk, batch=4)
     assert len(instances()) == 4
     assert fanout.fanouts_expired(now=timezone.now(), batch=10) == 0  # lease still live
     later = timezone.now() + timedelta(seconds=120)
@@ -148,25 +168,19 @@ def test_members_that_already_have_an_instance_count_as_duplicates(welcome):
     assert instances() == ["m1", "m2", "m3"]
 
 
-def test_cancel_by_key_stops_the_job_and_cancels_what_it_created(welcome):
+def test_cancel_by_key_stops_the_job_and_cancels_what_it_created(welcome, monkeypatch):
     members("a", [f"m{n}" for n in range(10)])
     job = start(RecipientEntry(id="direct"), RecipientEntry(list_key="a"))
-    real_batch = fanout._batch
     cancelled = []
 
-    def cancel_after_first(*args, **kwargs):
-        outcome = real_batch(*args, **kwargs)
-        if not cancelled:
+    def cancel_in_the_first(n: int) -> None:
+        if n == 1:
             cancelled.append(
                 instance_cancel_by_key(workflow="welcome", idempotency_key="k", actor="t")
             )
-        return outcome
 
-    fanout._batch = cancel_after_first  # type: ignore[assignment]
-    try:
-        assert fanout.fanout_run(fanout_id=job.pk, batch=3) == "cancelled"
-    finally:
-        fanout._batch = real_batch  # type: ignore[assignment]
+    while_writing_each_batch(monkeypatch, cancel_in_the_first)
+    assert fanout.fanout_run(fanout_id=job.pk, batch=3) == "cancelled"
     result = cancelled[0]
     assert result.cancelled == 4 and result.fanout.status == "cancelled"
     assert len(instances()) == 4  # the direct one and the first batch
@@ -229,7 +243,7 @@ def test_a_batch_makes_uuid7_ids_with_their_creation_audit_rows(welcome):
 
 def test_a_workflow_with_interests_gets_each_instances_interest_rows(db):
     from tests.factories import wait_definition
-    from triggers.inbox_models import Interest
+    from triggers.models.inbox import Interest
 
     WorkflowFactory(key="welcome", definition=wait_definition(interests=["k:{{ trigger.id }}"]))
     members("a", ["m1", "m2"])

@@ -10,9 +10,10 @@ import pytest
 from executions.erasure import recipient_erase
 from recipients.models import ListMembership, Recipient, RecipientList
 from tests.factories import PAYLOAD, WorkflowFactory
+from tests.triggers.test_fanout import Killed, killed_while_writing_batch
 from triggers import fanout
-from triggers.fanout_models import FanOut
 from triggers.models import TriggerInstance
+from triggers.models.fanouts import FanOut
 from triggers.services import RecipientEntry, trigger_create_for_recipients
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
@@ -49,26 +50,12 @@ def _created() -> list[str]:
     return sorted(rows.values_list("recipient_id", flat=True))
 
 
-class Killed(Exception):
-    """The worker running the job died."""
-
-
 def _killed_after_one_batch(monkeypatch, job: FanOut, batch: int) -> FanOut:
     """Run ``job`` until its first batch committed, then lose its worker (its lease is
     still held)."""
-    real = fanout._batch
-    done: list[int] = []
-
-    def one_batch(*args):
-        if done:
-            raise Killed
-        done.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(fanout, "_batch", one_batch)
+    killed_while_writing_batch(monkeypatch, 2)
     with pytest.raises(Killed):
         fanout.fanout_run(fanout_id=job.pk, batch=batch)
-    monkeypatch.setattr(fanout, "_batch", real)
     job.refresh_from_db()
     assert job.locked_until is not None and job.position == batch
     return job

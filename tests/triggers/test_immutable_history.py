@@ -11,8 +11,8 @@ from django.db.models import ProtectedError
 from executions import engine
 from executions.models import StepExecutionLog
 from tests.factories import PAYLOAD, WorkflowFactory
-from triggers.event_models import EventRecord
 from triggers.models import TriggerStatusChange
+from triggers.models.events import EventRecord
 from triggers.services import trigger_create
 from workflows.models import Workflow, WorkflowVersion
 

@@ -1,6 +1,7 @@
-"""Running instances (SPEC §8): interests, inbox delivery, the wait node, cancel_on, the
-emit node and its outbox. Engine-level tests run on SQLite and PostgreSQL (marker
-both_databases); the end-to-end ones need a real worker."""
+"""Running instances: interests, inbox delivery, the wait node, cancel_on (the emit node
+and its outbox: tests/executions/nodes/test_emit.py, tests/triggers/test_outbox.py).
+Engine-level tests run on SQLite and PostgreSQL (marker both_databases); the end-to-end
+ones need a real worker."""
 
 from __future__ import annotations
 
@@ -9,18 +10,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from executions import engine, sweeper
+from executions import engine
 from executions.outcomes import StepOutcome
 from tests.factories import (
     PAYLOAD,
     TriggerInstanceFactory,
     WorkflowFactory,
-    WorkflowTriggerFactory,
     wait_definition,
 )
-from triggers import inbox, outbox
-from triggers.inbox_models import InboxEvent, Interest, OutboxEvent
+from triggers import inbox
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from triggers.models.inbox import InboxEvent, Interest
 from triggers.services import trigger_create
 from workflows.definition import DefinitionError, validate_definition
 
@@ -274,82 +274,6 @@ def test_cancel_on_wins_over_a_wait_on_the_same_event(dispatched):
     assert _status(instance) == S.CANCELLED
     assert engine.step_execute(instance_id=instance.pk) == StepOutcome.SKIPPED_CANCELLED
     assert InboxEvent.objects.get(event_id="s").consumed_at is None
-
-
-# --- the emit node and its outbox ----------------------------------------------------------------
-
-
-def _emit_then_wait() -> dict:
-    return {
-        "entry_node_id": "shout",
-        "nodes": [
-            {
-                "id": "shout",
-                "type": "emit",
-                "config": {
-                    "event": "welcome.sent",
-                    "subjects": ["instance:{{ trigger.id }}"],
-                    "context": {"who": "{{ payload.name }}"},
-                },
-            },
-            {"id": "hear", "type": "wait", "config": {"event": "welcome.sent", "timeout": "1h"}},
-        ],
-        "edges": [{"from": "shout", "to": "hear"}],
-    }
-
-
-def test_an_emitted_event_starts_bound_workflows_once_and_wakes_the_emitter(dispatched):
-    emitter = WorkflowFactory(definition=_emit_then_wait())
-    follower = WorkflowFactory()
-    WorkflowTriggerFactory(event_name="welcome.sent", workflow=follower)
-    instance = _create(emitter)
-    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
-    row = OutboxEvent.objects.get(instance=instance)
-    assert row.processed_at is not None and row.event_id == f"{instance.pk}:shout"
-    assert row.context == {"who": "Ada"}
-    assert TriggerInstance.objects.filter(workflow=follower).count() == 1
-    assert TriggerInstance.objects.get(pk=instance.pk).vars["emit_shout"] == {
-        "name": "welcome.sent",
-        "event_id": f"{instance.pk}:shout",
-        "subjects": [f"instance:{instance.pk}"],
-    }
-    # processing it again (a redelivery, the sweeper) starts nothing more
-    assert not outbox.outbox_process(instance_id=instance.pk, node_id="shout")
-    assert TriggerInstance.objects.filter(workflow=follower).count() == 1
-    # the emitter heard its own event, delivered before its wait was reached
-    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
-    assert TriggerInstance.objects.get(pk=instance.pk).vars["wait_hear"]["received"] is True
-
-
-def test_the_sweeper_processes_an_outbox_row_left_unprocessed(dispatched):
-    follower = WorkflowFactory()
-    WorkflowTriggerFactory(event_name="later", workflow=follower)
-    instance = _create(WorkflowFactory(definition=_emit_then_wait()))
-    OutboxEvent.objects.create(
-        instance=instance,
-        node_id="shout",
-        name="later",
-        event_id="lost-1",
-        subjects=[],
-        context={},
-        created_at=timezone.now() - timedelta(minutes=5),
-    )
-    assert sweeper.sweep()["outbox"] == 1
-    assert TriggerInstance.objects.filter(workflow=follower).count() == 1
-    assert sweeper.sweep()["outbox"] == 0
-
-
-def test_a_redelivered_emit_step_never_emits_twice(dispatched):
-    follower = WorkflowFactory()
-    WorkflowTriggerFactory(event_name="welcome.sent", workflow=follower)  # UUID keys
-    instance = _create(WorkflowFactory(definition=_emit_then_wait()))
-    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
-    # the same step runs again (a redelivered message after a lost outcome, an operator
-    # rewinding it): the outbox row is once per (instance, node)
-    TriggerInstance.objects.filter(pk=instance.pk).update(current_node_id="shout")
-    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.ADVANCED
-    assert OutboxEvent.objects.filter(instance=instance).count() == 1
-    assert TriggerInstance.objects.filter(workflow=follower).count() == 1
 
 
 def test_a_delivery_to_many_waiting_instances_wakes_them_from_worker_tasks(

@@ -146,8 +146,8 @@ def test_a_purge_takes_old_finished_webhook_messages_and_the_instances_sequences
 
 
 def _throttle_counter(subject: str, *, written_ago: timedelta, window: timedelta):
-    from triggers.gate_models import ThrottleCounter
-    from triggers.gates.throttles import epoch_ms
+    from gates.models import ThrottleCounter
+    from gates.throttles import epoch_ms
 
     written = timezone.now() - written_ago
     return ThrottleCounter.objects.create(
@@ -162,8 +162,8 @@ def _throttle_counter(subject: str, *, written_ago: timedelta, window: timedelta
 
 
 def test_a_purge_deletes_throttle_counters_past_their_window_and_the_retention_age():
-    from triggers.gate_models import ThrottleCounter
-    from triggers.gates.throttles import throttle_pass
+    from gates.models import ThrottleCounter
+    from gates.throttles import throttle_pass
 
     _throttle_counter("gone-1", written_ago=timedelta(days=40), window=timedelta(hours=1))
     _throttle_counter("gone-2", written_ago=timedelta(days=31), window=timedelta(days=1))
@@ -192,8 +192,8 @@ def test_a_purge_deletes_throttle_counters_past_their_window_and_the_retention_a
 
 
 def test_a_purge_keeps_a_throttle_counter_a_pass_is_writing():
-    from triggers.gate_models import ThrottleCounter
-    from triggers.gates.throttles import throttle_pass
+    from gates.models import ThrottleCounter
+    from gates.throttles import throttle_pass
 
     _throttle_counter("busy", written_ago=timedelta(days=40), window=timedelta(hours=1))
     passing = Holder(

@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from workflows.definition import NODE_CONFIG_SPECS, validate_definition
+from workflows.definition import node_types, validate_definition
 from workflows.definition_schema import definition_json_schema
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +58,7 @@ def test_the_three_examples_are_valid_and_saved_by_the_api(api, blocks):
         assert response.status_code == 201, (body["key"], response.json())
         used_types |= {node["type"] for node in body["definition"]["nodes"]}
     # Between them the examples show every node type.
-    assert used_types == set(NODE_CONFIG_SPECS)
+    assert used_types == set(node_types.names())
 
 
 def test_each_example_has_a_trigger_that_previews_cleanly_and_runs(api, blocks):
@@ -85,7 +85,7 @@ def test_each_example_has_a_trigger_that_previews_cleanly_and_runs(api, blocks):
 
 def test_every_node_type_and_config_field_is_documented():
     text = DOC.read_text()
-    for node_type, spec in NODE_CONFIG_SPECS.items():
+    for node_type, spec in ((t.name, t.fields) for t in node_types.all()):
         section = re.search(rf"### `{node_type}`\n(.*?)(?=\n### |\n## )", text, re.DOTALL)
         assert section, f"no section for the {node_type} node"
         for field in spec:

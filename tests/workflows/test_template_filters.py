@@ -1,7 +1,7 @@
 """Filters that can amplify their input (join, replace, append, split, times, ...) are
 bounded before they allocate: a template that would build more than the output limit
 fails at once with the template-limit error - a permanent failure naming the node in a
-worker, a 400 from preview - instead of building it (SPEC §10)."""
+worker, a 400 from preview - instead of building it."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 from django.core import mail
 from rest_framework.test import APIClient
 
+from api_keys.services import api_key_create
 from executions import engine
 from executions.outcomes import StepOutcome
 from tests.factories import TriggerInstanceFactory, WorkflowFactory, email_definition
 from triggers.models import TriggerStatus
-from triggers.services import api_key_create
 from workflows.templating import TemplateLimitError, render
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Idempotency-key strategies of workflow triggers (seed 002, SPEC §5).
+"""Idempotency-key strategies of workflow triggers (docs/api.md#binding-settings).
 
 ``IdempotencySettings.parse`` validates a setting; ``generator_for`` picks the key
 generator; ``parse_template`` is the safe ``#{...}`` evaluator of CUSTOM_EXPRESSION.

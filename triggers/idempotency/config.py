@@ -1,6 +1,6 @@
 """The idempotency setting of a workflow trigger: parsed, validated, normalized.
 
-The stored JSON uses the seed's camelCase names (``strategy``, ``ttlMinutes``,
+The stored JSON uses the documented camelCase names (``strategy``, ``ttlMinutes``,
 ``contextFields``, ``includeTriggerId``, ``includeEventType``, ``includeEventId``,
 ``customExpression``, ``failOnMissingContext``). ``IdempotencySettings.parse`` is the one
 validator: the API, the admin form and the model's ``clean`` all call it.

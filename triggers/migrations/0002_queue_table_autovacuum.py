@@ -5,9 +5,11 @@ dead index entries pile up at the head of the ready index. Default autovacuum wa
 
 from django.db import migrations
 
+from notifyflow import db
+
 
 def tune(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
+    if not db.is_postgres(schema_editor.connection):
         return
     schema_editor.execute(
         "ALTER TABLE triggers_triggerinstance SET ("
@@ -18,7 +20,7 @@ def tune(apps, schema_editor):
 
 
 def untune(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
+    if not db.is_postgres(schema_editor.connection):
         return
     schema_editor.execute(
         "ALTER TABLE triggers_triggerinstance RESET ("

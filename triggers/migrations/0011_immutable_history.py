@@ -8,6 +8,8 @@ keeps the Python-level guards only.
 
 from django.db import migrations
 
+from notifyflow import db
+
 FUNCTION = """
 CREATE OR REPLACE FUNCTION notifyflow_history_immutable() RETURNS trigger AS $$
 BEGIN
@@ -34,7 +36,7 @@ def guard_sql(table: str) -> str:
 
 
 def install(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
+    if not db.is_postgres(schema_editor.connection):
         return
     # Executed with (empty) parameters: the message's % placeholders are doubled.
     schema_editor.execute(FUNCTION, params=[])
@@ -43,7 +45,7 @@ def install(apps, schema_editor):
 
 
 def uninstall(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
+    if not db.is_postgres(schema_editor.connection):
         return
     for app, model in TABLES:
         table = apps.get_model(app, model)._meta.db_table

@@ -1,4 +1,4 @@
-"""The claim's concurrency check on PostgreSQL (SPEC §16): ``notifyflow_concurrency_admits``.
+"""The claim's concurrency check on PostgreSQL: ``notifyflow_concurrency_admits``.
 
 The claim's UPDATE calls it for an instance with a concurrency key. It takes a
 transaction-scoped advisory lock on (workflow, key) and only then counts the executing
@@ -16,6 +16,8 @@ SQLite has no such function; ``triggers.state.orm.claim`` applies the same rule.
 """
 
 from django.db import migrations
+
+from notifyflow import db
 
 CREATE = """
 CREATE OR REPLACE FUNCTION notifyflow_concurrency_admits(p_workflow bigint, p_key text)
@@ -46,12 +48,12 @@ DROP = "DROP FUNCTION IF EXISTS notifyflow_concurrency_admits(bigint, text)"
 
 
 def create(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
+    if db.is_postgres(schema_editor.connection):
         schema_editor.execute(CREATE)
 
 
 def drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
+    if db.is_postgres(schema_editor.connection):
         schema_editor.execute(DROP)
 
 

@@ -1,15 +1,13 @@
-"""Writes for trigger instances and API keys. Every way in (API, events, admin) calls these.
+"""Writes for trigger instances. Every way in (API, events, admin) calls these.
 
 Input has been validated at the edge (DRF serializers, admin forms); these take typed
 arguments and raise ``ApplicationError`` for what only the domain can decide (an unknown
 or inactive workflow, a finished instance).
 
 One module per concern: ``creation`` (one instance), ``bulk`` (many in one request),
-``operator`` (retry, run now, cancel, pause), ``people`` (a trigger naming recipients),
-``api_keys``.
+``operator`` (retry, run now, cancel, pause), ``people`` (a trigger naming recipients).
 """
 
-from .api_keys import api_key_create, api_key_reuse_or_create, api_key_revoke, api_key_set_rate
 from .bulk import MAX_BULK_ITEMS, BulkOutcome, TriggerItem, trigger_create_bulk
 from .creation import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
@@ -48,10 +46,6 @@ __all__ = [
     "BulkOutcome",
     "TriggerCreateResult",
     "TriggerItem",
-    "api_key_create",
-    "api_key_reuse_or_create",
-    "api_key_revoke",
-    "api_key_set_rate",
     "instance_cancel",
     "instance_cancel_by_key",
     "instance_edit_payload_and_retry",

@@ -12,13 +12,14 @@ from typing import Any, Literal, NamedTuple
 from django.db import transaction
 from django.utils import timezone
 
+from api_keys.models import ApiKey
 from notifyflow import metrics
 from notifyflow.errors import ApplicationError, ConflictError
 from workflows.models import Workflow
 
 from .. import state
 from ..dispatch import dispatch_many_on_commit
-from ..models import ApiKey, TriggerInstance
+from ..models import TriggerInstance
 from .creation import idempotency_conflict, new_row, resolve_workflow
 from .people import PeopleTriggerResult, RecipientEntry, trigger_create_for_recipients
 
@@ -34,7 +35,7 @@ class TriggerItem:
     workflow: str
     idempotency_key: str
     payload: dict[str, Any]
-    # A trigger naming recipients (SPEC §12): created on its own, per-recipient answer.
+    # A trigger naming recipients: created on its own, per-recipient answer.
     recipients: Sequence[RecipientEntry] | None = None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from api_keys.models import ApiKey
 from notifyflow import metrics
 from notifyflow.caching import ProcessCache
 from notifyflow.errors import ApplicationError, ConflictError
@@ -20,7 +21,7 @@ from workflows.models import Workflow, WorkflowVersion
 from .. import state
 from ..dispatch import dispatch_on_commit
 from ..inbox import interests_render
-from ..models import ApiKey, TriggerInstance
+from ..models import TriggerInstance
 from ..selectors import instance_by_key
 
 logger = logging.getLogger("notifyflow.triggers")

@@ -16,16 +16,15 @@ from django.utils import timezone
 
 from notifyflow import metrics
 from notifyflow.errors import ApplicationError, ConflictError, NotFoundError
-from notifyflow.parsers import check_storable
+from notifyflow.text import check_storable
 from workflows.models import Workflow
 from workflows.services import workflow_set_paused
 
 from .. import state
 from ..dispatch import dispatch_many_on_commit
 from ..fanout import fanout_cancel
-from ..fanout_models import FanOut
 from ..models import TERMINAL_STATUSES as TERMINAL
-from ..models import TriggerInstance, TriggerStatus
+from ..models import FanOut, TriggerInstance, TriggerStatus
 from ..selectors import instance_or_404
 
 logger = logging.getLogger("notifyflow.triggers")
@@ -215,7 +214,7 @@ def instance_cancel_by_key(
     *, workflow: str, idempotency_key: str, actor: str, reason: str = ""
 ) -> TriggerInstance | KeyCancelResult:
     """``instance_cancel`` for the instance of (workflow key, idempotency key). A key
-    whose trigger named recipients (SPEC §12) cancels its running fan-out (the job stops
+    whose trigger named recipients cancels its running fan-out (the job stops
     at its next batch) and every unfinished instance of the key: a ``KeyCancelResult``."""
     wf = Workflow.objects.filter(key=workflow).first()
     if wf is not None and (

@@ -1,4 +1,4 @@
-"""Triggering people (SPEC §12): a trigger that names ``recipients`` gets one instance
+"""Triggering people: a trigger that names ``recipients`` gets one instance
 per distinct recipient, all under the request's idempotency key; ``{list: key}`` entries
 are expanded later by a fan-out job (``triggers.fanout``).
 
@@ -19,6 +19,7 @@ from typing import Any, Literal
 from django.db import transaction
 from django.utils import timezone
 
+from api_keys.models import ApiKey
 from notifyflow import metrics
 from notifyflow.errors import ApplicationError
 from recipients.models import RecipientList
@@ -28,8 +29,7 @@ from workflows.models import Workflow, WorkflowVersion
 from .. import state
 from ..dispatch import dispatch_many_on_commit
 from ..fanout import fanout_start
-from ..fanout_models import FanOut
-from ..models import ApiKey, TriggerInstance
+from ..models import FanOut, TriggerInstance
 from ..recipient_rows import recipient_rows
 from .creation import _startable_version, idempotency_conflict, resolve_workflow
 
@@ -110,7 +110,7 @@ def trigger_create_for_recipients(
             version = None
         if version is None:
             return _replay_only(wf, idempotency_key, direct, lists, api_key)
-        recipients_upsert(items=upserts)
+        recipients_upsert(items=upserts, actor=actor)
         rows = recipient_rows(
             workflow_id=wf.pk,
             version=version,

@@ -2,12 +2,13 @@
 
 - ``machine``: the transition table and the operations built on ``transition()`` -
   ``claim``, ``requeue``, ``cancel`` (and ``cancel_many``), ``retry``, ``run_now``.
-- ``parking``: instances parked at a gate (SPEC §13): ``wake_parked``,
+- ``parking``: instances parked at a gate: ``wake_parked``,
   ``complete_parked`` (a closed batch's members).
 - ``creation``: ``create_or_find`` (a POST) and ``create_bulk``.
 - ``shapes``: the data handed to a store (a change, a statement, a new row).
-- ``store``: where the writes go, chosen once per process: ``postgres`` (named
-  statements, one round trip each) or ``orm`` (SQLite, ``make run``).
+- ``store``: where the writes go, ``STATE_STORE`` (an ``InstanceStore``), chosen once
+  per process: ``postgres.PostgresInstanceStore`` (named statements, one round trip
+  each) or ``orm.OrmInstanceStore`` (SQLite, ``make run``).
 
 Callers import the package: ``from triggers import state``.
 """

@@ -18,7 +18,7 @@ from workflows.models import Workflow
 
 from ..models import TriggerInstance
 from .shapes import NewInstance
-from .store import store
+from .store import STATE_STORE
 
 
 def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
@@ -29,12 +29,12 @@ def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> se
     Rows go in in (workflow, key) order, so concurrent calls with overlapping keys wait
     on each other in one order and never deadlock.
 
-    On PostgreSQL one statement whatever the number of rows (``postgres.INSERT_MANY``);
+    On PostgreSQL one statement whatever the number of rows (``postgres.instance_insert``);
     elsewhere the ORM, one savepoint per instance inside one transaction.
     """
     if not rows:
         return set()
-    return store().insert_many(rows, now, actor)
+    return STATE_STORE.insert_many(rows, now, actor)
 
 
 def create_for_recipients(
@@ -67,7 +67,7 @@ def create_for_recipients(
         created_by_key=created_by_key,
         lane=lane,
     )
-    return store().insert_for_recipients(row, recipient_ids, now, actor)
+    return STATE_STORE.insert_for_recipients(row, recipient_ids, now, actor)
 
 
 def create_or_find(
@@ -79,6 +79,6 @@ def create_or_find(
     committed while this ran (read it again).
 
     On PostgreSQL one statement: a POST of a new key or of a repeated one is one round
-    trip (``postgres.INSERT_OR_FIND``).
+    trip (``postgres.instance_insert``).
     """
-    return store().insert_or_find(row, now, actor, workflow)
+    return STATE_STORE.insert_or_find(row, now, actor, workflow)

@@ -4,7 +4,7 @@
 (``TriggerStatusChange``); the claim, the requeue after a step and the operator actions
 (cancel, retry, run now) are built on it. The routine claim and release of one step
 (enqueued -> processing -> enqueued as the step advances) write no audit row: the step
-log is their record (SPEC §3), and the timeline merges both
+log is their record, and the timeline merges both
 (``executions.history.status_history``). Updates are fenced: they re-check the status
 (and the lease token of the worker that holds the instance), so a stale writer changes
 nothing and learns so from the return value.
@@ -30,7 +30,7 @@ from ..dispatch import dispatch_on_commit
 from ..models import GATES, ParkedOn, TriggerInstance, TriggerStatus, TriggerStatusChange
 from ..stale_messages import sift_after_cancel
 from .shapes import Change, Join, Reported, Statement
-from .store import store
+from .store import STATE_STORE
 
 S = TriggerStatus
 
@@ -49,7 +49,7 @@ ALLOWED_TRANSITIONS: dict[tuple[str, str], str] = {
     # step finishes and records its delivery, but its fenced outcome cannot advance.
     (S.ENQUEUED, S.CANCELLED): "cancelled while waiting",
     (S.PROCESSING, S.CANCELLED): "cancelled while a step ran",
-    # A member parked in a batch (SPEC §13) ends when its batch closes, set-based.
+    # A member parked in a batch ends when its batch closes, set-based.
     (S.ENQUEUED, S.COMPLETED): "batch member completed when its batch closed",
 }
 
@@ -101,7 +101,7 @@ def transition(
     the statement so an autocommit call stays one round trip. Inside an outer
     transaction it applies to that transaction's COMMIT.
 
-    ``events``: status events of the instance (SPEC §15) written iff the transition
+    ``events``: status events of the instance (for status webhooks) written iff the transition
     applies, in its statement (PostgreSQL) or transaction. A terminal status always
     reports ``instance.<status>``: built here (one read of the instance) unless the
     caller passes it. ``guarded_events`` (PostgreSQL only, like ``also``): events
@@ -118,7 +118,7 @@ def transition(
     if to_status in _FINISHED and not any(e.type == f"instance.{to_status}" for e in events):
         finished = _finished_events([instance_id], to_status, reason)
         reported += [(event, "") for event in finished]
-    return store().transition(change, also, durable, reported)
+    return STATE_STORE.transition(change, also, durable, reported)
 
 
 _FINISHED = (S.COMPLETED, S.FAILED, S.CANCELLED)
@@ -158,7 +158,7 @@ def claim(
     racing on one instance get exactly one winner. On PostgreSQL the claim and the read
     of the row (plus ``join``'s columns) are one statement. No audit row: the step's
     log row records the claim (its start, its worker), or, for a worker lost before
-    it wrote one, the sweeper's lease-recovery row (SPEC §3).
+    it wrote one, the sweeper's lease-recovery row.
     """
     change = plan_change(
         instance_id,
@@ -174,7 +174,7 @@ def claim(
             "locked_until": now + timedelta(seconds=settings.NOTIFYFLOW_LEASE_S),
         },
     )
-    return store().claim(replace(change, audited=False), join)
+    return STATE_STORE.claim(replace(change, audited=False), join)
 
 
 def requeue(
@@ -245,7 +245,7 @@ def cancel_many(*, instance_ids: Sequence[uuid.UUID], reason: str, actor: str) -
         chunk = instance_ids[start : start + 1000]
         for from_status in (S.ENQUEUED, S.PROCESSING):
             cancelled += _cancel_chunk(chunk, from_status, reason, actor, lanes)
-    # Their messages, still queued, go in bulk rather than one step each (SPEC §10).
+    # Their messages, still queued, go in bulk rather than one step each (stale_messages).
     sift_after_cancel(lanes=lanes, cancelled=cancelled)
     return cancelled
 
@@ -374,7 +374,7 @@ def run_now(*, instance_id: uuid.UUID | str, actor: str, reason: str = "") -> bo
         updates: dict[str, Any] = {"available_at": now, "dispatched_at": now}
         if deadline is not None:
             updates["wait_deadline"] = now
-        if parked_on in GATES:  # the gate lets it through once (SPEC §13)
+        if parked_on in GATES:  # the gate lets it through once
             updates["parked_on"] = ParkedOn.OVERRIDE
         where: dict[str, Any] = {
             "available_at__gt": now,

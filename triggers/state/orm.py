@@ -1,6 +1,7 @@
-"""The state machine's writes through Django's ORM (SQLite, ``make run``): each one
-transaction, without a savepoint (inside the engine's step transaction it is
-all-or-nothing with it anyway, and a savepoint costs two round trips)."""
+"""The state machine's writes through Django's ORM (``OrmInstanceStore``: SQLite,
+``make run``): each one transaction, without a savepoint (inside the engine's step
+transaction it is all-or-nothing with it anyway, and a savepoint costs two round
+trips)."""
 
 from __future__ import annotations
 
@@ -17,41 +18,10 @@ from notifyflow.ids import uuid7
 from status_webhooks import outbox
 from workflows.models import Workflow
 
-from ..inbox_models import Interest
-from ..models import TriggerInstance, TriggerStatus, TriggerStatusChange
+from ..models import Interest, TriggerInstance, TriggerStatus, TriggerStatusChange
 from ..selectors import instance_by_key
+from . import shapes
 from .shapes import CREATED, Change, Join, NewInstance, Reported, Statement, as_model
-
-
-def transition(
-    change: Change, also: Sequence[Statement], durable: bool, events: Sequence[Reported] = ()
-) -> bool:
-    if also or any(when for _, when in events):
-        raise ValueError("extra statements run only inside PostgreSQL's single statement")
-    with transaction.atomic(savepoint=False):
-        if TriggerInstance.objects.filter(**change.conditions).update(**change.values) != 1:
-            return False
-        if change.audited:
-            TriggerStatusChange.objects.create(**change.audit)
-        # The status events in the same transaction (SPEC §15).
-        outbox.record(events=[event for event, _ in events], at=change.audit["at"])
-    return True
-
-
-def claim(change: Change, join: Join | None) -> TriggerInstance | None:
-    if join is not None:
-        raise ValueError("a join is read only inside PostgreSQL's claim statement")
-    with transaction.atomic(savepoint=False):
-        claimable = (
-            TriggerInstance.objects.filter(**change.conditions)
-            .exclude(workflow__is_paused=True)
-            .filter(_concurrency_admits())
-        )
-        if claimable.update(**change.values) != 1:
-            return None
-        if change.audited:
-            TriggerStatusChange.objects.create(**change.audit)
-    return TriggerInstance.objects.get(pk=change.conditions["pk"])
 
 
 def _concurrency_admits() -> Q:
@@ -76,35 +46,6 @@ def _concurrency_admits() -> Q:
     )
 
 
-def insert_many(rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
-    inserted: set[uuid.UUID] = set()
-    with transaction.atomic():
-        for row in rows:
-            try:
-                with transaction.atomic():
-                    _insert(as_model(row, now), actor, row.interests, now)
-            except IntegrityError:
-                continue
-            inserted.add(row.id)
-    return inserted
-
-
-def insert_for_recipients(
-    row: NewInstance, recipient_ids: Sequence[str], now: datetime, actor: str
-) -> list[str]:
-    rows = [replace(row, id=uuid7(), recipient_id=rid) for rid in recipient_ids]
-    inserted = insert_many(rows, now, actor)
-    return [str(new.id) for new in rows if new.id in inserted]
-
-
-def insert_or_find(
-    row: NewInstance, now: datetime, actor: str, workflow: Workflow
-) -> tuple[bool, TriggerInstance | None]:
-    if insert_many([row], now, actor):
-        return True, None
-    return False, instance_by_key(workflow=workflow, idempotency_key=row.idempotency_key)
-
-
 def _insert(instance: TriggerInstance, actor: str, interests: Sequence[str], now: datetime) -> None:
     instance.save(force_insert=True)
     TriggerStatusChange.objects.create(
@@ -121,3 +62,66 @@ def _insert(instance: TriggerInstance, actor: str, interests: Sequence[str], now
     # PostgreSQL and as the caller answers.
     TriggerInstance.objects.filter(pk=instance.pk).update(created_at=now, updated_at=now)
     TriggerStatusChange.objects.filter(instance_id=instance.pk).update(at=now)
+
+
+class OrmInstanceStore(shapes.InstanceStore):
+    """The state machine's writes through the ORM, each one transaction."""
+
+    def transition(
+        self,
+        change: Change,
+        also: Sequence[Statement],
+        durable: bool,
+        events: Sequence[Reported] = (),
+    ) -> bool:
+        if also or any(when for _, when in events):
+            raise ValueError("extra statements run only inside PostgreSQL's single statement")
+        with transaction.atomic(savepoint=False):
+            if TriggerInstance.objects.filter(**change.conditions).update(**change.values) != 1:
+                return False
+            if change.audited:
+                TriggerStatusChange.objects.create(**change.audit)
+            # The status events in the same transaction as the change they report.
+            outbox.record(events=[event for event, _ in events], at=change.audit["at"])
+        return True
+
+    def claim(self, change: Change, join: Join | None) -> TriggerInstance | None:
+        if join is not None:
+            raise ValueError("a join is read only inside PostgreSQL's claim statement")
+        with transaction.atomic(savepoint=False):
+            claimable = (
+                TriggerInstance.objects.filter(**change.conditions)
+                .exclude(workflow__is_paused=True)
+                .filter(_concurrency_admits())
+            )
+            if claimable.update(**change.values) != 1:
+                return None
+            if change.audited:
+                TriggerStatusChange.objects.create(**change.audit)
+        return TriggerInstance.objects.get(pk=change.conditions["pk"])
+
+    def insert_many(self, rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
+        inserted: set[uuid.UUID] = set()
+        with transaction.atomic():
+            for row in rows:
+                try:
+                    with transaction.atomic():
+                        _insert(as_model(row, now), actor, row.interests, now)
+                except IntegrityError:
+                    continue
+                inserted.add(row.id)
+        return inserted
+
+    def insert_for_recipients(
+        self, row: NewInstance, recipient_ids: Sequence[str], now: datetime, actor: str
+    ) -> list[str]:
+        rows = [replace(row, id=uuid7(), recipient_id=rid) for rid in recipient_ids]
+        inserted = self.insert_many(rows, now, actor)
+        return [str(new.id) for new in rows if new.id in inserted]
+
+    def insert_or_find(
+        self, row: NewInstance, now: datetime, actor: str, workflow: Workflow
+    ) -> tuple[bool, TriggerInstance | None]:
+        if self.insert_many([row], now, actor):
+            return True, None
+        return False, instance_by_key(workflow=workflow, idempotency_key=row.idempotency_key)

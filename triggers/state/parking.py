@@ -1,4 +1,4 @@
-"""Instances parked at a gate (SPEC §13): woken when the gate opens, and a batch's
+"""Instances parked at a gate: woken when the gate opens, and a batch's
 parked members completed, set-based, when their batch closes.
 
 A parked instance is enqueued and due at its deadline (``wait_deadline``), holding no
@@ -48,10 +48,15 @@ def wake_parked(*, instance_ids: Sequence[uuid.UUID | str], parked_on: str) -> i
 
 
 def complete_parked(
-    *, instance_ids: Sequence[uuid.UUID | str], node_id: str, reason: str, actor: str
+    *,
+    instance_ids: Sequence[uuid.UUID | str],
+    node_id: str,
+    reason: str,
+    actor: str,
+    parked_on: str = ParkedOn.BATCH,
 ) -> int:
-    """enqueued -> completed for the instances among ``instance_ids`` still parked in a
-    batch at ``node_id`` (its members, when the batch closes), with their audit rows:
+    """enqueued -> completed for the instances among ``instance_ids`` still parked on
+    ``parked_on`` at ``node_id`` (a batch's members, when it closes), with their audit rows:
     per 1,000 ids, lock the rows still parked, update them and write the audit rows in
     one transaction. A member cancelled or released meanwhile is left alone. Returns how
     many were completed."""
@@ -68,7 +73,7 @@ def complete_parked(
                 .filter(
                     pk__in=chunk,
                     status=S.ENQUEUED,
-                    parked_on=ParkedOn.BATCH,
+                    parked_on=parked_on,
                     current_node_id=node_id,
                 )
                 .values_list("pk", "workflow__key", "idempotency_key", "recipient_id")

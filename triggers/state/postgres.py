@@ -1,10 +1,14 @@
-"""The state machine's writes on PostgreSQL, each one statement (one round trip).
+"""The state machine's writes on PostgreSQL (``PostgresInstanceStore``), each one
+statement (one round trip).
 
 A transition is a chain of data-modifying CTEs: the fenced UPDATE (``moved``: the
 updated row, empty when the transition did not apply), its audit INSERT, and the
 caller's ``also`` statements (a step's log row, its delivery record), atomic without an
 explicit transaction (bench/RESULTS.md, "statements per step"). Those statements test
-``APPLIED`` and join ``CLAIMED`` instead of naming the CTE: this module owns it.
+``APPLIED`` and join ``CLAIMED`` instead of naming the CTE: this module owns it. Its
+SELECT returns ``APPLIED``, writes the status events (``status_events_sql``) and may
+turn synchronous commit on (``DURABLE``); executions/recording/postgres.py lays out a
+step's statement whole.
 
 The statements are built from the models' ``_meta`` (no column written by hand) once
 per shape, cached with ``functools.cache``; the named pieces below read top to bottom
@@ -20,16 +24,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 
 from notifyflow import db
 from notifyflow.ids import UUID7_SQL
 from status_webhooks import outbox
+from status_webhooks.models import WebhookEndpoint
+from status_webhooks.outbox import NewEvent
 from workflows.models import Workflow
 
-from ..inbox_models import Interest
-from ..models import TriggerInstance, TriggerStatusChange
+from ..models import Interest, TriggerInstance, TriggerStatusChange
 from ..selectors import by_key_sql, instance_from_row
+from . import shapes
 from .shapes import CREATED, Change, Join, NewInstance, Reported, Statement, as_model
 
 _INSTANCE = TriggerInstance._meta
@@ -87,7 +94,7 @@ NOT_PAUSED = (
     f' AND w."{_WORKFLOW.get_field("is_paused").column}")'  # type: ignore[union-attr]
 )
 
-# The claim's concurrency check (SPEC §16): an instance without a key (its workflow had
+# The claim's concurrency check: an instance without a key (its workflow had
 # no limit) costs one NULL test; one with a key is admitted only if its (workflow, key)
 # has fewer executing steps than the workflow's limit now, counted under an advisory
 # lock (the function and why it is VOLATILE: migration 0020_concurrency_admits).
@@ -174,63 +181,43 @@ def _statement(
     return f"WITH {', '.join(ctes)} {select}", params
 
 
-# --- the store -------------------------------------------------------------------------
+# --- a transition's status events ------------------------------------------------------
+
+_ENDPOINT_TABLE = WebhookEndpoint._meta.db_table
+# The events' data as JSON text (dates, UUIDs, decimals as Django's encoder writes them).
+_ENCODER = DjangoJSONEncoder()
 
 
-def transition(
-    change: Change, also: Sequence[Statement], durable: bool, events: Sequence[Reported] = ()
-) -> bool:
-    # Always one row, so set_config runs whether or not the transition applied (the
-    # ``also`` rows, a delivery's 'sent' record, are written either way).
-    select = f"SELECT {APPLIED}"
-    select_params: list[Any] = []
-    if events:
-        # The status events in the same statement (SPEC §15), each guarded.
-        guarded = [(event, when or APPLIED) for event, when in events]
-        written, select_params = outbox.instance_events_select(
-            events=guarded, at=change.audit["at"]
-        )
-        select += f", {written}"
-    select += DURABLE if durable else ""
-    sql, params = _statement(change, also, select)
-    params += select_params
-    with connection.cursor() as cursor:
-        # By primary key: prepared (notifyflow/db.py).
-        applied = bool(db.execute(cursor, sql, params).fetchone()[0])
-    if events and outbox.any_active_endpoint():
-        outbox.kick_on_commit()
-    return applied
-
-
-def claim(change: Change, join: Join | None) -> TriggerInstance | None:
-    columns = ", ".join([*(f"{CLAIMED}.{c}" for c in _COLUMNS), *(join.columns if join else ())])
-    select = f"SELECT {columns} FROM {CLAIMED} {join.clause if join else ''}"
-    sql, params = _statement(
-        change,
-        (),
-        select,
-        returning=", ".join(_COLUMNS),
-        extra_where=f"{NOT_PAUSED} AND {CONCURRENCY_ADMITS}",
+@functools.cache
+def status_events_sql(guards: tuple[str, ...]) -> str:
+    """The SELECT-list expression writing one instance's status events, each when its
+    guard holds, by ``notifyflow_webhook_events`` (status_webhooks migration 0002) - only
+    if some endpoint is active; its value: how many messages it wrote (NULL: none)."""
+    return (
+        f'CASE WHEN EXISTS (SELECT 1 FROM "{_ENDPOINT_TABLE}" e WHERE e."is_active")'
+        " THEN notifyflow_webhook_events(%s::uuid, %s, %s, %s::jsonb,"
+        f" ARRAY[{', '.join(guards)}]) END"
     )
-    with connection.cursor() as cursor:
-        # By primary key: prepared (notifyflow/db.py).
-        row = db.execute(cursor, sql, params).fetchone()
-    if row is None:
-        return None
-    count = len(_CONCRETE)
-    conn = db.current()
-    instance = TriggerInstance.from_db(
-        conn.alias,
-        [f.attname for f in _CONCRETE],
-        [_from_db(f, value, conn) for f, value in zip(_CONCRETE, row[:count], strict=True)],
-    )
-    for column, value in zip(join.columns if join else (), row[count:], strict=True):
-        setattr(instance, column.rpartition(" AS ")[2], value)
-    return instance
+
+
+def status_events_select(
+    events: Sequence[tuple[NewEvent, str]], *, at: datetime
+) -> tuple[str, list[Any]]:
+    """``status_events_sql`` for ``events`` (of ONE instance, each with its guard) and
+    its parameters: the messages ``status_webhooks.outbox.record`` would write."""
+    first = events[0][0]
+    assert first.instance_id is not None
+    instance_id = str(first.instance_id)
+    items = []
+    for event, _ in events:
+        assert event.instance_id is not None and str(event.instance_id) == instance_id
+        items.append({"type": event.type, "data": {**event.data, "instance_id": instance_id}})
+    params = [instance_id, first.workflow_key[:100], at, _ENCODER.encode(items)]
+    return status_events_sql(tuple(guard for _, guard in events)), params
 
 
 def _from_db(field: Any, value: Any, conn: Any) -> Any:
-    """A column's value as the ORM would load it (JSON arrives as text)."""
+    """A claimed row's column as the ORM would load it (JSON arrives as text)."""
     if value is not None and hasattr(field, "from_db_value"):
         return field.from_db_value(value, None, conn)
     return value
@@ -348,54 +335,6 @@ def _creation_params(rows: Sequence[NewInstance], actor: str) -> list[Any]:
     return [*CREATED, "created", actor[:200], None, owners, subjects]
 
 
-def insert_many(rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
-    first = rows[0]
-    # One trigger's recipients share everything but the id and the recipient: those go
-    # as single parameters (quoting 2,000 copies of the payload was a fifth of a batch).
-    shared = all(
-        row.workflow_id == first.workflow_id
-        and row.workflow_version_id == first.workflow_version_id
-        and row.idempotency_key == first.idempotency_key
-        and row.payload is first.payload
-        and row.entry_node_id == first.entry_node_id
-        and row.lane == first.lane
-        and row.recipient_id is not None
-        for row in rows
-    )
-    varying = VARYING_PER_RECIPIENT if shared else VARYING
-    if any(row.concurrency_key is not None for row in rows):
-        # Only for workflows with a limit (SPEC §16): their keys may differ per row.
-        varying = (*varying, "concurrency_key")
-    template = as_model(first, now)
-    # In the statement's order: the constant columns (SELECT list), then the arrays.
-    params: list[Any] = [
-        f.get_db_prep_save(getattr(template, f.attname), connection)
-        for f in _CONCRETE
-        if f.attname not in varying
-    ]
-    # Each varying column's value, as JSON (``_rows_from_json``) or an array element.
-    columns = {
-        "id": lambda row: str(row.id),
-        "workflow_id": lambda row: row.workflow_id,
-        "workflow_version_id": lambda row: row.workflow_version_id,
-        "idempotency_key": lambda row: row.idempotency_key,
-        "payload": lambda row: row.payload,
-        "current_node_id": lambda row: row.entry_node_id,
-        "recipient_id": lambda row: row.recipient_id,
-        "concurrency_key": lambda row: row.concurrency_key,
-        "lane": lambda row: row.lane,
-    }
-    if "payload" in varying:
-        getters = [(name, columns[name]) for name in varying]
-        params.append(json.dumps([{name: get(row) for name, get in getters} for row in rows]))
-    else:
-        params += [[columns[name](row) for row in rows] for name in varying]
-    params += _creation_params(rows, actor)
-    with connection.cursor() as cursor:
-        cursor.execute(instance_insert(many=True, varying=varying), params)
-        return {found for (found,) in cursor.fetchall()}
-
-
 # A batch of one trigger's recipients whose ids PostgreSQL makes: only these differ.
 GENERATED_ID_VARYING = ("recipient_id",)
 
@@ -415,36 +354,142 @@ def recipients_insert() -> str:
     )
 
 
-def insert_for_recipients(
-    row: NewInstance, recipient_ids: Sequence[str], now: datetime, actor: str
-) -> list[str]:
-    template = as_model(row, now)
-    params: list[Any] = [
-        f.get_db_prep_save(getattr(template, f.attname), connection)
-        for f in _CONCRETE
-        if f.attname not in ("id", *GENERATED_ID_VARYING)
-    ]
-    params.append(list(recipient_ids))
-    params += [*CREATED, "created", actor[:200], None]
-    with connection.cursor() as cursor:
-        cursor.execute(recipients_insert(), params)
-        return [found for (found,) in cursor.fetchall()]
+# --- the store -------------------------------------------------------------------------
 
 
-def insert_or_find(
-    row: NewInstance, now: datetime, actor: str, workflow: Workflow
-) -> tuple[bool, TriggerInstance | None]:
-    instance = as_model(row, now)
-    params: list[Any] = [row.workflow_id, row.idempotency_key]
-    params += [f.get_db_prep_save(getattr(instance, f.attname), connection) for f in _CONCRETE]
-    params += _creation_params([row], actor)
-    with connection.cursor() as cursor:
-        # Prepared: only unique-key probes, and planning the CTEs was most of a POST's
-        # PostgreSQL time.
-        found = db.execute(cursor, instance_insert(many=False), params).fetchone()
-    if found[0] is not None:
-        return True, None
-    existing = found[1:]
-    if existing[0] is None:
-        return False, None
-    return False, instance_from_row(workflow, existing)
+class PostgresInstanceStore(shapes.InstanceStore):
+    """The state machine's writes as the statements above, one round trip each."""
+
+    def transition(
+        self,
+        change: Change,
+        also: Sequence[Statement],
+        durable: bool,
+        events: Sequence[Reported] = (),
+    ) -> bool:
+        # Always one row, so set_config runs whether or not the transition applied (the
+        # ``also`` rows, a delivery's 'sent' record, are written either way).
+        select = f"SELECT {APPLIED}"
+        select_params: list[Any] = []
+        if events:
+            # The status events in the same statement, each guarded.
+            guarded = [(event, when or APPLIED) for event, when in events]
+            written, select_params = status_events_select(guarded, at=change.audit["at"])
+            select += f", {written}"
+        select += DURABLE if durable else ""
+        sql, params = _statement(change, also, select)
+        params += select_params
+        with connection.cursor() as cursor:
+            # By primary key: prepared (notifyflow/db.py).
+            applied = bool(db.execute(cursor, sql, params).fetchone()[0])
+        if events and outbox.any_active_endpoint():
+            outbox.kick_on_commit()
+        return applied
+
+    def claim(self, change: Change, join: Join | None) -> TriggerInstance | None:
+        columns = ", ".join(
+            [*(f"{CLAIMED}.{c}" for c in _COLUMNS), *(join.columns if join else ())]
+        )
+        select = f"SELECT {columns} FROM {CLAIMED} {join.clause if join else ''}"
+        sql, params = _statement(
+            change,
+            (),
+            select,
+            returning=", ".join(_COLUMNS),
+            extra_where=f"{NOT_PAUSED} AND {CONCURRENCY_ADMITS}",
+        )
+        with connection.cursor() as cursor:
+            # By primary key: prepared (notifyflow/db.py).
+            row = db.execute(cursor, sql, params).fetchone()
+        if row is None:
+            return None
+        count = len(_CONCRETE)
+        conn = db.current()
+        instance = TriggerInstance.from_db(
+            conn.alias,
+            [f.attname for f in _CONCRETE],
+            [_from_db(f, value, conn) for f, value in zip(_CONCRETE, row[:count], strict=True)],
+        )
+        for column, value in zip(join.columns if join else (), row[count:], strict=True):
+            setattr(instance, column.rpartition(" AS ")[2], value)
+        return instance
+
+    def insert_many(self, rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
+        first = rows[0]
+        # One trigger's recipients share everything but the id and the recipient: those go
+        # as single parameters (quoting 2,000 copies of the payload was a fifth of a batch).
+        shared = all(
+            row.workflow_id == first.workflow_id
+            and row.workflow_version_id == first.workflow_version_id
+            and row.idempotency_key == first.idempotency_key
+            and row.payload is first.payload
+            and row.entry_node_id == first.entry_node_id
+            and row.lane == first.lane
+            and row.recipient_id is not None
+            for row in rows
+        )
+        varying = VARYING_PER_RECIPIENT if shared else VARYING
+        if any(row.concurrency_key is not None for row in rows):
+            # Only for workflows with a concurrency limit: their keys may differ per row.
+            varying = (*varying, "concurrency_key")
+        template = as_model(first, now)
+        # In the statement's order: the constant columns (SELECT list), then the arrays.
+        params: list[Any] = [
+            f.get_db_prep_save(getattr(template, f.attname), connection)
+            for f in _CONCRETE
+            if f.attname not in varying
+        ]
+        # Each varying column's value, as JSON (``_rows_from_json``) or an array element.
+        columns = {
+            "id": lambda row: str(row.id),
+            "workflow_id": lambda row: row.workflow_id,
+            "workflow_version_id": lambda row: row.workflow_version_id,
+            "idempotency_key": lambda row: row.idempotency_key,
+            "payload": lambda row: row.payload,
+            "current_node_id": lambda row: row.entry_node_id,
+            "recipient_id": lambda row: row.recipient_id,
+            "concurrency_key": lambda row: row.concurrency_key,
+            "lane": lambda row: row.lane,
+        }
+        if "payload" in varying:
+            getters = [(name, columns[name]) for name in varying]
+            params.append(json.dumps([{name: get(row) for name, get in getters} for row in rows]))
+        else:
+            params += [[columns[name](row) for row in rows] for name in varying]
+        params += _creation_params(rows, actor)
+        with connection.cursor() as cursor:
+            cursor.execute(instance_insert(many=True, varying=varying), params)
+            return {found for (found,) in cursor.fetchall()}
+
+    def insert_for_recipients(
+        self, row: NewInstance, recipient_ids: Sequence[str], now: datetime, actor: str
+    ) -> list[str]:
+        template = as_model(row, now)
+        params: list[Any] = [
+            f.get_db_prep_save(getattr(template, f.attname), connection)
+            for f in _CONCRETE
+            if f.attname not in ("id", *GENERATED_ID_VARYING)
+        ]
+        params.append(list(recipient_ids))
+        params += [*CREATED, "created", actor[:200], None]
+        with connection.cursor() as cursor:
+            cursor.execute(recipients_insert(), params)
+            return [found for (found,) in cursor.fetchall()]
+
+    def insert_or_find(
+        self, row: NewInstance, now: datetime, actor: str, workflow: Workflow
+    ) -> tuple[bool, TriggerInstance | None]:
+        instance = as_model(row, now)
+        params: list[Any] = [row.workflow_id, row.idempotency_key]
+        params += [f.get_db_prep_save(getattr(instance, f.attname), connection) for f in _CONCRETE]
+        params += _creation_params([row], actor)
+        with connection.cursor() as cursor:
+            # Prepared: only unique-key probes, and planning the CTEs was most of a POST's
+            # PostgreSQL time.
+            found = db.execute(cursor, instance_insert(many=False), params).fetchone()
+        if found[0] is not None:
+            return True, None
+        existing = found[1:]
+        if existing[0] is None:
+            return False, None
+        return False, instance_from_row(workflow, existing)

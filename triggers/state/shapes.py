@@ -1,5 +1,5 @@
 """What the machine hands to a store: a fenced change of one instance, the statements
-that ride with it, a claim's join, and a new instance's row (plus the ``Store``
+that ride with it, a claim's join, and a new instance's row (plus the ``InstanceStore``
 protocol both stores implement). Plain data: the stores and the machine import it, it
 imports neither.
 """
@@ -27,7 +27,7 @@ CREATED = ("", TriggerStatus.ENQUEUED)
 class Change:
     """One fenced write of an instance: the row must still match ``conditions``; it
     then takes ``values``, and ``audit`` is its TriggerStatusChange row - written only
-    if ``audited``: the routine claim and release of one step are not (SPEC §3: the
+    if ``audited``: the routine claim and release of one step are not (the
     step log is their record; the timeline merges both)."""
 
     conditions: dict[str, Any]
@@ -62,28 +62,43 @@ class Join:
 Reported = tuple[NewEvent, str]
 
 
-class Store(Protocol):
+class InstanceStore(Protocol):
+    """Where the machine's writes go: ``postgres.PostgresInstanceStore`` (one statement
+    each) or ``orm.OrmInstanceStore``; ``store.STATE_STORE`` is the one in use."""
+
     def transition(
         self,
         change: Change,
         also: Sequence[Statement],
         durable: bool,
         events: Sequence[Reported] = (),
-    ) -> bool: ...
+    ) -> bool:
+        """The fenced change, its audit row (if audited), ``also`` and ``events``,
+        atomically (``durable``: synchronously committed); True if it applied."""
+        ...
 
-    def claim(self, change: Change, join: Join | None) -> TriggerInstance | None: ...
+    def claim(self, change: Change, join: Join | None) -> TriggerInstance | None:
+        """The fenced claim, of an unpaused workflow's instance its concurrency limit
+        admits (with ``join``'s columns); the claimed row, or None."""
+        ...
 
-    def insert_many(
-        self, rows: Sequence[NewInstance], now: datetime, actor: str
-    ) -> set[uuid.UUID]: ...
+    def insert_many(self, rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
+        """The new instances with their audit and interest rows; the ids inserted (a
+        row whose key is taken is skipped)."""
+        ...
 
     def insert_for_recipients(
         self, row: NewInstance, recipient_ids: Sequence[str], now: datetime, actor: str
-    ) -> list[str]: ...
+    ) -> list[str]:
+        """``row`` once per recipient, each with an id of its own; the ids inserted."""
+        ...
 
     def insert_or_find(
         self, row: NewInstance, now: datetime, actor: str, workflow: Workflow
-    ) -> tuple[bool, TriggerInstance | None]: ...
+    ) -> tuple[bool, TriggerInstance | None]:
+        """``(True, None)`` if ``row`` was inserted, else ``(False, the instance that
+        holds its key)`` (None if that one went meanwhile)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -100,11 +115,11 @@ class NewInstance:
     interests: Sequence[str] = ()
     # The API key that created it (scoped keys read only their own instances).
     created_by_key: str = ""
-    # The person it is for (SPEC §12): unique per (recipient, workflow, key) then.
+    # The person it is for: unique per (recipient, workflow, key) then.
     recipient_id: str | None = None
-    # Its rendered concurrency key; None when its workflow has no limit (SPEC §16).
+    # Its rendered concurrency key; None when its workflow has no limit.
     concurrency_key: str | None = None
-    # Its lane (SPEC §16): the workflow's priority, or bulk for a normal workflow's list
+    # Its priority lane: the workflow's priority, or bulk for a normal workflow's list
     # fan-out (``lane_for``).
     lane: str = "normal"
 

@@ -3,7 +3,7 @@ check per kind, FIELD_CHECKS), templates and conditions, interests and ``cancel_
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 from zoneinfo import available_timezones
@@ -16,21 +16,16 @@ from workflows.templating import TemplateError, check_condition, check_template
 from .links import link_template_problem
 from .problems import DefinitionProblem
 from .specs import (
-    BATCH_MAX_ITEMS,
-    BATCH_MIN_ITEMS,
-    CHOICE_KINDS,
-    EXACTLY_ONE_OF,
     MAX_INTERESTS,
     MAX_NAME_LENGTH,
     MAX_RECIPIENTS,
     MAX_RETRY_DELAY_S,
-    MAX_THROTTLE_LIMIT,
-    NODE_CONFIG_SPECS,
     RETRY_KEYS,
     SEND_WINDOW_KEYS,
     TIME_OF_DAY_RE,
     WEBHOOK_METHODS,
     WEEKDAYS,
+    ExactlyOneOf,
     FieldSpec,
 )
 from .webhooks import check_webhook_url
@@ -264,6 +259,28 @@ def _template_object_problems(
     return _check_template_value(value, path, node)
 
 
+# Slack's limit of blocks in one message.
+MAX_OBJECTS_IN_LIST = 50
+
+
+def _template_object_list_problems(
+    value: Any, path: str, node: str | None, field: FieldSpec
+) -> list[DefinitionProblem]:
+    """A JSON array of objects (Slack's Block Kit ``blocks``) whose strings are
+    templates."""
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(v, dict) for v in value)
+        or len(value) > MAX_OBJECTS_IN_LIST
+    ):
+        return [
+            DefinitionProblem(
+                path, f"must be a list of at most {MAX_OBJECTS_IN_LIST} objects", node=node
+            )
+        ]
+    return _check_template_value(value, path, node)
+
+
 def _milliseconds_problems(
     value: Any, path: str, node: str | None, field: FieldSpec
 ) -> list[DefinitionProblem]:
@@ -325,17 +342,19 @@ def _link_problems(
     return [DefinitionProblem(path, problem, node, "invalid_url")] if problem else []
 
 
-# --- throttle (SPEC §13) ---
-def _throttle_limit_problems(
+def _integer_problems(
     value: Any, path: str, node: str | None, field: FieldSpec
 ) -> list[DefinitionProblem]:
+    """An "integer" field: from the spec's ``minimum`` to its ``maximum``."""
     if (
         isinstance(value, bool)
         or not isinstance(value, int)
-        or not 1 <= value <= MAX_THROTTLE_LIMIT
+        or not field.minimum <= value <= field.maximum
     ):
         return [
-            DefinitionProblem(path, f"must be an integer from 1 to {MAX_THROTTLE_LIMIT}", node=node)
+            DefinitionProblem(
+                path, f"must be an integer from {field.minimum} to {field.maximum}", node=node
+            )
         ]
     return []
 
@@ -343,28 +362,8 @@ def _throttle_limit_problems(
 def _choice_problems(
     value: Any, path: str, node: str | None, field: FieldSpec
 ) -> list[DefinitionProblem]:
-    choices = CHOICE_KINDS[field.kind]
-    if value not in choices:
-        return [DefinitionProblem(path, f"must be one of {', '.join(choices)}", node=node)]
-    return []
-
-
-def _batch_max_items_problems(
-    value: Any, path: str, node: str | None, field: FieldSpec
-) -> list[DefinitionProblem]:
-    """A batch's ``max_items``: an integer from BATCH_MIN_ITEMS to BATCH_MAX_ITEMS."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not BATCH_MIN_ITEMS <= value <= BATCH_MAX_ITEMS
-    ):
-        return [
-            DefinitionProblem(
-                path,
-                f"must be an integer from {BATCH_MIN_ITEMS} to {BATCH_MAX_ITEMS}",
-                node=node,
-            )
-        ]
+    if value not in field.choices:
+        return [DefinitionProblem(path, f"must be one of {', '.join(field.choices)}", node=node)]
     return []
 
 
@@ -381,6 +380,7 @@ FIELD_CHECKS: dict[str, FieldCheck] = {
     "condition": _ignoring_spec(check_condition_field),
     "template_list": _template_list_problems,
     "template_object": _template_object_problems,
+    "template_object_list": _template_object_list_problems,
     "recipients": _ignoring_spec(_check_recipients),
     "int": _milliseconds_problems,
     "retry_policy": _ignoring_spec(_check_retry_policy),
@@ -390,20 +390,29 @@ FIELD_CHECKS: dict[str, FieldCheck] = {
     "window": _duration_problems,
     "link": _link_problems,
     "send_window": _ignoring_spec(_check_send_window),
-    # --- throttle (SPEC §13) ---
-    "throttle_limit": _throttle_limit_problems,
-    "throttle_scope": _choice_problems,
-    "throttle_on_limit": _choice_problems,
-    "batch_max_items": _batch_max_items_problems,
+    "integer": _integer_problems,
+    "choice": _choice_problems,
 }
+STRING_KINDS = ("template", "html_template")
+
+
+def known_kind(kind: str) -> bool:
+    """Whether a field of this kind can be checked (and described: the JSON Schema
+    knows the same kinds)."""
+    return kind in FIELD_CHECKS or kind in STRING_KINDS
 
 
 def check_config(
-    node_type: str, config: dict[str, Any], path: str, node: str | None
+    node_type: str,
+    fields: Mapping[str, FieldSpec],
+    one_of: ExactlyOneOf | None,
+    config: dict[str, Any],
+    *,
+    path: str,
+    node: str | None,
 ) -> list[DefinitionProblem]:
-    """Every problem of one node's ``config``: unknown fields, each field by its kind
-    (FIELD_CHECKS), and the node type's exactly-one-of rule."""
-    spec = NODE_CONFIG_SPECS[node_type]
+    """Every problem of one node's ``config``, as its type declares its ``fields``:
+    unknown fields, each field by its kind (FIELD_CHECKS), and the exactly-one-of rule."""
     problems = [
         DefinitionProblem(
             f"{path}.{key}",
@@ -411,9 +420,9 @@ def check_config(
             node=node,
             code="unknown_field",
         )
-        for key in sorted(set(config) - set(spec))
+        for key in sorted(set(config) - set(fields))
     ]
-    for key, field in spec.items():
+    for key, field in fields.items():
         value = config.get(key)
         if value is None:
             if field.required:
@@ -423,16 +432,13 @@ def check_config(
             continue
         check = FIELD_CHECKS.get(field.kind, _template_string_problems)
         problems.extend(check(value, f"{path}.{key}", node, field))
-    one_of = EXACTLY_ONE_OF.get(node_type, ())
-    if one_of and sum(config.get(k) is not None for k in one_of) != 1:
-        # The field named is the node's config for a delay and its timeout for a wait,
-        # with a code of its own for each (clients match on them).
+    if one_of and sum(config.get(k) is not None for k in one_of.fields) != 1:
         problems.append(
             DefinitionProblem(
-                path if node_type == "delay" else f"{path}.timeout",
-                f"a {node_type} needs exactly one of {', '.join(one_of)}",
+                f"{path}.{one_of.at}" if one_of.at else path,
+                f"a {node_type} needs exactly one of {', '.join(one_of.fields)}",
                 node=node,
-                code="invalid_delay" if node_type == "delay" else "invalid_timeout",
+                code=one_of.code,
             )
         )
     return problems

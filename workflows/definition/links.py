@@ -5,7 +5,7 @@ site (``/orders/42``, ``orders/42?tab=2``). Any other scheme - ``javascript:``,
 fixes it (``link_template_problem``), and as a permanent step failure naming node and
 field when a rendered value holds one (``link_problem``, the ``in_app`` executor).
 
-The text is also printable (``notifyflow.fields.printable_problem``): browsers drop tabs
+The text is also printable (``api.fields.printable_problem``): browsers drop tabs
 and newlines from a URL, so ``java\\nscript:`` would be ``javascript:`` to them.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from notifyflow.fields import printable_problem
+from notifyflow.text import printable_problem
 
 ALLOWED_SCHEMES = ("http", "https")
 # RFC 3986's scheme, at the start of the reference.

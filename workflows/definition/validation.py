@@ -10,10 +10,11 @@ from django.conf import settings
 
 from notifyflow.limits import MAX_JSON_DEPTH, json_depth_exceeds
 
+from . import node_types
 from .fields import check_cancel_on, check_config, check_interests, template_problem, without_nulls
 from .graph import find_cycle, unreachable
 from .problems import DefinitionError, DefinitionProblem
-from .specs import NODE_CONFIG_SPECS, NODE_ID_RE, NODE_TYPES
+from .specs import NODE_ID_RE
 from .variables import check_variables
 
 TOP_LEVEL_FIELDS = frozenset({"entry_node_id", "nodes", "edges", "interests", "cancel_on"})
@@ -119,12 +120,12 @@ def _check_node(
         problems.append(
             DefinitionProblem(f"{path}.{key}", "unknown field", node=label, code="unknown_field")
         )
-    node_type = node.get("type")
-    if not isinstance(node_type, str) or node_type not in NODE_CONFIG_SPECS:
+    node_type = node_types.find(node.get("type"))
+    if node_type is None:
         problems.append(
             DefinitionProblem(
                 f"{path}.type",
-                f"must be one of {', '.join(NODE_TYPES)}",
+                f"must be one of {', '.join(node_types.names())}",
                 node=label,
                 code="invalid_node_type",
             )
@@ -134,8 +135,17 @@ def _check_node(
     if not isinstance(config, dict):
         problems.append(DefinitionProblem(f"{path}.config", "must be an object", node=label))
         return None
-    problems.extend(check_config(node_type, config, f"{path}.config", label))
-    return {"id": node_id, "type": node_type, "config": without_nulls(config)}
+    problems.extend(
+        check_config(
+            node_type.name,
+            node_type.fields,
+            node_type.exactly_one_of,
+            config,
+            path=f"{path}.config",
+            node=label,
+        )
+    )
+    return {"id": node_id, "type": node_type.name, "config": without_nulls(config)}
 
 
 def _check_entry(entry: Any, ids: list[str]) -> list[DefinitionProblem]:

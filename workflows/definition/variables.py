@@ -9,18 +9,16 @@ from typing import Any
 
 from workflows.templating import variable_paths
 
+from . import node_types
 from .problems import DefinitionProblem
-from .specs import NODE_CONFIG_SPECS
 
 # What a template sees (the engine builds this context): a node's fields and the edge
 # conditions; a condition in a node (a wait's match) also sees the event. Interests are
 # rendered when the instance is created, cancel_on against each delivered event.
-# ``recipient`` and ``unsubscribe_url``: with a recipient (SPEC §12); empty otherwise.
+# ``recipient`` and ``unsubscribe_url``: with a recipient; empty otherwise.
 NODE_SCOPE = ("payload", "trigger", "workflow", "vars", "now", "recipient", "unsubscribe_url")
 INTEREST_SCOPE = ("payload", "trigger")
 CANCEL_SCOPE = ("payload", "trigger", "event")
-# Node types whose output the engine keeps as ``vars.<type>_<node id>``.
-TYPES_WITH_VARS = ("email", "sms", "wait", "emit", "webhook", "throttle", "batch", "in_app")
 
 
 def check_variables(
@@ -33,7 +31,10 @@ def check_variables(
     has: a misspelt root (``paylod.name``) or ``vars.<key>`` no node of this workflow
     writes. In a template that is a permanent failure of every instance; in a condition
     it is silently always false."""
-    vars_keys = sorted(f"{n['type']}_{n['id']}" for n in nodes if n["type"] in TYPES_WITH_VARS)
+    types = {n["type"]: node_types.get(n["type"]) for n in nodes}
+    vars_keys = sorted(
+        types[n["type"]].vars_key(n["id"]) for n in nodes if types[n["type"]].writes_vars
+    )
     problems: list[DefinitionProblem] = []
 
     def check(
@@ -44,7 +45,7 @@ def check_variables(
             problems.append(DefinitionProblem(path, message, node, "unknown_variable"))
 
     for index, node in enumerate(nodes):
-        spec = NODE_CONFIG_SPECS[node["type"]]
+        spec = types[node["type"]].fields
         for key, value in node["config"].items():
             field, path = spec[key], f"nodes[{index}].config.{key}"
             if field.kind == "condition":
@@ -75,12 +76,19 @@ def _unknown_variable(
             )
         if path[0] == "vars" and len(path) > 1 and path[1] not in vars_keys:
             written = ", ".join(f"vars.{k}" for k in vars_keys) or "none"
+            writers = [t.name for t in node_types.all() if t.writes_vars]
             return (
                 f"vars.{path[1]}: no node of this workflow writes it{_hint(path[1], vars_keys)} "
-                f"(nodes write {written}: <type>_<node id> of email, sms, wait, emit and "
-                "webhook nodes)"
+                f"(nodes write {written}: <type>_<node id> of {_listed(writers)} nodes)"
             )
     return None
+
+
+def _listed(names: Sequence[str]) -> str:
+    """``a, b and c``."""
+    if len(names) < 2:
+        return "".join(names)
+    return f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _hint(name: str, known: Sequence[str]) -> str:

@@ -1,0 +1,127 @@
+"""The trigger instance row: what an enqueued instance says it waits for, and the
+table's indexes, exactly the declared ones.
+
+A step's claim and outcome change ``status``, so every UPDATE writes an entry into
+every index of the table: an index that serves no query is paid for on every step.
+Adding one must be a decision (in ``TriggerInstance.Meta``, commented with the query it
+serves), not a side effect of a field option."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.apps import apps
+from django.db import connection
+from django.utils import timezone
+
+from notifyflow import db
+from tests.factories import WorkflowFactory
+from triggers.models import TriggerInstance, TriggerStatus
+
+pytestmark = pytest.mark.django_db
+
+
+def _index_columns() -> list[tuple[str, ...]]:
+    """Column lists of the plain indexes (not the primary key or unique constraints),
+    INCLUDEd columns after the key ones, sorted (a duplicate index shows twice)."""
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(
+            cursor, TriggerInstance._meta.db_table
+        )
+    return sorted(
+        tuple(info["columns"])
+        for info in constraints.values()
+        if info["index"] and not info["unique"] and not info["primary_key"]
+    )
+
+
+def test_instance_table_indexes_are_the_declared_ones() -> None:
+    # SQLite has no INCLUDE: there the lane is read from the row.
+    covering = connection.features.supports_covering_indexes
+    assert _index_columns() == sorted(
+        [
+            ("available_at",),  # trigger_enqueued_undispatched (partial)
+            ("available_at", "lane") if covering else ("available_at",),  # trigger_due_enqueued
+            ("workflow_id", "concurrency_key"),  # trigger_concurrency_running (partial)
+            ("locked_until",),  # trigger_lease_processing (partial)
+            ("workflow_id", "status", "created_at"),  # trigger_workflow_status
+            ("status", "created_at"),  # trigger_status_created
+            ("idempotency_key",),  # trigger_idempotency_key
+            ("finished_at",),  # trigger_failed_finished (partial)
+            ("created_at",),  # default order of the admin and the API
+        ]
+    )
+
+
+def _key_count(cursor, name: str, columns: list[str]) -> int:
+    """How many of an index's columns are its key (the rest are INCLUDEd)."""
+    if not db.is_postgres():
+        return len(columns)
+    cursor.execute(
+        "SELECT i.indnkeyatts FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE c.relname = %s",
+        [name],
+    )
+    row = cursor.fetchone()
+    return row[0] if row else len(columns)
+
+
+def test_no_index_is_the_leading_part_of_another() -> None:
+    """On every table of the project: an index whose columns begin another index
+    (a foreign key's own index, typically) serves no query the longer one does not, and
+    hot tables pay for it on every row a step writes."""
+    redundant = []
+    with connection.cursor() as cursor:
+        for model in apps.get_models():
+            if model._meta.app_label not in ("workflows", "recipients", "triggers", "executions"):
+                continue
+            constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
+            # An index's INCLUDE columns are carried, not searched: only its key columns
+            # can lead another index.
+            for name, info in constraints.items():
+                info["columns"] = info["columns"][: _key_count(cursor, name, info["columns"])]
+            plain = {
+                name: tuple(info["columns"])
+                for name, info in constraints.items()
+                # An expression index (Lower(email)) names no columns: nothing to compare.
+                if info["index"]
+                and not info["unique"]
+                and not info["primary_key"]
+                and info["columns"]
+            }
+            every = [tuple(info["columns"]) for info in constraints.values() if info["columns"]]
+            redundant += [
+                (model._meta.db_table, name)
+                for name, columns in plain.items()
+                # An expression index (Lower("email")) lists no column: nothing it leads.
+                if columns
+                and any(
+                    len(other) > len(columns) and other[: len(columns)] == columns
+                    for other in every
+                )
+            ]
+    assert redundant == []
+
+
+def test_waiting_on_says_what_an_enqueued_instance_waits_for():
+    now = timezone.now()
+    later = now + timedelta(hours=1)
+    wf = WorkflowFactory()
+
+    def waiting(**fields):
+        instance = TriggerInstance(workflow=wf, available_at=later, **fields)
+        found = instance.waiting_on(now)
+        return found and (found.kind, found.until, found.event, found.ends_workflow)
+
+    assert waiting(waiting_for_event="reply", wait_deadline=later) == (
+        "event",
+        later,
+        "reply",
+        False,
+    )
+    assert waiting(wait_deadline=later) == ("delay", later, None, True)
+    assert waiting(attempts=2) == ("retry", later, None, False)
+    assert waiting() == ("delay", later, None, False)
+    assert TriggerInstance(workflow=wf, available_at=now).waiting_on(now) is None
+    assert waiting(status=TriggerStatus.PROCESSING) is None
