@@ -80,7 +80,10 @@ class WebhookMessage(models.Model):
     body's ``id``: the same for every endpoint and every retry of the event."""
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
-    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="messages")
+    # No index of its own: webhook_message_endpoint (endpoint, created_at) leads with it.
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     event_id = models.UUIDField()
     type = models.CharField(max_length=64)
     instance_id = models.UUIDField(null=True, blank=True)
@@ -137,7 +140,10 @@ class InstanceSequence(models.Model):
 class WebhookAttempt(models.Model):
     """One POST of a message: what came back and how long it took."""
 
-    message = models.ForeignKey(WebhookMessage, on_delete=models.CASCADE, related_name="tries")
+    # No index of its own: webhook_attempt_message (message, attempted_at) leads with it.
+    message = models.ForeignKey(
+        WebhookMessage, on_delete=models.CASCADE, related_name="tries", db_index=False
+    )
     attempted_at = models.DateTimeField()
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
@@ -159,8 +165,13 @@ class EndpointChange(models.Model):
     """The audit trail of an endpoint: created, updated, secret rotated, disabled after
     failing (actor ``system``), enabled, replayed, deleted. Kept after a delete."""
 
+    # No index of its own: webhook_endpoint_change (endpoint, at) leads with it.
     endpoint = models.ForeignKey(
-        WebhookEndpoint, null=True, on_delete=models.SET_NULL, related_name="changes"
+        WebhookEndpoint,
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name="changes",
+        db_index=False,
     )
     endpoint_url = models.CharField(max_length=2000)
     at = models.DateTimeField()
