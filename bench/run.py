@@ -35,6 +35,7 @@ SCENARIOS = [
     "lanes",
     "feed",
     "status_webhooks",
+    "push",
 ]
 
 

@@ -10,17 +10,26 @@ result (``providers.targets.TargetResult``), kept by target id in the delivery's
 - **accepted, dead, failed are final**: a later attempt of the step sends only to the
   targets with no final result yet - a device that accepted never gets the message
   twice from a retry;
+- **the provider calls overlap**: one target's call runs in the step's own thread,
+  several go out at once from the process's send threads (over the provider's one
+  kept-alive connection: HTTP/2 multiplexes them), so against providers tens of ms
+  away a person's three devices wait about one round trip, not three (on loopback,
+  where client and provider are CPU-bound, it buys nothing: bench/RESULTS.md, issue
+  41); the results are handled, and the database touched, in the step's thread only,
+  as each answer comes;
 - **the guard per target**: an accepted result is written durably (its own statement,
-  fenced on the row still being ``sending``) before the next target is tried, so a
-  worker killed mid-send resends to no target that had accepted. The last target's
-  result goes with the step's outcome (``record_delivery``), as a single send's does;
-  the window left is the guard's own, per target: a worker that dies between a
-  provider's acceptance and that write sends to that one target again on the retry;
+  fenced on the row still being ``sending``) as soon as it comes while other answers
+  are awaited, so a worker killed mid-send resends to no target that had accepted. The
+  last answer goes with the step's outcome (``record_delivery``), as a single send's
+  does; the window left is the guard's own, per target: a worker that dies between a
+  provider's acceptance and its record sends to that one target again on the retry. A
+  call that raises (a bug, not a provider's answer) is raised once the others are in
+  and recorded;
 - **dead** targets (an unregistered token, a deleted webhook, by the provider's error
   code) are removed at once by the node's ``remove_dead`` (audited, a status event), and
   the others still get the message;
 - **retry** (429, 5xx, a timeout) ends the attempt transient once every other target
-  was tried, retried by the node's retry policy, never sooner than the longest
+  answered, retried by the node's retry policy, never sooner than the longest
   ``Retry-After`` any of them asked for.
 
 The step then succeeds when at least one target accepted and none waits for a retry
@@ -35,8 +44,11 @@ channel, per target here.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -50,6 +62,8 @@ from .providers.failover import record_attempt
 from .providers.targets import TargetOutcome, TargetResult
 from .step import StepContext
 
+# Provider calls of one step in flight at once (a person has at most 20 devices).
+SEND_THREADS = 8
 FINAL = frozenset({TargetOutcome.ACCEPTED, TargetOutcome.DEAD, TargetOutcome.FAILED})
 _ATTEMPT_OUTCOME = {
     TargetOutcome.ACCEPTED: DeliveryAttempt.Outcome.SENT,
@@ -122,11 +136,69 @@ def _send_all(
     }
     step.delivery.targets = results
     todo = [target for target in targets if target.id not in results]
-    for index, target in enumerate(todo):
-        results[target.id] = _send_one(step, target, send, remove_dead)
-        if results[target.id]["outcome"] == TargetOutcome.ACCEPTED and index < len(todo) - 1:
+    crashed: BaseException | None = None
+    for answers, awaited in _answers(todo, send):
+        accepted = False
+        for target, answer in answers:
+            if isinstance(answer, BaseException):  # a bug, not a provider's answer
+                crashed = crashed or answer
+                continue
+            results[target.id] = _result(target, *answer, remove_dead)
+            accepted = accepted or results[target.id]["outcome"] == TargetOutcome.ACCEPTED
+        if accepted and awaited:
             _save(step, results)
-    return _outcome(list(results.values()), noun)
+    if crashed is not None:
+        _save(step, results)  # what was accepted stays accepted
+        raise crashed
+    # In the targets' order (the answers came in any), earlier ones gone since last.
+    order = {target.id: index for index, target in enumerate(targets)}
+    ranked = sorted(results.items(), key=lambda item: order.get(item[0], len(order)))
+    step.delivery.targets = dict(ranked)
+    return _outcome([result for _, result in ranked], noun)
+
+
+Answer = tuple[TargetResult, int] | BaseException
+
+
+def _answers(
+    todo: list[Target], send: SendOne
+) -> Iterator[tuple[list[tuple[Target, Answer]], bool]]:
+    """The targets' answers - (result, latency in ms), or what the call raised - in
+    batches as they come, each with whether more are still awaited. The first target is
+    sent in this thread, the others at once from the process's send threads (the
+    provider calls overlap; the database is touched in this thread only)."""
+    if not todo:
+        return
+    # The first in this thread while the others are in flight: one thread hop less.
+    futures = {_pool().submit(_timed, send, target): target for target in todo[1:]}
+    pending = set(futures)
+    yield [(todo[0], _timed(send, todo[0]))], bool(pending)
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        yield [(futures[future], future.result()) for future in done], bool(pending)
+
+
+def _timed(send: SendOne, target: Target) -> Answer:
+    started = time.monotonic()
+    try:
+        result = send(target)
+    except Exception as exc:  # noqa: BLE001 - handed to the step's thread, which raises it
+        return exc
+    return result, int((time.monotonic() - started) * 1000)
+
+
+_threads: tuple[int, ThreadPoolExecutor] | None = None
+_threads_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """This process's send threads (made again in a forked child: threads do not
+    survive a fork)."""
+    global _threads
+    with _threads_lock:
+        if _threads is None or _threads[0] != os.getpid():
+            _threads = (os.getpid(), ThreadPoolExecutor(SEND_THREADS, "notifyflow-send"))
+        return _threads[1]
 
 
 def _earlier_results(step: StepContext) -> dict[str, dict[str, Any]]:
@@ -141,12 +213,11 @@ def _earlier_results(step: StepContext) -> dict[str, dict[str, Any]]:
     return dict(saved or {})
 
 
-def _send_one(
-    step: StepContext, target: Target, send: SendOne, remove_dead: RemoveDead
+def _result(
+    target: Target, result: TargetResult, latency: int, remove_dead: RemoveDead
 ) -> dict[str, Any]:
-    started = time.monotonic()
-    result = send(target)
-    latency = int((time.monotonic() - started) * 1000)
+    """The target's entry in the delivery's ``targets`` (and its attempt row): a dead
+    one removed, a node's own dead target failed."""
     if result.outcome == TargetOutcome.DEAD and not target.removable:
         # A node's own channel or URL is gone: the workflow's author must fix it.
         result = TargetResult(
@@ -166,8 +237,8 @@ def _send_one(
 
 
 def _save(step: StepContext, results: Mapping[str, Any]) -> None:
-    """The results so far, durably, before the next target is tried (autocommit: no
-    transaction is open while a step sends)."""
+    """The results so far, durably, while the other targets' answers are awaited
+    (autocommit: no transaction is open while a step sends)."""
     Delivery.objects.filter(
         instance_id=step.instance_id, node_id=step.node_id, status=DeliveryStatus.SENDING
     ).update(targets=dict(results))
@@ -202,7 +273,8 @@ def _outcome(counted: list[dict[str, Any]], noun: str) -> dict[str, Any]:
         "accepted": len(accepted),
         "removed": len(dead),
         "failed": len(failed),
-        "message_id": str(accepted[0].get("message_id", "")),
+        # The first target's (in their order) that the provider gave one.
+        "message_id": next((str(r["message_id"]) for r in accepted if r.get("message_id")), ""),
         "sent_at": timezone.now().isoformat(),
     }
 

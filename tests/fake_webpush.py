@@ -41,7 +41,9 @@ class FakeWebPush:
     decrypted payload, VAPID claims, VAPID public key) of every accepted push;
     ``headers``: every push's headers (names in lower case); ``refused``: why each
     refused push was refused. An answer is a status, or ``(status, headers)``; ``gone``
-    lists subscription ids that answer 410."""
+    lists subscription ids that answer 410; ``hold`` lists subscription ids whose first
+    push waits for ``release`` before it is read (``held`` is set when one does: a worker
+    can be killed while it waits for the answer)."""
 
     def __init__(self, ca: LocalCA) -> None:
         self.context = ca.server_context(["http/1.1"])
@@ -52,6 +54,9 @@ class FakeWebPush:
         self.refused: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.tls_connections = 0
+        self.hold: set[str] = set()
+        self.held = threading.Event()
+        self.release = threading.Event()
         self._lock = threading.Lock()
         self.server = NoDelayHTTPServer(("127.0.0.1", 0), self._handler())
         self.origin = f"https://127.0.0.1:{self.server.server_address[1]}"
@@ -97,6 +102,12 @@ class FakeWebPush:
         return claims, parts["k"]
 
     def _push(self, sid: str, headers: Any, body: bytes) -> tuple[int, dict[str, str]]:
+        with self._lock:
+            holding = sid in self.hold
+            self.hold.discard(sid)
+        if holding:
+            self.held.set()
+            self.release.wait(120)
         with self._lock:
             self.headers.append({name.lower(): value for name, value in headers.items()})
         if sid not in self.subscriptions or sid in self.gone:

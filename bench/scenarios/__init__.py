@@ -30,6 +30,7 @@ from bench.scenarios.lanes import scenario_lanes
 from bench.scenarios.people import scenario_people
 from bench.scenarios.preferences import scenario_preferences
 from bench.scenarios.profile import scenario_profile
+from bench.scenarios.push import scenario_push
 from bench.scenarios.running import scenario_running
 from bench.scenarios.status_webhooks import scenario_status_webhooks
 
@@ -53,6 +54,7 @@ __all__ = [
     "scenario_preferences",
     "scenario_people",
     "scenario_profile",
+    "scenario_push",
     "scenario_running",
     "scenario_status_webhooks",
     "setup",

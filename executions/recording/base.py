@@ -14,6 +14,9 @@ from ..nodes import NodeResult, StepContext
 from ..step import NO_AUDIENCE, Audience
 from ..versions import PinnedVersion
 
+# The recipient columns a claim reads with its instance (both recorders).
+RECIPIENT_FIELDS = ("id", "email", "phone", "timezone", "locale", "properties", "preferences")
+
 
 @dataclass
 class Claimed:

@@ -19,7 +19,7 @@ from ..models import Delivery, StepExecutionLog
 from ..step import Audience, StepRecipient
 from ..versions import pinned_version
 from .advance import apply_outcome
-from .base import Claimed, StepRecord, StepRecorder
+from .base import RECIPIENT_FIELDS, Claimed, StepRecord, StepRecorder
 
 
 class OrmStepRecorder(StepRecorder):
@@ -61,7 +61,6 @@ class OrmStepRecorder(StepRecorder):
 
 
 # The recipient's columns the step reads (templates and the preference check).
-RECIPIENT_FIELDS = ("id", "email", "phone", "timezone", "locale", "properties", "preferences")
 
 
 def _audience(instance: TriggerInstance) -> Audience:

@@ -62,7 +62,7 @@ from ..models import Delivery, DeliveryAttempt, DeliveryStatus, StepExecutionLog
 from ..step import Audience, StepContext, StepRecipient
 from ..versions import pinned_version
 from .advance import apply_outcome
-from .base import Claimed, StepRecord, StepRecorder
+from .base import RECIPIENT_FIELDS, Claimed, StepRecord, StepRecorder
 
 logger = logging.getLogger("notifyflow.engine")
 
@@ -82,7 +82,6 @@ _INSTANCE = TriggerInstance._meta
 _RECIPIENT = Recipient._meta
 _WORKFLOW = Workflow._meta
 # The recipient's columns the step reads (templates and the preference check).
-RECIPIENT_FIELDS = ("id", "email", "phone", "timezone", "locale", "properties", "preferences")
 
 
 def _q(meta: Any, name: str) -> str:

@@ -225,3 +225,42 @@ def test_the_step_log_list_shows_why_a_step_skipped_without_its_output(dispatche
     # The step's own page says it too, above its output.
     hello = reverse("admin:executions_stepexecutionlog_change", args=[rows["hello"].pk])
     assert "rule <code>channels.email</code>" in client.get(hello).content.decode()
+
+
+def test_a_push_deliverys_page_shows_each_devices_result(rows):
+    instance = rows["delivery"].instance
+    push = Delivery.objects.create(
+        instance=instance,
+        node_id="notify",
+        channel="push",
+        status=DeliveryStatus.SENT,
+        output={"devices": 2, "accepted": 1, "removed": 1},
+        attempts=1,
+        targets={
+            "dev-1": {
+                "provider": "fcm",
+                "target": "…Xz9<b>",
+                "outcome": "accepted",
+                "message_id": "projects/p/messages/0:1",
+                "at": "2026-11-28T10:00:00+00:00",
+            },
+            "dev-2": {
+                "provider": "apns",
+                "target": "…dead",
+                "outcome": "dead",
+                "code": "Unregistered",
+                "removed": True,
+                "at": "2026-11-28T10:00:00+00:00",
+            },
+        },
+    )
+    console = client_for(make_operator())
+    page = console.get(reverse("admin:executions_delivery_change", args=[push.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "nf-status-accepted" in html and "nf-status-dead" in html
+    assert "projects/p/messages/0:1" in html and "Unregistered" in html and "removed" in html
+    assert "…Xz9&lt;b&gt;" in html and "<b>" not in html.split("nf-targets")[1][:2000]
+    # An email's delivery has no per-target table.
+    email = console.get(reverse("admin:executions_delivery_change", args=[rows["delivery"].pk]))
+    assert "nf-targets" not in email.content.decode()

@@ -53,6 +53,28 @@ BRANCHING = {
             "type": "in_app",
             "config": {"title": "Hi {{ payload.name }}", "body": "Plan {{ payload.plan }}"},
         },
+        {
+            "id": "buzz",
+            "type": "push",
+            "config": {
+                "title": "Hi {{ payload.name }}",
+                "body": "Plan {{ payload.plan }}",
+                "data": {"plan": "{{ payload.plan }}"},
+                "ttl": 3600,
+                "badge": 1,
+            },
+        },
+        {
+            "id": "post",
+            "type": "chat",
+            "config": {
+                "text": "{{ payload.name }} is on {{ payload.plan }}",
+                "blocks": [
+                    {"type": "section", "text": {"type": "mrkdwn", "text": "*{{ payload.plan }}*"}}
+                ],
+                "webhook_url": "https://hooks.example.com/services/T1/B2/x",
+            },
+        },
     ],
     "edges": [
         {"from": "welcome", "to": "pause"},
@@ -63,6 +85,8 @@ BRANCHING = {
         {"from": "pro", "to": "gather"},
         {"from": "hook", "to": "cap"},
         {"from": "cap", "to": "bell"},
+        {"from": "bell", "to": "buzz"},
+        {"from": "buzz", "to": "post"},
     ],
 }
 PAYLOAD = {"name": "Ada <3", "email": "ada@example.com", "phone": "+15005550006", "plan": "free"}

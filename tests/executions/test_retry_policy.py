@@ -94,3 +94,26 @@ def test_engine_applies_the_nodes_policy(settings, dispatched):
     assert instance.status == TriggerStatus.FAILED and "retries exhausted" in (
         instance.status_changes.order_by("-id").first().reason
     )
+
+
+def test_a_providers_retry_after_makes_the_wait_at_least_that_long(settings):
+    settings.NOTIFYFLOW_RETRY_BASE_DELAY_S = 10
+    now = timezone.now()
+    policy = {"max_delay_s": 60}
+
+    def wait(attempts_so_far: int, retry_after_s: float | None) -> timedelta:
+        decision = decide_retry(
+            attempts_so_far=attempts_so_far,
+            permanent=False,
+            now=now,
+            policy=policy,
+            retry_after_s=retry_after_s,
+        )
+        assert decision.retry_at is not None
+        return decision.retry_at - now
+
+    assert wait(0, None) == timedelta(seconds=10)
+    assert wait(0, 300) == timedelta(seconds=300)  # longer than max_delay_s too
+    assert wait(2, 5) == timedelta(seconds=40)  # the policy's wait when it is longer
+    # A permanent failure or spent retries still give up, whatever was asked.
+    assert decide_retry(attempts_so_far=0, permanent=True, now=now, retry_after_s=30).give_up

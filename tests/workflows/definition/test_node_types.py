@@ -34,6 +34,8 @@ def test_the_built_in_types_register_in_their_order_when_the_app_is_ready():
         "throttle",
         "batch",
         "in_app",
+        "push",
+        "chat",
     )
     assert node_types.get("email").channel == "email"
     assert node_types.get("delay").channel is None and not node_types.get("delay").writes_vars
