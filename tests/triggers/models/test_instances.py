@@ -70,7 +70,9 @@ def _key_count(cursor, name: str, columns: list[str]) -> int:
 def _is_partial(cursor, name: str) -> bool:
     """Whether an index covers only the rows of its WHERE (a partial index)."""
     if not db.is_postgres():
-        return False
+        cursor.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = %s", [name])
+        row = cursor.fetchone()
+        return bool(row and row[0] and " WHERE " in row[0].upper())
     cursor.execute(
         "SELECT i.indpred IS NOT NULL FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
         " WHERE c.relname = %s",
