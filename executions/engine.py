@@ -144,6 +144,7 @@ def _step(instance_id: uuid.UUID | str, task_id: str, worker: str) -> StepOutcom
             instance_id=rec.instance.pk,
             idempotency_key=rec.instance.idempotency_key,
             recipient=claimed.audience.recipient,
+            secrets=rec.step.delivery.secrets if rec.step is not None else (),
         )
     return _report(rec, recorded)
 

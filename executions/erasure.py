@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -134,20 +135,24 @@ class _erasing:
 
 
 def scrub_fenced_step(
-    *, instance_id: uuid.UUID, idempotency_key: str, recipient: StepRecipient | None
+    *,
+    instance_id: uuid.UUID,
+    idempotency_key: str,
+    recipient: StepRecipient | None,
+    secrets: Sequence[str] = (),
 ) -> bool:
     """After a step whose outcome did not apply (``recorded`` False): if its instance's
     recipient was erased while the step ran, scrub what the step wrote - its step log,
     delivery, attempts, events - with the addresses it had read (``recipient``, as its
-    claim read it, and the key it saw). False when there was nothing to do: no
-    recipient, or not erased (the lease was lost: a sweeper's recovery)."""
+    claim read it, the channel data it sent to, and the key it saw). False when there
+    was nothing to do: no recipient, or not erased (the lease was lost: a sweeper's recovery)."""
     if recipient is None:
         return False
     with transaction.atomic():
         erased = TriggerInstance.objects.filter(pk=instance_id, recipient_erased=True)
         if not erased.exists():
             return False
-        person = Person((recipient.email, recipient.phone), recipient.id)
+        person = Person((recipient.email, recipient.phone, *secrets), recipient.id)
         if idempotency_key != erased_key(instance_id) and person.holds(idempotency_key):
             person.keys[str(instance_id)] = (idempotency_key, erased_key(instance_id))
         with _erasing():

@@ -90,6 +90,9 @@ class DeliveryState:
     # A send to several targets (``target_sends``): each target's result by its id,
     # recorded with the outcome whatever it is (None: a single send).
     targets: dict[str, dict[str, Any]] | None = None
+    # What of the person's channel data the send read (tokens, webhook URLs): an
+    # erasure committed while it ran has deleted the rows, not what the step writes.
+    secrets: list[str] = field(default_factory=list)
 
 
 @dataclass

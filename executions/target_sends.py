@@ -80,13 +80,16 @@ class Target:
     never a secret (a token's last characters, a webhook's host); ``address``: what the
     provider call needs (a token, a subscription, a channel id, a URL); ``removable``: a
     person's device or connection (removed when dead), not a node's fixed target (whose
-    death is a failure)."""
+    death is a failure); ``secrets``: what of the person's channel data it holds
+    (``recipients.channel_data.device_secrets``), for the scrub of a step fenced by an
+    erasure."""
 
     id: str
     provider: str
     label: str
     address: Any = None
     removable: bool = True
+    secrets: tuple[str, ...] = ()
 
 
 SendOne = Callable[[Target], TargetResult]
@@ -116,6 +119,7 @@ def send_to_targets(
     Raises ProviderError: transient (with ``retry_after_s``) when a target is to be
     retried, permanent when none accepted and some failed, ``AllTargetsDead`` when all
     were dead. ``noun`` names a target in errors ("device", "connection")."""
+    step.delivery.secrets = [secret for target in targets for secret in target.secrets]
     run = partial(_send_all, step, list(targets), send, remove_dead, noun)
     return guarded_send(step=step, channel=channel, recipient="", send=run)
 

@@ -391,19 +391,27 @@ def channel_data_write(*, items: Mapping[str, ChannelData], actor: str) -> None:
 
 def channel_data_secrets(*, recipient_id: str) -> list[str]:
     """What of the recipient's channel data identifies them in stored text, for
-    erasure to scrub wherever it scrubs their addresses: push tokens (a Web Push
-    endpoint and its keys), webhook URLs and Slack user ids (a Slack channel is shared:
-    not theirs alone)."""
+    erasure to scrub wherever it scrubs their addresses (``device_secrets``,
+    ``connection_secrets``)."""
     found: list[str] = []
-    for token, keys in PushDevice.objects.filter(recipient_id=recipient_id).values_list(
-        "token", "keys"
+    for device in PushDevice.objects.filter(recipient_id=recipient_id).only("token", "keys"):
+        found += device_secrets(device)
+    for connection in ChatConnection.objects.filter(recipient_id=recipient_id).only(
+        "webhook_url", "user"
     ):
-        found.append(token)
-        found += [str(value) for value in (keys or {}).values()]
-    connections = ChatConnection.objects.filter(recipient_id=recipient_id)
-    for url, user in connections.values_list("webhook_url", "user"):
-        found += [text for text in (url, user) if text]
+        found += connection_secrets(connection)
     return found
+
+
+def device_secrets(device: PushDevice) -> list[str]:
+    """A device's token (a Web Push endpoint) and its keys."""
+    return [device.token, *(str(value) for value in (device.keys or {}).values())]
+
+
+def connection_secrets(connection: ChatConnection) -> list[str]:
+    """A connection's webhook URL and Slack user id (a Slack channel is shared: not
+    theirs alone)."""
+    return [text for text in (connection.webhook_url, connection.user) if text]
 
 
 __all__ = [
@@ -415,6 +423,8 @@ __all__ = [
     "chat_connections_get",
     "chat_connections_set",
     "connection_remove_dead",
+    "connection_secrets",
+    "device_secrets",
     "device_remove_dead",
     "push_device_add",
     "push_device_remove",

@@ -158,6 +158,14 @@ FCM_ERRORS: dict[str, tuple[int, str, str, str, str | None]] = {
         "The registration token is not a valid FCM registration token",
         "message.token",
     ),
+    # Google's APIs quote a malformed field's value: the token itself ("{token}").
+    "INVALID_TOKEN_VALUE": (
+        400,
+        "INVALID_ARGUMENT",
+        "INVALID_ARGUMENT",
+        "Invalid value at 'message.token' (TYPE_STRING), \"{token}\"",
+        "message.token",
+    ),
     "INVALID_PAYLOAD": (
         400,
         "INVALID_ARGUMENT",
@@ -184,8 +192,9 @@ FCM_ERRORS: dict[str, tuple[int, str, str, str, str | None]] = {
 }
 
 
-def fcm_error_body(name: str) -> tuple[int, dict[str, Any]]:
+def fcm_error_body(name: str, token: str = "") -> tuple[int, dict[str, Any]]:
     status, rpc_status, code, text, field = FCM_ERRORS[name]
+    text = text.replace("{token}", token)
     details: list[dict[str, Any]] = [
         {"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": code}
     ]
@@ -341,5 +350,5 @@ class FakeFcm:
             name = f"projects/{self.project_id}/messages/0:{uuid.uuid4().hex}"
             return _json(200, {"name": name})
         name, headers = answer if isinstance(answer, tuple) else (answer, {})
-        status, body = fcm_error_body(name)
+        status, body = fcm_error_body(name, message.get("token", ""))
         return _json(status, body, headers)

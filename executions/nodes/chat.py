@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from recipients.channel_data import connection_remove_dead
+from recipients.channel_data import connection_remove_dead, connection_secrets
 from recipients.models import ChatConnection, short_secret
 from workflows.definition import (
     EXPIRES_AFTER_FIELD,
@@ -137,11 +137,18 @@ def _target(row: ChatConnection) -> Target:
             provider=row.provider,
             label=row.webhook_host or "?",
             address={"webhook_url": row.webhook_url},
+            secrets=tuple(connection_secrets(row)),
         )
     # A Slack channel, or a user (a direct message from the app): chat.postMessage.
     channel = row.channel or row.user or ""
     label = row.channel or short_secret(row.user or "")
-    return Target(id=str(row.pk), provider=row.provider, label=label, address={"channel": channel})
+    return Target(
+        id=str(row.pk),
+        provider=row.provider,
+        label=label,
+        address={"channel": channel},
+        secrets=tuple(connection_secrets(row)),
+    )
 
 
 def _send(message: ChatMessage, target: Target) -> TargetResult:

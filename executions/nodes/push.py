@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from recipients.channel_data import device_remove_dead
+from recipients.channel_data import device_remove_dead, device_secrets
 from recipients.models import PushDevice, PushProvider
 from workflows.definition import (
     EXPIRES_AFTER_FIELD,
@@ -95,7 +95,11 @@ def _devices(recipient_id: str) -> list[PushDevice]:
 def _target(device: PushDevice) -> Target:
     address = device.subscription if device.provider == PushProvider.WEBPUSH else device.token
     return Target(
-        id=str(device.pk), provider=device.provider, label=device.short_token, address=address
+        id=str(device.pk),
+        provider=device.provider,
+        label=device.short_token,
+        address=address,
+        secrets=tuple(device_secrets(device)),
     )
 
 

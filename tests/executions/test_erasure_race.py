@@ -18,7 +18,12 @@ from django.db import connection, connections
 from executions import engine
 from executions.erasure import recipient_erase
 from executions.models import Delivery, DeliveryAttempt, StepExecutionLog
-from tests.factories import RecipientFactory, TriggerInstanceFactory, WorkflowFactory
+from tests.factories import (
+    PushDeviceFactory,
+    RecipientFactory,
+    TriggerInstanceFactory,
+    WorkflowFactory,
+)
 from tests.worker import wait_until
 from triggers.models import TriggerInstance, TriggerStatus
 
@@ -88,8 +93,9 @@ def paused_send(monkeypatch):
     return sending, release
 
 
-def _left_behind(instance_id: Any) -> list[str]:
-    """The rows of the instance's step logs, deliveries and attempts holding an address."""
+def _left_behind(instance_id: Any, *secrets: str) -> list[str]:
+    """The rows of the instance's step logs, deliveries and attempts holding an address
+    (or one of ``secrets``)."""
     found = []
     for model, lookup in (
         (StepExecutionLog, "trigger_id"),
@@ -98,7 +104,7 @@ def _left_behind(instance_id: Any) -> list[str]:
     ):
         for row in model.objects.filter(**{lookup: instance_id}):
             text = serializers.serialize("json", [row]).lower()
-            if EMAIL in text or PHONE in text:
+            if any(held.lower() in text for held in (EMAIL, PHONE, *secrets)):
                 found.append(text)
     return found
 
@@ -162,3 +168,38 @@ def test_a_step_recording_while_the_erasure_is_still_open(instance, paused_send,
     eraser.finish()
     step.finish()
     _assert_scrubbed_after_the_race(instance.pk)
+
+
+def test_a_push_fenced_by_an_erasure_keeps_no_token(fake_fcm, dispatched, monkeypatch):
+    """The device's row is gone with the person when the step records: what it wrote -
+    here FCM's error quoting the token - is scrubbed with the token the step had read."""
+    token = "fcm-token-of-carol:APA91bPrivate"
+    carol = RecipientFactory(id="carol")
+    PushDeviceFactory(recipient=carol, token=token)
+    push = {"id": "hello", "type": "push", "config": {"title": "Hi", "body": "Hello"}}
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition={"entry_node_id": "hello", "nodes": [push]}),
+        recipient=carol,
+    )
+    fake_fcm.script.append("INVALID_TOKEN_VALUE")
+    sending, release = threading.Event(), threading.Event()
+    from executions.nodes import push as push_node
+
+    real = push_node.send_push
+
+    def send_push(**kwargs: Any) -> Any:
+        sending.set()
+        assert release.wait(LIMIT_S), "never released"
+        return real(**kwargs)
+
+    monkeypatch.setattr(push_node, "send_push", send_push)
+    step = InThread(lambda: engine.step_execute(instance_id=instance.pk))
+    step.start()
+    assert sending.wait(LIMIT_S), "the step never reached its send"
+    recipient_erase(recipient_id="carol", actor="test")
+    release.set()
+    step.finish()
+    assert [token in str(sent) for sent, _ in fake_fcm.received] == [True]
+    delivery = Delivery.objects.get(instance_id=instance.pk, node_id="hello")
+    assert delivery.targets  # the device's result is kept ...
+    assert _left_behind(instance.pk, token) == []  # ... without the token
