@@ -36,6 +36,7 @@ SCENARIOS = [
     "feed",
     "status_webhooks",
     "push",
+    "push_fanout",
 ]
 
 

@@ -53,7 +53,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
+
+from notifyflow import db
 
 from .deliveries import guarded_send
 from .models import Delivery, DeliveryAttempt, DeliveryStatus
@@ -240,12 +243,21 @@ def _result(
     return entry
 
 
+_DELIVERY = Delivery._meta
+# By primary key, fenced on the row still sending; prepared: it runs on most steps that
+# send to several targets (bench/RESULTS.md, issue 41).
+_SAVE_SQL = (
+    f'UPDATE "{_DELIVERY.db_table}" SET "targets" = %s'
+    f' WHERE "id" = %s AND "status" = \'{DeliveryStatus.SENDING}\''
+)
+
+
 def _save(step: StepContext, results: Mapping[str, Any]) -> None:
     """The results so far, durably, while the other targets' answers are awaited
     (autocommit: no transaction is open while a step sends)."""
-    Delivery.objects.filter(
-        instance_id=step.instance_id, node_id=step.node_id, status=DeliveryStatus.SENDING
-    ).update(targets=dict(results))
+    targets = _DELIVERY.get_field("targets").get_db_prep_value(dict(results), connection)
+    with connection.cursor() as cursor:
+        db.execute(cursor, _SAVE_SQL, [targets, step.delivery.id])
 
 
 def _outcome(counted: list[dict[str, Any]], noun: str) -> dict[str, Any]:

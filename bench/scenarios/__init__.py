@@ -31,6 +31,7 @@ from bench.scenarios.people import scenario_people
 from bench.scenarios.preferences import scenario_preferences
 from bench.scenarios.profile import scenario_profile
 from bench.scenarios.push import scenario_push
+from bench.scenarios.push_fanout import scenario_push_fanout
 from bench.scenarios.running import scenario_running
 from bench.scenarios.status_webhooks import scenario_status_webhooks
 
@@ -55,6 +56,7 @@ __all__ = [
     "scenario_people",
     "scenario_profile",
     "scenario_push",
+    "scenario_push_fanout",
     "scenario_running",
     "scenario_status_webhooks",
     "setup",

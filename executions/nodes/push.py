@@ -13,10 +13,14 @@ every one dead: skipped ``missing_channel_data``."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from django.db import connection
+
+from notifyflow import db
 from recipients.channel_data import device_remove_dead, device_secrets
 from recipients.models import PushDevice, PushProvider
 from workflows.definition import (
@@ -83,13 +87,29 @@ def shared_timezone(devices: Sequence[PushDevice]) -> str | None:
     return None
 
 
+# pushdevice_unique_token leads with the recipient: an index scan of one person. A
+# prepared statement: the ORM's query building was most of this read's cost, paid on
+# every push step (bench/RESULTS.md, issue 41).
+DEVICES_SQL = (
+    "SELECT id, provider, token, keys, timezone"
+    f" FROM {PushDevice._meta.db_table} WHERE recipient_id = %s ORDER BY created_at, id"
+)
+
+
 def _devices(recipient_id: str) -> list[PushDevice]:
-    # pushdevice_unique_token leads with the recipient: an index scan of one person.
-    return list(
-        PushDevice.objects.filter(recipient_id=recipient_id)
-        .only("id", "provider", "token", "keys", "timezone")
-        .order_by("created_at", "id")
-    )
+    with connection.cursor() as cursor:
+        rows = db.execute(cursor, DEVICES_SQL, [recipient_id]).fetchall()
+    return [
+        PushDevice(
+            id=pk if isinstance(pk, uuid.UUID) else uuid.UUID(pk),  # SQLite: hex text
+            recipient_id=recipient_id,
+            provider=provider,
+            token=token,
+            keys=json.loads(keys) if isinstance(keys, str) else keys,
+            timezone=zone,
+        )
+        for pk, provider, token, keys, zone in rows
+    ]
 
 
 def _target(device: PushDevice) -> Target:

@@ -106,7 +106,8 @@ def classify(provider: str, response: httpx.Response) -> TargetResult:
 
 def error_code(provider: str, response: httpx.Response) -> str:
     """The service's error code: Slack answers one word (``no_service``,
-    ``channel_is_archived``), Discord JSON with a numeric ``code``; "" otherwise."""
+    ``channel_is_archived``), Discord JSON with a numeric ``code`` (0, its "general
+    error", says nothing: then the status is the code); "" otherwise."""
     if provider == "slack":
         text = response.text.strip()
         return text if SLACK_CODE.fullmatch(text) else ""
@@ -115,5 +116,5 @@ def error_code(provider: str, response: httpx.Response) -> str:
             code = response.json().get("code")
         except (ValueError, AttributeError):
             return ""
-        return str(code) if isinstance(code, int) else ""
+        return str(code) if isinstance(code, int) and code else ""
     return ""

@@ -1,13 +1,16 @@
 """Web Push (browsers): VAPID (RFC 8292) and the payload encrypted for the subscription
-(RFC 8291, ``aes128gcm``), through ``pywebpush``.
+(RFC 8291, ``aes128gcm``): ``pywebpush`` encrypts, the process's kept-alive httpx client
+posts.
 
 A subscription is what the browser's ``PushManager.subscribe()`` gave:
 ``{endpoint, keys: {p256dh, auth}}``. The VAPID key (``NOTIFYFLOW_VAPID_PRIVATE_KEY``: a
 PEM file, PEM text, or the base64url private key that ``web-push generate-vapid-keys``
 prints) is loaded once per process; its signed ``Authorization`` header is kept per push
 service (the JWT's audience) for an hour, so a send costs one encryption and no signature.
-Every send goes through one ``requests.Session`` per process (pywebpush takes one): a
-kept-alive connection per push service, not one per subscription.
+Every send goes through one httpx client per process (HTTP/2 where the push service
+offers it, as FCM's, Mozilla's and Apple's do): a kept-alive connection per push
+service, not one per subscription. Not pywebpush's own ``send`` over a requests session:
+the same post cost a third more of the worker's CPU (bench/RESULTS.md, issue 41).
 
 Dead subscriptions, by status: 404 and 410 (RFC 8030: expired or unsubscribed). An
 endpoint whose host NOTIFYFLOW_WEBPUSH_ALLOWED_HOSTS does not allow is never called
@@ -25,14 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import requests
+import httpx
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from django.conf import settings
 
 from recipients.channel_inputs import webpush_endpoint_problem
 
 from ..base import ProviderError
-from ..connections import clients, requests_session
+from ..connections import clients, http_client, tracer
 from ..targets import TargetOutcome, TargetResult, by_status, counted, not_configured, unreachable
 from .message import PushMessage
 
@@ -50,11 +53,11 @@ TOPIC_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 
 @dataclass
 class WebPushClient:
-    """One per process: the VAPID key, its signed headers per audience, the session."""
+    """One per process: the VAPID key, its signed headers per audience, the client."""
 
     vapid: Any  # py_vapid.Vapid02
     subject: str
-    session: requests.Session
+    http: httpx.Client
     lock: threading.Lock = field(default_factory=threading.Lock)
     signed: dict[str, tuple[dict[str, str], float]] = field(default_factory=dict)
 
@@ -73,7 +76,7 @@ class WebPushClient:
             return headers
 
     def close(self) -> None:
-        self.session.close()
+        self.http.close()
 
 
 def load_vapid(value: str) -> Any:
@@ -104,7 +107,9 @@ def build() -> WebPushClient:
     except Exception as exc:  # noqa: BLE001 - py_vapid and cryptography raise many kinds
         raise ProviderError(f"NOTIFYFLOW_VAPID_PRIVATE_KEY: {exc!r}", permanent=True) from exc
     return WebPushClient(
-        vapid=vapid, subject=settings.NOTIFYFLOW_VAPID_SUBJECT, session=requests_session(PROVIDER)
+        vapid=vapid,
+        subject=settings.NOTIFYFLOW_VAPID_SUBJECT,
+        http=http_client(timeout_s=settings.NOTIFYFLOW_PUSH_TIMEOUT_S),
     )
 
 
@@ -160,30 +165,32 @@ def send(*, subscription: Mapping[str, Any] | str, message: PushMessage) -> Targ
         return counted(
             TargetResult(TargetOutcome.FAILED, PROVIDER, code=problem[0], detail=problem[1])
         )
-    headers = client.vapid_headers(info["endpoint"])
-    if message.collapse_key and len(message.collapse_key) <= 32:
-        if set(message.collapse_key) <= TOPIC_CHARS:
-            headers = {**headers, "Topic": message.collapse_key}
     try:
-        response = WebPusher(info, requests_session=client.session).send(
-            webpush_payload(message),
-            headers,
-            ttl=DEFAULT_TTL_S if message.ttl is None else message.ttl,
-            content_encoding="aes128gcm",
-            timeout=settings.NOTIFYFLOW_PUSH_TIMEOUT_S,
-        )
-    except requests.RequestException as exc:
-        return counted(unreachable(PROVIDER, exc))
+        body = WebPusher(info).encode(webpush_payload(message), "aes128gcm")["body"]
     except (WebPushException, ValueError) as exc:  # keys that are not P-256 points
         return counted(
             TargetResult(
                 TargetOutcome.FAILED, PROVIDER, code="invalid_subscription", detail=str(exc)
             )
         )
+    headers = {
+        **client.vapid_headers(info["endpoint"]),
+        "Content-Encoding": "aes128gcm",
+        "TTL": str(DEFAULT_TTL_S if message.ttl is None else message.ttl),
+    }
+    if message.collapse_key and len(message.collapse_key) <= 32:
+        if set(message.collapse_key) <= TOPIC_CHARS:
+            headers["Topic"] = message.collapse_key
+    try:
+        response = client.http.post(
+            info["endpoint"], content=body, headers=headers, extensions={"trace": tracer(PROVIDER)}
+        )
+    except httpx.HTTPError as exc:
+        return counted(unreachable(PROVIDER, exc))
     return counted(classify(response))
 
 
-def classify(response: requests.Response) -> TargetResult:
+def classify(response: httpx.Response) -> TargetResult:
     """The push service's answer, by status: 201 (200, 202) accepted; 404 and 410 dead."""
     if response.status_code in (200, 201, 202):
         return TargetResult(

@@ -43,12 +43,13 @@ def test_a_deleted_webhook_is_dead(fake_webhooks, provider, status):
 
 
 def test_the_services_error_code_is_kept(fake_webhooks):
-    fake_webhooks.script[""] = [404, 410, 404]
+    fake_webhooks.script[""] = [404, 410, 404, 410]
     codes = [
         webhooks.post(provider=p, url=fake_webhooks.url(p), message=MESSAGE).code
-        for p in ("slack", "slack", "discord")
+        for p in ("slack", "slack", "discord", "discord")
     ]
-    assert codes == ["no_service", "channel_is_archived", "10015"]
+    # Discord's code 0 ("general error") names nothing: the status stands for it.
+    assert codes == ["no_service", "channel_is_archived", "10015", "410"]
 
 
 @pytest.mark.parametrize("provider", ["slack", "msteams", "discord"])
