@@ -93,6 +93,8 @@ class WorkflowVersion(models.Model):
     definition = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.CharField(max_length=150, blank=True, default="")
+    # Why it changed: ``sync --message``, the API's ``message``, "restored from v3".
+    message = models.CharField(max_length=500, blank=True, default="")
 
     class Meta:
         ordering = ["workflow_id", "-version"]

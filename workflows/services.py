@@ -21,6 +21,7 @@ def workflow_save(
     definition: Any,
     is_active: bool = True,
     actor: str = "",
+    message: str = "",
     workflow: Workflow | None = None,
     create_only: bool = False,
     critical: bool | None = None,
@@ -35,6 +36,7 @@ def workflow_save(
     Instances created before a change keep the key and the lane they were given; the
     claim reads the current limit.
 
+    ``message`` is kept on the new version (none when the definition is unchanged).
     ``workflow`` None saves by ``key`` (creating it if new); ``create_only`` refuses an
     existing key. Raises ``DefinitionError`` (nothing written) for an invalid
     definition and ``ConflictError`` (409) ``duplicate_key`` for a taken key, also when
@@ -59,6 +61,7 @@ def workflow_save(
                 definition=definition,
                 is_active=is_active,
                 actor=actor,
+                message=message,
                 workflow=workflow,
                 create_only=create_only,
                 settings=settings,
@@ -84,6 +87,7 @@ def _save(
     definition: Any,
     is_active: bool,
     actor: str,
+    message: str,
     workflow: Workflow | None,
     create_only: bool,
     settings: dict[str, Any],
@@ -105,7 +109,11 @@ def _save(
     if current is None or current.definition != clean:
         number = (current.version if current else 0) + 1
         workflow.current_version = WorkflowVersion.objects.create(
-            workflow=workflow, version=number, definition=clean, created_by=actor
+            workflow=workflow,
+            version=number,
+            definition=clean,
+            created_by=actor[:150],
+            message=message[:500],
         )
     workflow.save()
     return workflow
