@@ -177,3 +177,13 @@ class ListsByKey(CursorPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = MAX_PAGE_SIZE
+
+
+class VersionsNewestFirst(CursorPagination):
+    """A workflow's versions, newest first: the (workflow, version) unique index; a
+    version added meanwhile (a save, a restore) never shifts the next page."""
+
+    ordering = ("-version",)
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = MAX_PAGE_SIZE

@@ -90,6 +90,8 @@ CONFLICT_PATH_SUFFIXES = (
     # A batch not open (closed, cancelled): 409 not_open; undocumented until the fuzz run
     # reached a real batch (issue 39).
     "}/flush/",
+    # A version whose definition is the current one already: 409 already_current.
+    "}/restore/",
 )
 # Saves refused by what exists: a taken key (duplicate_key), an event with the most
 # bindings it may have (too_many_bindings).

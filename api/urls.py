@@ -20,7 +20,9 @@ from .views import (
     triggers,
     webhook_endpoints,
     webhooks,
+    workflow_sync,
     workflow_triggers,
+    workflow_versions,
     workflows,
 )
 
@@ -69,6 +71,9 @@ v1 = [
     path("step-logs/", step_logs.StepLogListView.as_view(), name="step-log-list"),
     path("throttles/", throttles.ThrottleListView.as_view(), name="throttle-list"),
     path("workflows/", workflows.WorkflowListCreateView.as_view(), name="workflow-list"),
+    # Before <slug:key>/: a workflow keyed "sync" is read and replaced through the
+    # list and the console, not at this path (its sub-paths are its own).
+    path("workflows/sync/", workflow_sync.WorkflowSyncView.as_view(), name="workflow-sync"),
     path("workflows/<slug:key>/", workflows.WorkflowDetailView.as_view(), name="workflow-detail"),
     path(
         "workflows/<slug:key>/diagram/",
@@ -84,6 +89,11 @@ v1 = [
         name="workflow-preview",
     ),
     path(
+        "workflows/<slug:key>/test/",
+        workflows.WorkflowTestSendView.as_view(),
+        name="workflow-test-send",
+    ),
+    path(
         "workflows/<slug:key>/pause/",
         workflows.WorkflowPauseView.as_view(pause=True),
         name="workflow-pause",
@@ -92,6 +102,26 @@ v1 = [
         "workflows/<slug:key>/resume/",
         workflows.WorkflowPauseView.as_view(pause=False),
         name="workflow-resume",
+    ),
+    path(
+        "workflows/<slug:key>/versions/",
+        workflow_versions.WorkflowVersionListView.as_view(),
+        name="workflow-version-list",
+    ),
+    path(
+        "workflows/<slug:key>/versions/<int:version>/",
+        workflow_versions.WorkflowVersionDetailView.as_view(),
+        name="workflow-version-detail",
+    ),
+    path(
+        "workflows/<slug:key>/versions/<int:version>/diff/",
+        workflow_versions.WorkflowVersionDiffView.as_view(),
+        name="workflow-version-diff",
+    ),
+    path(
+        "workflows/<slug:key>/versions/<int:version>/restore/",
+        workflow_versions.WorkflowVersionRestoreView.as_view(),
+        name="workflow-version-restore",
     ),
     path("events/", events.EventReceiveView.as_view(), name="event-receive"),
     path("recipients/", recipients.RecipientListView.as_view(), name="recipient-list"),

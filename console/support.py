@@ -44,6 +44,8 @@ STATUS_COLOURS = {
     "failed": "#c62828",
     "waiting": "#6b4fbb",
     "cancelled": "#5f6b7a",
+    # A test send's badge next to its status.
+    "test": "#a4267a",
     "sending": "#b35c00",
     "sent": "#1a7f37",
     "skipped": "#8a6d00",

@@ -1,7 +1,8 @@
 """Operator console for workflows: a definition editor that saves through
-workflows.services.workflow_save, read-only version history, a drawing of the DAG,
-activate / deactivate, pause / resume (triggers.services) and a preview page
-(executions.preview: nothing sent, nothing written)."""
+workflows.services.workflow_save, the version history with diffs and restore
+(console.workflow_versions), a drawing of the DAG, activate / deactivate, pause /
+resume (triggers.services) and a preview page (executions.preview: nothing sent,
+nothing written)."""
 
 from __future__ import annotations
 
@@ -34,18 +35,19 @@ from workflows.definition import (
     validate_definition,
 )
 from workflows.diagram import to_mermaid
-from workflows.models import Workflow, WorkflowVersion
+from workflows.models import Workflow
 from workflows.services import workflow_save, workflow_set_active
 
 from .drawing import draw_workflow_svg
 from .support import (
     LeanChangeListMixin,
-    ReadOnlyAdminMixin,
     can_operate,
     log_admin_change,
     pretty_json,
     timestamp_column,
 )
+from .workflow_authoring import WorkflowAuthoringMixin
+from .workflow_versions import WorkflowVersionInline, WorkflowVersionPagesMixin
 
 NEW_DEFINITION = {"entry_node_id": "", "nodes": [], "edges": []}
 
@@ -201,30 +203,6 @@ class WorkflowForm(forms.ModelForm):
             ) from exc
 
 
-class WorkflowVersionInline(ReadOnlyAdminMixin, admin.TabularInline):
-    model = WorkflowVersion
-    fk_name = "workflow"
-    verbose_name = "version"
-    verbose_name_plural = "version history"
-    fields = ("version", "created", "created_by", "definition_json")
-    readonly_fields = fields
-    ordering = ("-version",)
-    extra = 0
-    max_num = 0
-    can_delete = False
-    created = timestamp_column("created_at", "created")
-
-    @admin.display(description="definition")
-    def definition_json(self, obj: WorkflowVersion) -> SafeString:
-        nodes = obj.definition.get("nodes", [])
-        return format_html(
-            "<details><summary>{} node(s), {} edge(s)</summary>{}</details>",
-            len(nodes),
-            len(obj.definition.get("edges", [])),
-            pretty_json(obj.definition),
-        )
-
-
 class PreviewForm(forms.Form):
     payload = forms.JSONField(
         initial=dict,
@@ -233,6 +211,13 @@ class PreviewForm(forms.Form):
     )
     version = forms.IntegerField(
         required=False, min_value=1, help_text="Empty: the current version."
+    )
+    recipient_id = forms.CharField(
+        required=False,
+        max_length=255,
+        widget=forms.TextInput(attrs={"class": "vTextField"}),
+        help_text="A recipient's id: render for them and show what each node would do for "
+        "them (preferences, quiet hours, devices, gates). Empty: no recipient.",
     )
 
     def clean_payload(self) -> dict[str, Any]:
@@ -243,7 +228,9 @@ class PreviewForm(forms.Form):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
+class WorkflowAdmin(
+    WorkflowAuthoringMixin, WorkflowVersionPagesMixin, LeanChangeListMixin, admin.ModelAdmin
+):
     form = WorkflowForm
     change_form_template = "admin/executions/workflow_change_form.html"
     list_display = (
@@ -431,9 +418,11 @@ class WorkflowAdmin(LeanChangeListMixin, admin.ModelAdmin):
                     key=workflow.key,
                     payload=form.cleaned_data["payload"],
                     version=form.cleaned_data["version"],
+                    recipient_id=form.cleaned_data["recipient_id"] or None,
                 )
             except ApplicationError as exc:
-                form.add_error("version" if exc.field == "version" else None, exc.message)
+                field = exc.field if exc.field in ("version", "recipient_id") else None
+                form.add_error(field, exc.message)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,

@@ -8,6 +8,10 @@ and takes its timeout branch), its output becomes ``vars.<type>_<node>`` (with i
 ``note``, if any) and the edges are evaluated against it. Stops at the end
 of the path or at the first node that fails to render (``error``); a template that hits
 a resource limit is a 400 ``template_limit`` instead.
+
+For a chosen recipient (``recipient_id``) every node renders with their address, locale
+and properties, push and chat nodes list their devices and connections, and each node
+says what it would do for them (``recipient``: ``executions.preview_recipient``).
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from workflows.models import Workflow, WorkflowVersion
 from workflows.templating import TemplateError, TemplateLimitError, render
 
 from .engine import choose_next_node
+from .preview_recipient import preview_audience, recipient_outcome, unsubscribe_link
 from .providers.base import ProviderError
-from .step import NO_RECIPIENT, StepContext
+from .step import NO_AUDIENCE, NO_RECIPIENT, StepContext
 
 PREVIEW_INSTANCE = uuid.UUID(int=0)
 
@@ -78,15 +83,25 @@ def _version(key: str, number: int | None) -> tuple[Workflow, WorkflowVersion]:
 
 
 def workflow_preview(
-    *, key: str, payload: dict[str, Any], version: int | None = None
+    *,
+    key: str,
+    payload: dict[str, Any],
+    version: int | None = None,
+    recipient_id: str | None = None,
 ) -> dict[str, Any]:
     """``{workflow, version, path, nodes: [{node_id, type, rendered, output, error,
-    note}]}``. NotFoundError for an unknown workflow or version; ApplicationError
-    ``template_limit`` when a template hits a resource limit. Sends and writes
-    nothing."""
+    note}]}``; with ``recipient_id`` also ``recipient`` (what templates see of them) and
+    each node's ``recipient`` (what it would do for them). NotFoundError for an unknown
+    workflow, version or recipient; ApplicationError ``template_limit`` when a template
+    hits a resource limit. Sends and writes nothing."""
     workflow, pinned = _version(key, version)
     definition = pinned.definition
     now = timezone.now()
+    person = (
+        NO_AUDIENCE
+        if recipient_id is None
+        else preview_audience(recipient_id=recipient_id, workflow=workflow)
+    )
     context: dict[str, Any] = {
         "payload": payload,
         "trigger": {
@@ -98,8 +113,8 @@ def workflow_preview(
         "workflow": {"key": workflow.key, "name": workflow.name, "version": pinned.version},
         "vars": {},
         "now": now.isoformat(),
-        "recipient": NO_RECIPIENT,
-        "unsubscribe_url": "",
+        "recipient": person.recipient.as_context() if person.recipient else NO_RECIPIENT,
+        "unsubscribe_url": unsubscribe_link(person, workflow_key=workflow.key),
     }
     # What a node may read of its instance: none parked, nothing run yet.
     instance = TriggerInstance(pk=PREVIEW_INSTANCE, workflow=workflow, payload=payload, vars={})
@@ -128,6 +143,7 @@ def workflow_preview(
                 now=now,
                 workflow_key=workflow.key,
                 preview=True,
+                audience=person,
             )
             node_type = node_types.get(node["type"])
             result = (node_type.preview or node_type.run)(step)
@@ -135,6 +151,8 @@ def workflow_preview(
             if result.note:
                 entry["note"] = result.note
             entry["output"] = output
+            if person.recipient is not None:
+                entry["recipient"] = recipient_outcome(step)
             if result.vars_key:
                 context["vars"] = {**context["vars"], result.vars_key: output}
             node_id = choose_next_node(definition, node_id, context)
@@ -149,7 +167,10 @@ def workflow_preview(
                 ) from exc
             entry["error"] = str(exc)
             break
-    return {"workflow": workflow.key, "version": pinned.version, "path": path, "nodes": nodes}
+    answer = {"workflow": workflow.key, "version": pinned.version, "path": path, "nodes": nodes}
+    if person.recipient is not None:
+        answer["recipient"] = context["recipient"]
+    return answer
 
 
 def _hit_a_limit(exc: BaseException | None) -> bool:

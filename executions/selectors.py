@@ -168,7 +168,8 @@ class WorkflowStats:
 
 def workflow_stats(*, key: str) -> WorkflowStats:
     """Instances per status and, per node id, step executions with their successes and
-    failures, over every version of the workflow (its observed transitions).
+    failures, over every version of the workflow (its observed transitions). Test
+    sends (``is_test``) are left out.
 
     Nodes come in the current definition's order, then nodes only older versions had.
     Two aggregate queries, each answered from an index alone (no table rows read):
@@ -192,6 +193,7 @@ def workflow_stats(*, key: str) -> WorkflowStats:
         totals = per_node.setdefault(node_id, [0, 0])
         totals[0] += count
         totals[1] += count if success else 0
+    _subtract_test_sends(workflow.pk, instances, per_node)
     order = [str(n.get("id")) for n in (workflow.definition or {}).get("nodes", [])]
     order += sorted(set(per_node) - set(order))
     return WorkflowStats(
@@ -202,3 +204,29 @@ def workflow_stats(*, key: str) -> WorkflowStats:
             for n, ok in [per_node.get(node_id, [0, 0])]
         ],
     )
+
+
+def _subtract_test_sends(
+    workflow_id: int, instances: dict[str, int], per_node: dict[str, list[int]]
+) -> None:
+    """Take the workflow's test sends out of its counts. Subtracted rather than
+    filtered, so the two counts above stay index-only scans: the test instances come
+    from the small partial index trigger_test_workflow_status, their step logs from
+    steplog_trigger_started."""
+    tests = TriggerInstance.objects.filter(workflow_id=workflow_id, is_test=True).order_by()
+    by_status = list(tests.values_list("status").annotate(n=Count("*")))
+    for status, count in by_status:
+        instances[status] -= count
+    if not by_status:
+        return  # the usual case: one query more, not two
+    test_steps = (
+        StepExecutionLog.objects.filter(trigger_id__in=tests.values("pk"), parked=False)
+        .order_by()
+        .values_list("node_id", "success")
+        .annotate(n=Count("*"))
+    )
+    for node_id, success, count in test_steps:
+        totals = per_node.get(node_id)
+        if totals is not None:
+            totals[0] -= count
+            totals[1] -= count if success else 0

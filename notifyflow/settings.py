@@ -343,6 +343,9 @@ NOTIFYFLOW_TEMPLATE_NAMESPACE_LIMIT = env_int("NOTIFYFLOW_TEMPLATE_NAMESPACE_LIM
 NOTIFYFLOW_TEMPLATE_MAX_LENGTH = env_int("NOTIFYFLOW_TEMPLATE_MAX_LENGTH", 32 * 1024)
 NOTIFYFLOW_DEFINITION_MAX_NODES = env_int("NOTIFYFLOW_DEFINITION_MAX_NODES", 200)
 NOTIFYFLOW_DEFINITION_MAX_BYTES = env_int("NOTIFYFLOW_DEFINITION_MAX_BYTES", 256 * 1024)
+# Where `manage.py workflows export|validate|diff|sync` read and write workflow files
+# (relative: to the current directory); --dir overrides it.
+NOTIFYFLOW_WORKFLOWS_DIR = os.environ.get("NOTIFYFLOW_WORKFLOWS_DIR", "notifyflow_workflows/")
 
 # --- Personal data ---------------------------------------------------------------------
 # Step logs keep the context with a reference to the instance's payload instead of a

@@ -225,6 +225,11 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="The recipient's id, if the trigger named recipients (null once erased)",
     )
+    test = serializers.BooleanField(
+        source="is_test",
+        read_only=True,
+        help_text="A test send (console or POST /workflows/{key}/test/): left out of stats",
+    )
 
     class Meta:
         model = TriggerInstance
@@ -245,6 +250,7 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
             "finished_at",
             "recipient",
             "recipient_erased",
+            "test",
         ]
 
     def get_cursor(self, obj: TriggerInstance) -> dict:
@@ -274,6 +280,7 @@ class TriggerOutputSerializer(serializers.ModelSerializer):
             "finished_at": _iso(obj.finished_at),
             "recipient": obj.recipient_id,
             "recipient_erased": obj.recipient_erased,
+            "test": obj.is_test,
         }
         if self.with_payload():
             data["payload"] = redact(obj.payload)

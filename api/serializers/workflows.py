@@ -18,6 +18,7 @@ from api.fields import (
     StrictIntegerField,
     StrictSlugField,
 )
+from recipients.ids import MAX_RECIPIENT_ID_LENGTH
 from workflows.concurrency import (
     MAX_LIMIT,
     MAX_TEMPLATE_LENGTH,
@@ -206,6 +207,17 @@ class WorkflowStatsOutputSerializer(serializers.Serializer):
 class PreviewInputSerializer(InputSerializer):
     payload = JsonObjectField()
     version = StrictIntegerField(required=False, min_value=1)
+    recipient_id = StrictCharField(
+        required=False,
+        max_length=MAX_RECIPIENT_ID_LENGTH,
+        help_text="Render every node for this recipient and say what each would do for "
+        "them (404 for an unknown one)",
+    )
+
+
+class TestSendInputSerializer(InputSerializer):
+    recipient_id = StrictCharField(max_length=MAX_RECIPIENT_ID_LENGTH)
+    payload = JsonObjectField()
 
 
 class PreviewNodeSerializer(serializers.Serializer):
@@ -215,6 +227,12 @@ class PreviewNodeSerializer(serializers.Serializer):
     output = serializers.JSONField(allow_null=True)
     error = serializers.CharField(allow_null=True)
     note = serializers.CharField(required=False)
+    recipient = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text="With recipient_id: what the node would do for them (would_send, "
+        "skip_reason, rule, deferred_until; a gate's outcome)",
+    )
 
 
 class PreviewOutputSerializer(serializers.Serializer):
@@ -222,3 +240,6 @@ class PreviewOutputSerializer(serializers.Serializer):
     version = serializers.IntegerField()
     path = serializers.ListField(child=serializers.CharField())
     nodes = PreviewNodeSerializer(many=True)
+    recipient = serializers.JSONField(
+        required=False, help_text="With recipient_id: the recipient as templates see them"
+    )

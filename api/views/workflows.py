@@ -1,5 +1,5 @@
-"""Workflows: create, read and replace them; their diagram, stats and preview; pause
-and resume."""
+"""Workflows: create, read and replace them; their diagram, stats, preview and test
+send; pause and resume."""
 
 from __future__ import annotations
 
@@ -17,17 +17,19 @@ from api_keys.authentication import request_key
 from executions.preview import workflow_preview
 from executions.selectors import workflow_stats
 from notifyflow.errors import ApplicationError, NotFoundError
-from triggers.services import workflow_pause, workflow_resume
+from triggers.services import workflow_pause, workflow_resume, workflow_test_send
 from workflows.definition_schema import EXAMPLE_WORKFLOW
 from workflows.diagram import diagram
 from workflows.models import Workflow, WorkflowVersion
 from workflows.services import workflow_save
 
 from ..permissions import actor, require_workflow, visible_workflows
+from ..serializers.triggers import TriggerOutputSerializer
 from ..serializers.workflows import (
     DiagramQuerySerializer,
     PreviewInputSerializer,
     PreviewOutputSerializer,
+    TestSendInputSerializer,
     WorkflowInputSerializer,
     WorkflowOutputSerializer,
     WorkflowStatsOutputSerializer,
@@ -185,8 +187,35 @@ class WorkflowPreviewView(ApiView):
         data = validated_body(request, PreviewInputSerializer)
         _require_visible_workflow(request, key)
         return Response(
-            workflow_preview(key=key, payload=data["payload"], version=data.get("version"))
+            workflow_preview(
+                key=key,
+                payload=data["payload"],
+                version=data.get("version"),
+                recipient_id=data.get("recipient_id"),
+            )
         )
+
+
+class WorkflowTestSendView(ApiView):
+    """Run the workflow for real to one existing recipient, marked test (``test: true``,
+    left out of the stats): 202 with the new instance; 404 for an unknown recipient."""
+
+    serializer_class = TriggerOutputSerializer
+    required_scope = {"POST": "trigger"}
+
+    @extend_schema(request=TestSendInputSerializer, responses={202: TriggerOutputSerializer})
+    def post(self, request: Request, key: str) -> Response:
+        data = validated_body(request, TestSendInputSerializer)
+        api_key = request_key(request)
+        require_workflow(api_key, key)
+        instance = workflow_test_send(
+            workflow=key,
+            recipient_id=data["recipient_id"],
+            payload=data["payload"],
+            actor=actor(api_key),
+            api_key=api_key,
+        )
+        return Response(self.get_serializer(instance).data, status=status.HTTP_202_ACCEPTED)
 
 
 class WorkflowPauseView(ApiView):

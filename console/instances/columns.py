@@ -154,8 +154,12 @@ class InstanceListMixin(admin.ModelAdmin):
     @admin.display(description="status")
     def status_display(self, obj: TriggerInstance) -> SafeString:
         if is_waiting(obj):
-            return status_badge("waiting", "Waiting")
-        return status_badge(obj.status, obj.get_status_display())
+            badge = status_badge("waiting", "Waiting")
+        else:
+            badge = status_badge(obj.status, obj.get_status_display())
+        if obj.is_test:  # a test send (console or API): left out of the stats
+            return format_html("{} {}", badge, status_badge("test", "TEST"))
+        return badge
 
     @admin.display(description="due")
     def due(self, obj: TriggerInstance) -> SafeString | str:

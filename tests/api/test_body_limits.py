@@ -158,6 +158,7 @@ def test_every_api_endpoint_has_one_of_the_two_documented_limits():
     assert {url for url, limit in limits if limit == "NOTIFYFLOW_MAX_BULK_BODY_BYTES"} == {
         "/api/v1/triggers/bulk/",
         "/api/v1/recipients/bulk/",
+        "/api/v1/workflows/sync/",
     }
 
 

@@ -37,7 +37,9 @@ def test_new_trigger_is_enqueued_at_the_entry_node(api, workflow):
         "finished_at",
         "recipient",
         "recipient_erased",
+        "test",
     }
+    assert body["test"] is False
     assert body["recipient"] is None and body["recipient_erased"] is False
     assert "Idempotent-Replayed" not in response
 

@@ -69,7 +69,7 @@ def test_stats_count_instances_per_status_and_executions_per_node_over_all_versi
     ]
 
 
-def test_stats_cost_three_queries_whatever_the_volume(api):
+def test_stats_cost_four_queries_whatever_the_volume(api):
     workflow = WorkflowFactory()
     instance = TriggerInstanceFactory(workflow=workflow)
     api.get(URL.format(workflow.key))  # warm the API-key cache
@@ -77,7 +77,8 @@ def test_stats_cost_three_queries_whatever_the_volume(api):
         _log(instance, "hello", True)
     with CaptureQueriesContext(connection) as queries:
         assert api.get(URL.format(workflow.key)).json()["nodes"][0]["executions"] == 30
-    assert len(queries) == 3
+    # The workflow, its instances, its step logs, and its test sends (none here).
+    assert len(queries) == 4
 
 
 def test_stats_of_an_unknown_workflow_is_404_and_need_a_key(api, client):
@@ -95,3 +96,19 @@ def test_per_node_counts_are_an_index_only_scan_on_postgresql():
         cursor.execute("SET LOCAL enable_seqscan = off")
         plan = queryset.explain()
     assert "steplog_workflow_node_success" in plan, plan
+
+
+def test_stats_leave_test_sends_out(api):
+    workflow = WorkflowFactory()
+    real = TriggerInstanceFactory(workflow=workflow, status=TriggerStatus.COMPLETED)
+    test = TriggerInstanceFactory(workflow=workflow, status=TriggerStatus.COMPLETED, is_test=True)
+    _log(real, "hello", True)
+    _log(test, "hello", True)
+    _log(test, "text", False)
+
+    body = api.get(URL.format(workflow.key)).json()
+
+    assert body["instances"]["completed"] == 1
+    by_node = {node["node_id"]: node for node in body["nodes"]}
+    assert by_node["hello"] == {"node_id": "hello", "executions": 1, "successes": 1, "failures": 0}
+    assert by_node["text"]["executions"] == 0 and by_node["text"]["failures"] == 0

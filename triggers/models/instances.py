@@ -130,6 +130,10 @@ class TriggerInstance(models.Model):
     # The workflow's concurrency key as rendered for this instance when it was created;
     # null when its workflow had no concurrency limit then.
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)
+    # A console or API test send (triggers.services.test_sends): it runs for real, is
+    # shown as a test and left out of the workflow's stats (which subtract the few test
+    # rows, found through the partial index trigger_test_workflow_status).
+    is_test = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -206,6 +210,13 @@ class TriggerInstance(models.Model):
                 fields=["finished_at"],
                 name="trigger_failed_finished",
                 condition=models.Q(status="failed"),
+            ),
+            # Workflow stats: the test sends to subtract per status (few rows), so the
+            # main count stays an index-only scan of trigger_workflow_status.
+            models.Index(
+                fields=["workflow", "status"],
+                name="trigger_test_workflow_status",
+                condition=models.Q(is_test=True),
             ),
         ]
 

@@ -5,7 +5,8 @@ arguments and raise ``ApplicationError`` for what only the domain can decide (an
 or inactive workflow, a finished instance).
 
 One module per concern: ``creation`` (one instance), ``bulk`` (many in one request),
-``operator`` (retry, run now, cancel, pause), ``people`` (a trigger naming recipients).
+``operator`` (retry, run now, cancel, pause), ``people`` (a trigger naming recipients),
+``test_sends`` (a console or API test send).
 """
 
 from .bulk import MAX_BULK_ITEMS, BulkOutcome, TriggerItem, trigger_create_bulk
@@ -33,6 +34,7 @@ from .people import (
     RecipientInstance,
     trigger_create_for_recipients,
 )
+from .test_sends import workflow_test_send
 
 __all__ = [
     "MAX_RECIPIENTS",
@@ -56,5 +58,6 @@ __all__ = [
     "trigger_create_bulk",
     "workflow_pause",
     "workflow_resume",
+    "workflow_test_send",
     "workflows_by_key",
 ]
