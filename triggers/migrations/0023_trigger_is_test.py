@@ -4,21 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('recipients', '0003_channel_data'),
-        ('triggers', '0022_apikey_and_gates_moved_out'),
-        ('workflows', '0008_version_message'),
+        ("recipients", "0003_channel_data"),
+        ("triggers", "0022_apikey_and_gates_moved_out"),
+        ("workflows", "0008_version_message"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='triggerinstance',
-            name='is_test',
+            model_name="triggerinstance",
+            name="is_test",
             field=models.BooleanField(db_default=False, default=False),
         ),
         migrations.AddIndex(
-            model_name='triggerinstance',
-            index=models.Index(condition=models.Q(('is_test', True)), fields=['workflow', 'status'], name='trigger_test_workflow_status'),
+            model_name="triggerinstance",
+            index=models.Index(
+                condition=models.Q(("is_test", True)),
+                fields=["workflow", "status"],
+                name="trigger_test_workflow_status",
+            ),
         ),
     ]
