@@ -17,6 +17,7 @@ from .views import (
     recipients,
     step_logs,
     throttles,
+    translations,
     triggers,
     webhook_endpoints,
     webhooks,
@@ -70,6 +71,12 @@ v1 = [
     path("fanouts/<uuid:id>/", triggers.FanOutDetailView.as_view(), name="fanout-detail"),
     path("step-logs/", step_logs.StepLogListView.as_view(), name="step-log-list"),
     path("throttles/", throttles.ThrottleListView.as_view(), name="throttle-list"),
+    path("translations/", translations.TranslationListView.as_view(), name="translation-list"),
+    path(
+        "translations/<str:locale>/<str:namespace>/",
+        translations.TranslationDetailView.as_view(),
+        name="translation-detail",
+    ),
     path("workflows/", workflows.WorkflowListCreateView.as_view(), name="workflow-list"),
     # Before <slug:key>/: a workflow keyed "sync" is read and replaced through the
     # list and the console, not at this path (its sub-paths are its own).

@@ -37,6 +37,8 @@ SCENARIOS = [
     "status_webhooks",
     "push",
     "push_fanout",
+    "digests",
+    "translations",
 ]
 
 

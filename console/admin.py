@@ -12,6 +12,7 @@ from . import (
     recipients,
     status_webhooks,  # status webhooks to the customer
     throttles,  # gates
+    translations,  # message catalogues
     workflows,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "recipients",
     "status_webhooks",
     "throttles",
+    "translations",
     "workflows",
 ]

@@ -28,6 +28,7 @@ from workflows.templating import TemplateError, condition_holds
 from . import audience as audiences
 from .channel_slots import ChannelBusy
 from .erasure import scrub_fenced_step
+from .locales import LOCALE_NAMES, locale_scope, send_locale, translation_output
 from .nodes import NodeResult, StepContext
 from .outcomes import StepOutcome
 from .providers.base import ProviderError
@@ -97,6 +98,8 @@ def logged_context(context: dict[str, Any]) -> dict[str, Any]:
     person_id = (context.get("recipient") or {}).get("id")
     logged.pop("unsubscribe_url", None)
     logged.pop("recipient", None)
+    for name in LOCALE_NAMES:  # the output names the locale a step rendered in
+        logged.pop(name, None)
     if person_id is not None:
         logged["recipient"] = {"$ref": "recipient", "id": person_id}
     return logged
@@ -160,6 +163,8 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
     audience = claimed.audience
     unsubscribe_url = audiences.link(audience, workflow_key=version.workflow_key)
     context = build_context(instance, version, started, audience, unsubscribe_url)
+    locale = send_locale(audience)
+    context.update(locale_scope(audience, workflow_key=version.workflow_key, locale=locale))
     step: StepContext | None = None
     result: NodeResult | None = None
     next_node: str | None = None
@@ -195,7 +200,7 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
         started_at=started,
         finished_at=finished,
         input_context=logged_context(context),
-        output=outcome.output,
+        output=translation_output(context, outcome.output),
         success=outcome.success,
         error=outcome.error,
         error_kind=outcome.error_kind,

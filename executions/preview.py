@@ -17,17 +17,20 @@ says what it would do for them (``recipient``: ``executions.preview_recipient``)
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from django.utils import timezone
 
 from notifyflow.errors import ApplicationError, NotFoundError
+from translations.locales import locale_check
 from triggers.models import TriggerInstance
 from workflows.definition import node_by_id, node_types
 from workflows.models import Workflow, WorkflowVersion
 from workflows.templating import TemplateError, TemplateLimitError, render
 
 from .engine import choose_next_node
+from .locales import TRANSLATIONS_VAR, locale_scope, send_locale
 from .preview_recipient import preview_audience, recipient_outcome, unsubscribe_link
 from .providers.base import ProviderError
 from .step import NO_AUDIENCE, NO_RECIPIENT, StepContext
@@ -88,12 +91,15 @@ def workflow_preview(
     payload: dict[str, Any],
     version: int | None = None,
     recipient_id: str | None = None,
+    locale: str | None = None,
 ) -> dict[str, Any]:
     """``{workflow, version, path, nodes: [{node_id, type, rendered, output, error,
     note}]}``; with ``recipient_id`` also ``recipient`` (what templates see of them) and
-    each node's ``recipient`` (what it would do for them). NotFoundError for an unknown
-    workflow, version or recipient; ApplicationError ``template_limit`` when a template
-    hits a resource limit. Sends and writes nothing."""
+    each node's ``recipient`` (what it would do for them). ``locale`` renders in that
+    locale, else as a send would choose (``executions.locales``); the answer says which
+    (``locale``) and the keys it lacked (``translation_missing``). NotFoundError for an
+    unknown workflow, version or recipient; 400 ``invalid_locale``; ApplicationError
+    ``template_limit`` when a template hits a resource limit. Sends and writes nothing."""
     workflow, pinned = _version(key, version)
     definition = pinned.definition
     now = timezone.now()
@@ -116,6 +122,11 @@ def workflow_preview(
         "recipient": person.recipient.as_context() if person.recipient else NO_RECIPIENT,
         "unsubscribe_url": unsubscribe_link(person, workflow_key=workflow.key),
     }
+    if locale is not None:
+        locale_check(locale)
+    person = replace(person, default_locale=workflow.default_locale)
+    chosen = send_locale(person, locale)
+    context.update(locale_scope(person, workflow_key=workflow.key, locale=chosen))
     # What a node may read of its instance: none parked, nothing run yet.
     instance = TriggerInstance(pk=PREVIEW_INSTANCE, workflow=workflow, payload=payload, vars={})
     path: list[str] = []
@@ -168,6 +179,8 @@ def workflow_preview(
             entry["error"] = str(exc)
             break
     answer = {"workflow": workflow.key, "version": pinned.version, "path": path, "nodes": nodes}
+    answer["locale"] = chosen
+    answer["translation_missing"] = list(context[TRANSLATIONS_VAR].missing)
     if person.recipient is not None:
         answer["recipient"] = context["recipient"]
     return answer

@@ -24,6 +24,7 @@ from workflows.durations import parse_duration
 from workflows.models import Workflow
 
 from . import audience
+from .nodes.batch import closes_at_for
 from .nodes.push import shared_timezone
 from .recording.base import RECIPIENT_FIELDS
 from .step import Audience, NodeResult, StepContext, StepRecipient
@@ -123,7 +124,7 @@ def _batch_outcome(step: StepContext) -> dict[str, Any]:
         .first()
     )
     if open_batch is None:
-        closes = step.now + parse_duration(step.config["window"])
+        closes = closes_at_for(step)
         return {"gate": "batch", "key": key, "joins": None, "closes_at": closes.isoformat()}
     return {
         "gate": "batch",

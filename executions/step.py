@@ -59,6 +59,8 @@ class Audience:
     categories: tuple[str, ...] = ()
     # The instance's recipient was erased (then ``recipient`` is None).
     recipient_erased: bool = False
+    # The workflow's ``default_locale`` ("": the setting's).
+    default_locale: str = ""
 
 
 NO_AUDIENCE = Audience()

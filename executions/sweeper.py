@@ -1,7 +1,8 @@
 """The sweeper: what a periodic pass (``notifyflow.sweep``, every few seconds) repairs.
 
 Expired leases are recovered (the step runs again, or the instance fails when its
-retries are spent), due instances whose message is lost are dispatched again, and
+retries are spent), due instances whose message is lost are dispatched again, waits
+held in the database are handed to the broker once due within its horizon, and
 emitted events whose after-commit processing was lost are processed, list fan-out
 jobs whose worker died are sent again, and the status webhook deliverer is kicked when
 a message is due that no deliverer holds (a lost kick, a dead deliverer's lease, a retry
@@ -22,7 +23,7 @@ from notifyflow.celery import send_task_on_commit
 from status_webhooks import delivery as status_webhooks
 from status_webhooks.outbox import DELIVER_TASK
 from triggers import fanout, outbox, state
-from triggers.dispatch import dispatch_many_on_commit
+from triggers.dispatch import dispatch_many_on_commit, dispatch_on_commit
 from triggers.models import TriggerInstance, TriggerStatus
 from workflows.definition import node_by_id
 from workflows.models import WorkflowVersion
@@ -48,7 +49,8 @@ def sweep(*, now: datetime | None = None, batch: int | None = None) -> dict[str,
     stale = now - timedelta(seconds=settings.NOTIFYFLOW_REDISPATCH_AFTER_S)
     return {
         "recovered": recover_expired_leases(now=now, batch=batch),
-        "dispatched": redispatch_due(now=now, batch=batch),
+        "dispatched": redispatch_due(now=now, batch=batch)
+        + dispatch_upcoming(now=now, batch=batch),
         "outbox": outbox.outbox_process_pending(older_than=stale, batch=batch),
         "fanouts": fanout.fanouts_expired(now=now, batch=batch),
         "webhooks": status_webhooks_kick(now=now),
@@ -188,3 +190,34 @@ def redispatch_due(*, now: datetime, batch: int) -> int:
         dispatch_many_on_commit(rows)
     metrics.SWEEPER.labels("redispatch").inc(len(ids))
     return len(ids)
+
+
+def dispatch_upcoming(*, now: datetime, batch: int) -> int:
+    """Hand the broker, as countdowns, enqueued instances held in the database that are
+    now due within the broker horizon (a long delay, a scheduled digest's close): the
+    broker's timer then resumes them on time, not at the first sweep after they are
+    due, ``batch`` per sweep at most. The rule the engine applies when it parks (a wait
+    within the horizon goes to the broker); 10,000 digests due at 09:00 are handed over
+    in the minutes before it (issue 43)."""
+    until = now + timedelta(seconds=settings.NOTIFYFLOW_BROKER_HORIZON_S)
+    rows = list(
+        TriggerInstance.objects.filter(
+            status=S.ENQUEUED,
+            dispatched_at__isnull=True,
+            available_at__gt=now,
+            available_at__lte=until,
+        )
+        .exclude(workflow__is_paused=True)
+        .order_by("available_at")
+        .values_list("id", "lane", "available_at")[:batch]
+    )
+    if not rows:
+        return 0
+    with transaction.atomic():
+        TriggerInstance.objects.filter(
+            pk__in=[pk for pk, _, _ in rows], status=S.ENQUEUED, dispatched_at__isnull=True
+        ).update(dispatched_at=now)
+        for pk, lane, due in rows:
+            dispatch_on_commit(pk, lane=lane, countdown=(due - now).total_seconds())
+    metrics.SWEEPER.labels("upcoming").inc(len(rows))
+    return len(rows)

@@ -63,19 +63,25 @@ def arrive(
     recipient_id: str | None,
     node_id: str,
     key: str,
-    window: timedelta,
+    window: timedelta | None = None,
+    closes_at: datetime | None = None,
     max_items: int | None,
     now: datetime,
 ) -> Arrival:
     """Join the open batch of the instance's (workflow, node, recipient, key), or open
-    one. Idempotent: an instance already in a batch of this node (a re-run after a
-    crash) gets its item back, counted once.
+    one closing ``window`` after ``now``, or at ``closes_at`` (a ``schedule``'s next
+    time: exactly one of the two is given). Idempotent: an instance already in a batch
+    of this node (a re-run after a crash) gets its item back, counted once.
 
     On PostgreSQL a joining arrival - the common case - is one statement: the join
     itself skips an instance already in the open batch, and only when it joined nothing
     is the instance's own item looked for (a re-run) before opening."""
     where = _Key(workflow_id=workflow_id, node_id=node_id, recipient_id=recipient_id, key=key)
-    arrival = ARRIVAL_STORE.arrive(where, instance_id, now, window, max_items)
+    if closes_at is None:
+        if window is None:
+            raise ValueError("arrive needs a window or closes_at")
+        closes_at = now + window
+    arrival = ARRIVAL_STORE.arrive(where, instance_id, now, closes_at, max_items)
     if arrival is None:
         raise ApplicationError(
             code="batch_contended",
@@ -109,23 +115,27 @@ def existing_arrival(*, instance_id: uuid.UUID, node_id: str) -> Arrival | None:
 
 def report_closed(batch_id: uuid.UUID | str) -> None:
     """Write ``batch.closed`` for a batch just closed, in the closing transaction."""
-    workflow_key, node_id, recipient_id, count, opened_at, closed_at = (
-        Batch.objects.filter(pk=batch_id)
-        .values_list(
-            "workflow__key", "node_id", "recipient_id", "item_count", "opened_at", "closed_at"
+    report_closed_many([batch_id])
+
+
+def report_closed_many(batch_ids: list[uuid.UUID] | list[uuid.UUID | str]) -> None:
+    """``report_closed`` for many batches: one read, one write."""
+    rows = Batch.objects.filter(pk__in=batch_ids).values_list(
+        "pk", "workflow__key", "node_id", "recipient_id", "item_count", "opened_at", "closed_at"
+    )
+    events = [
+        status_events.batch_closed(
+            batch_id=batch_id,
+            workflow_key=workflow_key,
+            node_id=node_id,
+            recipient_id=recipient_id,
+            count=count,
+            opened_at=opened_at,
+            closed_at=closed_at,
         )
-        .get()
-    )
-    event = status_events.batch_closed(
-        batch_id=batch_id,
-        workflow_key=workflow_key,
-        node_id=node_id,
-        recipient_id=recipient_id,
-        count=count,
-        opened_at=opened_at,
-        closed_at=closed_at,
-    )
-    record(events=[event])
+        for batch_id, workflow_key, node_id, recipient_id, count, opened_at, closed_at in rows
+    ]
+    record(events=events)
 
 
 # --- the stores ----------------------------------------------------------------------
@@ -137,7 +147,7 @@ class BatchArrivalStore(Protocol):
         where: _Key,
         instance_id: uuid.UUID,
         now: datetime,
-        window: timedelta,
+        closes_at: datetime,
         max_items: int | None,
     ) -> Arrival | None:
         """The instance's arrival at the open batch of ``where`` (joined, opened, or
@@ -204,7 +214,7 @@ class PostgresBatchArrivalStore(BatchArrivalStore):
         where: _Key,
         instance_id: uuid.UUID,
         now: datetime,
-        window: timedelta,
+        closes_at: datetime,
         max_items: int | None,
     ) -> Arrival | None:
         for _ in range(_ATTEMPTS):
@@ -212,7 +222,7 @@ class PostgresBatchArrivalStore(BatchArrivalStore):
             if arrival is None:
                 arrival = existing_arrival(
                     instance_id=instance_id, node_id=where.node_id
-                ) or self._open(where, instance_id, now, window, max_items)
+                ) or self._open(where, instance_id, now, closes_at, max_items)
             if arrival is not None:
                 return arrival
         return None
@@ -267,10 +277,9 @@ class PostgresBatchArrivalStore(BatchArrivalStore):
         where: _Key,
         instance_id: uuid.UUID,
         now: datetime,
-        window: timedelta,
+        closes_at: datetime,
         max_items: int | None,
     ) -> Arrival | None:
-        closes_at = now + window
         params: dict[str, Any] = {
             "id": uuid7(),
             "workflow": where.workflow_id,
@@ -306,14 +315,14 @@ class OrmBatchArrivalStore(BatchArrivalStore):
         where: _Key,
         instance_id: uuid.UUID,
         now: datetime,
-        window: timedelta,
+        closes_at: datetime,
         max_items: int | None,
     ) -> Arrival | None:
         found = existing_arrival(instance_id=instance_id, node_id=where.node_id)
         if found is not None:
             return found
         for _ in range(_ATTEMPTS):
-            arrival = self._arrive(where, instance_id, now, window, max_items)
+            arrival = self._arrive(where, instance_id, now, closes_at, max_items)
             if arrival is not None:
                 return arrival
         return None
@@ -323,7 +332,7 @@ class OrmBatchArrivalStore(BatchArrivalStore):
         where: _Key,
         instance_id: uuid.UUID,
         now: datetime,
-        window: timedelta,
+        closes_at: datetime,
         max_items: int | None,
     ) -> Arrival | None:
         recipient = (
@@ -346,7 +355,7 @@ class OrmBatchArrivalStore(BatchArrivalStore):
                     .first()
                 )
                 if batch is None:
-                    return self._open(where, instance_id, now, window, max_items)
+                    return self._open(where, instance_id, now, closes_at, max_items)
                 seq = batch.item_count + 1
                 filled = batch.max_items is not None and seq >= batch.max_items
                 batch.item_count = seq
@@ -378,7 +387,7 @@ class OrmBatchArrivalStore(BatchArrivalStore):
         where: _Key,
         instance_id: uuid.UUID,
         now: datetime,
-        window: timedelta,
+        closes_at: datetime,
         max_items: int | None,
     ) -> Arrival:
         batch = Batch.objects.create(
@@ -388,7 +397,7 @@ class OrmBatchArrivalStore(BatchArrivalStore):
             key=where.key,
             opener_id=instance_id,
             opened_at=now,
-            closes_at=now + window,
+            closes_at=closes_at,
             max_items=max_items,
             item_count=1,
         )

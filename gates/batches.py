@@ -23,7 +23,7 @@ from notifyflow.errors import ConflictError, NotFoundError
 from triggers import state
 from triggers.models import ParkedOn, TriggerInstance, TriggerStatus
 
-from .batch_arrival import Arrival, arrive, existing_arrival, report_closed
+from .batch_arrival import Arrival, arrive, existing_arrival, report_closed, report_closed_many
 from .models import Batch, BatchCloseReason, BatchItem, BatchStatus
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "batch_or_404",
     "batches",
     "close",
+    "close_due",
     "digest",
     "existing_arrival",
     "flush",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 DIGEST_ITEMS = 100
+# Batches ``close_due`` closes per transaction.
+CLOSE_DUE_CHUNK = 2000
 _STATUS_SQL = f'SELECT "status" FROM "{Batch._meta.db_table}" WHERE "id" = %s'
 
 
@@ -67,6 +70,39 @@ def close(
     if batch.status == BatchStatus.CLOSED:
         _close_duties(batch, actor)
     return batch
+
+
+def close_due(*, workflow_id: int, node_id: str, now: datetime, actor: str) -> int:
+    """Close every open batch of this node due by ``now``, set-based, ``CLOSE_DUE_CHUNK``
+    per transaction (each with its ``batch.closed`` events); how many it closed. Scheduled
+    digests come due together (10,000 at 09:00): the first opener to run closes them all
+    at the time instead of each waiting for its own step. Each opener still does its
+    close's duties (``close``, idempotent) when its step runs. Racing callers split the
+    work (SKIP LOCKED); the open batches of a workflow are found by batch_workflow_status."""
+    closed = 0
+    while True:
+        with transaction.atomic():
+            ids = list(
+                Batch.objects.select_for_update(skip_locked=True)
+                .filter(
+                    workflow_id=workflow_id,
+                    node_id=node_id,
+                    status=BatchStatus.OPEN,
+                    closes_at__lte=now,
+                )
+                .values_list("pk", flat=True)[:CLOSE_DUE_CHUNK]
+            )
+            if ids:
+                Batch.objects.filter(pk__in=ids, status=BatchStatus.OPEN).update(
+                    status=BatchStatus.CLOSED,
+                    closed_at=now,
+                    close_reason=BatchCloseReason.WINDOW,
+                    closed_by=actor,
+                )
+                report_closed_many(ids)
+        closed += len(ids)
+        if len(ids) < CLOSE_DUE_CHUNK:
+            return closed
 
 
 def _close_duties(batch: Batch, actor: str) -> None:

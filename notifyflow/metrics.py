@@ -112,6 +112,13 @@ CONCURRENCY_DEFERRED = Counter(
     ["workflow"],
     registry=REGISTRY,
 )
+TRANSLATION_MISSING = Counter(
+    "notifyflow_translation_missing",
+    "Messages a step's locale lacked (rendered in the default locale, or as the key), by "
+    "the step's locale",
+    ["locale"],
+    registry=REGISTRY,
+)
 STEP_SECONDS = Histogram(
     "notifyflow_step_duration_seconds",
     "Wall time of one step, claim to recorded outcome excluded (render + send)",
@@ -152,7 +159,8 @@ CANCELLED = Counter(
 )
 SWEEPER = Counter(
     "notifyflow_sweeper_recoveries",
-    "Sweeper recoveries: lease (a dead worker's instance), redispatch (a lost message) or "
+    "Sweeper recoveries: lease (a dead worker's instance), redispatch (a lost message), "
+    "upcoming (a wait held in the database handed to the broker within its horizon) or "
     "status_webhooks (a deliverer pass for due webhook messages no deliverer holds)",
     ["kind"],
     registry=REGISTRY,

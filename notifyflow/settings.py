@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "axes",
     "api_keys",
+    "translations",
     "workflows",
     "status_webhooks",
     "recipients",
@@ -346,6 +347,9 @@ NOTIFYFLOW_DEFINITION_MAX_BYTES = env_int("NOTIFYFLOW_DEFINITION_MAX_BYTES", 256
 # Where `manage.py workflows export|validate|diff|sync` read and write workflow files
 # (relative: to the current directory); --dir overrides it.
 NOTIFYFLOW_WORKFLOWS_DIR = os.environ.get("NOTIFYFLOW_WORKFLOWS_DIR", "notifyflow_workflows/")
+# The locale a send renders in when neither its device, its recipient nor its workflow
+# names one (translations app); also the catalogue a saved workflow's keys must be in.
+NOTIFYFLOW_DEFAULT_LOCALE = os.environ.get("NOTIFYFLOW_DEFAULT_LOCALE", "en")
 
 # --- Personal data ---------------------------------------------------------------------
 # Step logs keep the context with a reference to the instance's payload instead of a

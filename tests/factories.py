@@ -307,9 +307,10 @@ class ThrottleCounterFactory(factory.django.DjangoModelFactory):
 # --- Batches (issue 27, helper "batch") ---------------------------------------------------
 
 
-def batch_definition(*, window: str = "1m", key: str | None = None, **extra: object) -> dict:
-    """A "comment" digest: a batch node, then one email saying how many came."""
-    config: dict = {"window": window, **extra}
+def batch_definition(*, window: str | None = "1m", key: str | None = None, **extra: object) -> dict:
+    """A "comment" digest: a batch node, then one email saying how many came (``window``
+    None: give a ``schedule`` in ``extra``)."""
+    config: dict = {**({"window": window} if window is not None else {}), **extra}
     if key is not None:
         config["key"] = key
     return {

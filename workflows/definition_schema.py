@@ -38,6 +38,7 @@ EDGE = "WorkflowEdge"
 CANCEL_RULE = "WorkflowCancelRule"
 RETRY_POLICY = "RetryPolicy"
 SEND_WINDOW = "SendWindow"
+_SHARED_OBJECTS = {"retry_policy": RETRY_POLICY, "send_window": SEND_WINDOW}
 
 
 def _template(description: str, *, max_length: int | None = None) -> dict[str, Any]:
@@ -58,6 +59,19 @@ def _objects(text: str, *, listed: bool) -> dict[str, Any]:
     if not listed:
         return {**one, "description": text}
     return {"type": "array", "items": one, "maxItems": MAX_OBJECTS_IN_LIST, "description": text}
+
+
+def _schedule(text: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "cron": {"type": "string", "maxLength": 200, "description": "A 5-field cron."},
+            "timezone": {"type": "string", "maxLength": 64, "description": "An IANA name."},
+        },
+        "required": ["cron"],
+        "additionalProperties": False,
+        "description": text,
+    }
 
 
 def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
@@ -92,10 +106,10 @@ def _field_schema(field: FieldSpec, prefix: str) -> dict[str, Any]:
         return {"type": "array", "items": _template("a template"), "description": text}
     if kind in ("template_object", "template_object_list"):
         return _objects(text, listed=kind == "template_object_list")
-    if kind == "retry_policy":
-        return _ref(RETRY_POLICY, prefix)
-    if kind == "send_window":
-        return _ref(SEND_WINDOW, prefix)
+    if kind in _SHARED_OBJECTS:  # {retry_policy, send_window}: one schema each, referenced
+        return _ref(_SHARED_OBJECTS[kind], prefix)
+    if kind == "schedule":
+        return _schedule(text)
     if kind == "http_method":
         return {"type": "string", "enum": list(WEBHOOK_METHODS), "description": text}
     if kind == "webhook_url":

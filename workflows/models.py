@@ -37,6 +37,9 @@ class Workflow(models.Model):
     # no limit. Instances keep the key rendered when they were created.
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
     concurrency_key = models.CharField(max_length=500, blank=True, default="", db_default="")
+    # The locale its sends render in when neither the device nor the recipient names one
+    # (empty: NOTIFYFLOW_DEFAULT_LOCALE); its templates' keys must be in this locale.
+    default_locale = models.CharField(max_length=35, blank=True, default="", db_default="")
     # The version new trigger instances pin; every definition change adds a version.
     current_version = models.ForeignKey(
         "workflows.WorkflowVersion",

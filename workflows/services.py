@@ -8,9 +8,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from notifyflow.errors import ConflictError
+from translations.locales import locale_check
 
 from .concurrency import Concurrency
-from .definition import validate_definition
+from .definition import DefinitionError, validate_definition
+from .definition.translation_keys import check_translation_keys
 from .models import Workflow, WorkflowVersion
 
 
@@ -28,13 +30,16 @@ def workflow_save(
     categories: Sequence[str] | None = None,
     concurrency: Concurrency | None = None,
     priority: str | None = None,
+    default_locale: str | None = None,
 ) -> Workflow:
     """Create or update a workflow. A changed definition adds an immutable version.
     ``critical`` and ``categories`` (send settings), ``concurrency`` and ``priority`` (a
     ``Priority`` value, its lane) left None keep what the workflow has (false,
     none, no limit and normal for a new one); ``concurrency.NO_LIMIT`` removes a limit.
     Instances created before a change keep the key and the lane they were given; the
-    claim reads the current limit.
+    claim reads the current limit. ``default_locale`` ("" for the setting's) is checked
+    like any locale (400 ``invalid_locale``), and a template using a translation key
+    that locale's catalogue lacks is a ``translation_missing`` problem.
 
     ``message`` is kept on the new version (none when the definition is unchanged).
     ``workflow`` None saves by ``key`` (creating it if new); ``create_only`` refuses an
@@ -48,9 +53,12 @@ def workflow_save(
             ("critical", critical),
             ("categories", categories),
             ("priority", priority),
+            ("default_locale", default_locale),
         )
         if value is not None
     }
+    if default_locale:
+        locale_check(default_locale, field="default_locale")
     if concurrency is not None:
         settings |= {"concurrency_limit": concurrency.limit, "concurrency_key": concurrency.key}
     try:
@@ -99,6 +107,10 @@ def _save(
             raise _duplicate(key)
     else:
         workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
+    locale = settings.get("default_locale", workflow.default_locale if workflow else "")
+    problems = check_translation_keys(clean["nodes"], namespace=key, locale=locale)
+    if problems:
+        raise DefinitionError(problems)
     if workflow is None:
         workflow = Workflow.objects.create(key=key, name=name, is_active=is_active)
     else:

@@ -21,6 +21,7 @@ from liquid.exceptions import LiquidError, ResourceLimitError
 from liquid.undefined import Undefined
 
 from .template_filters import bound_filters
+from .template_locale import add_locale_filters, message_keys
 
 
 class TemplateError(Exception):
@@ -52,6 +53,9 @@ def liquid_environment(
     environment.filters = bound_filters(
         environment.filters, limit=settings.NOTIFYFLOW_TEMPLATE_OUTPUT_LIMIT
     )
+    # Added unwrapped: their output is a catalogue's message or a formatted value, and
+    # message extraction finds ``t`` by its class.
+    add_locale_filters(environment)
     return environment
 
 
@@ -132,6 +136,14 @@ def variable_paths(source: str, *, condition: bool = False) -> list[tuple[str, .
                 literal.append(segment)
             paths.append(tuple(literal))
     return paths
+
+
+def translation_keys(source: str) -> list[str]:
+    """The keys ``source`` asks ``t`` for (string literals only). ``source`` must have
+    passed ``check_template``."""
+    if "t" not in source:
+        return []
+    return message_keys(_compile(source, False))
 
 
 def _check_names(template: Any) -> None:

@@ -136,6 +136,14 @@ class WorkflowInputSerializer(InputSerializer):
         "kept (no limit for a new workflow)",
     )
 
+    default_locale = StrictCharField(
+        max_length=35,
+        required=False,
+        allow_blank=True,
+        help_text="The locale its sends render in when neither the device nor the recipient "
+        'names one (BCP 47: en, pt-BR); "": NOTIFYFLOW_DEFAULT_LOCALE. Left out: kept',
+    )
+
     def validate_concurrency(self, value: Concurrency | None) -> Concurrency:
         return NO_LIMIT if value is None else value
 
@@ -164,6 +172,7 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
             "categories",
             "concurrency",
             "priority",
+            "default_locale",
             "version",
             "definition",
             "created_at",
@@ -213,6 +222,12 @@ class PreviewInputSerializer(InputSerializer):
         help_text="Render every node for this recipient and say what each would do for "
         "them (404 for an unknown one)",
     )
+    locale = StrictCharField(
+        required=False,
+        max_length=35,
+        help_text="Render in this locale (BCP 47: pt-BR); default: as a send would choose "
+        "(the recipient's, the workflow's default_locale, NOTIFYFLOW_DEFAULT_LOCALE)",
+    )
 
 
 class TestSendInputSerializer(InputSerializer):
@@ -242,4 +257,9 @@ class PreviewOutputSerializer(serializers.Serializer):
     nodes = PreviewNodeSerializer(many=True)
     recipient = serializers.JSONField(
         required=False, help_text="With recipient_id: the recipient as templates see them"
+    )
+    locale = serializers.CharField(help_text="The locale the nodes rendered in")
+    translation_missing = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Translation keys that locale lacked (rendered in the default locale)",
     )

@@ -61,6 +61,7 @@ def _save(request: Request, workflow: Workflow | None) -> Workflow:
         categories=data.get("categories"),
         concurrency=data.get("concurrency"),
         priority=data.get("priority"),
+        default_locale=data.get("default_locale"),
     )
 
 
@@ -192,6 +193,7 @@ class WorkflowPreviewView(ApiView):
                 payload=data["payload"],
                 version=data.get("version"),
                 recipient_id=data.get("recipient_id"),
+                locale=data.get("locale"),
             )
         )
 

@@ -20,6 +20,7 @@ from bench.scenarios.common import (
 )
 from bench.scenarios.cost import scenario_cost
 from bench.scenarios.delay import scenario_delay
+from bench.scenarios.digests import scenario_digests
 from bench.scenarios.drain import preload
 from bench.scenarios.execution import scenario_execution
 from bench.scenarios.feed import scenario_feed
@@ -34,6 +35,7 @@ from bench.scenarios.push import scenario_push
 from bench.scenarios.push_fanout import scenario_push_fanout
 from bench.scenarios.running import scenario_running
 from bench.scenarios.status_webhooks import scenario_status_webhooks
+from bench.scenarios.translations import scenario_translations
 
 __all__ = [
     "DISTURBANCES",
@@ -46,6 +48,7 @@ __all__ = [
     "scenario_bulk",
     "scenario_cost",
     "scenario_delay",
+    "scenario_digests",
     "scenario_execution",
     "scenario_feed",
     "scenario_gates",
@@ -59,5 +62,6 @@ __all__ = [
     "scenario_push_fanout",
     "scenario_running",
     "scenario_status_webhooks",
+    "scenario_translations",
     "setup",
 ]

@@ -253,6 +253,9 @@ EXPECTED_TARGETS = [
     "status webhooks: steps/s with an endpoint (delivered) >= no endpoint / 1.1",  # issue 28
     "push: 1-device push step <= 1.3x email step",  # issue 41
     "push: 3-device push step <= 2x email step",
+    "push: 100,000-recipient push via list fan-out, instances/s >= plain execution rate",
+    "digests: N scheduled batches due at one minute closed, lateness p99",  # issue 43
+    "translations: step with t <= 1.1x literal text",  # issue 43
 ]
 
 

@@ -1,6 +1,7 @@
 """``batch`` (Knock's batch, Novu's digest): per (workflow, node, recipient,
 rendered key) at most one batch is open. The first instance to reach the node opens it
-and parks until its window ends; every instance that reaches the node while it is open
+and parks until its window ends (``window`` after it opened, or the next time of the
+node's cron ``schedule``: workflows/cron.py); every instance that reaches the node while it is open
 joins it: skipped ``batched`` (``vars.batch_<node id>`` = {batch_id, joined}), parked
 in the batch (a member cancelled before the close is left out) and completed by the
 close. The opener then continues with the digest.
@@ -16,13 +17,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 
 from gates import batches
 from gates.models import BatchCloseReason, BatchStatus
 from triggers.models import ParkedOn
-from workflows.definition import FieldSpec, NodeType, node_types
+from workflows import cron
+from workflows.definition import ExactlyOneOf, FieldSpec, NodeType, node_types
 from workflows.durations import parse_duration
 
 from ..providers.base import ProviderError
@@ -44,7 +47,7 @@ def execute(step: StepContext) -> NodeResult:
         recipient_id=person.id if person is not None else None,
         node_id=step.node_id,
         key=_key(step),
-        window=parse_duration(step.config["window"]),
+        closes_at=closes_at_for(step),
         max_items=step.config.get("max_items"),
         now=step.now,
     )
@@ -66,7 +69,7 @@ def preview(step: StepContext) -> NodeResult:
     """A preview writes nothing: the digest of a batch holding this payload alone."""
     _key(step)
     payload = step.context.get("payload")
-    closes_at = step.now + parse_duration(step.config["window"])
+    closes_at = closes_at_for(step)
     return NodeResult(
         output={
             "batch_id": None,
@@ -79,6 +82,32 @@ def preview(step: StepContext) -> NodeResult:
         },
         vars_key=NODE.vars_key(step.node_id),
     )
+
+
+def closes_at_for(step: StepContext) -> datetime:
+    """When a batch opened now closes: ``window`` after now, or the ``schedule``'s next
+    time in its timezone, else the recipient's, else UTC."""
+    window = step.config.get("window")
+    if window is not None:
+        return step.now + parse_duration(window)
+    schedule = step.config["schedule"]
+    person = step.audience.recipient
+    zone = _zone(schedule.get("timezone")) or _zone(person.timezone if person else None)
+    closes_at = cron.next_fire(
+        cron.parse_cron(schedule["cron"]), after=step.now, zone=zone or ZoneInfo("UTC")
+    )
+    if closes_at is None:  # refused at save: a definition from before that check
+        raise ProviderError(f"schedule: {schedule['cron']!r} never fires", permanent=True)
+    return closes_at
+
+
+def _zone(name: str | None) -> ZoneInfo | None:
+    if not name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
 
 
 def _key(step: StepContext) -> str:
@@ -109,6 +138,12 @@ def _continue(step: StepContext, arrival: batches.Arrival) -> NodeResult:
     operator's run-now released it."""
     early = step.instance.parked_on == ParkedOn.OVERRIDE and step.now < arrival.closes_at
     reason = BatchCloseReason.RUN_NOW if early else BatchCloseReason.WINDOW
+    if not early and arrival.status == BatchStatus.OPEN and "schedule" in step.config:
+        # The first opener due closes the node's others due with it (a scheduled digest's
+        # batches come due together); the next openers find theirs closed already.
+        batches.close_due(
+            workflow_id=step.instance.workflow_id, node_id=step.node_id, now=step.now, actor=ACTOR
+        )
     batch = batches.close(batch_id=arrival.batch_id, now=step.now, actor=ACTOR, reason=reason)
     return NodeResult(output=batches.digest(batch), vars_key=NODE.vars_key(step.node_id))
 
@@ -166,14 +201,23 @@ NODE = node_types.register(
     NodeType(
         name="batch",
         description="Collect the instances reaching the node per recipient and key for a "
-        "window: the first continues when it closes with `vars.batch_<node id>` = {batch_id, "
-        "count, items, first, last, opened_at, closed_at}; the others end, skipped `batched`.",
+        "window, or until a cron schedule's next time: the first continues when it closes "
+        "with `vars.batch_<node id>` = {batch_id, count, items, first, last, opened_at, "
+        "closed_at}; the others end, skipped `batched`.",
         fields={
             "window": FieldSpec(
-                True,
+                False,
                 "window",
                 'How long a batch stays open after its first arrival ("1m", "1h", "PT10M"; '
                 "more than 0).",
+            ),
+            "schedule": FieldSpec(
+                False,
+                "schedule",
+                "Instead of window: {cron, timezone?}. The batch closes at the next time the "
+                'five-field cron expression names ("0 9 * * 1-5": 09:00 on weekdays) after '
+                "its first arrival, in timezone (an IANA name), else the recipient's, else "
+                "UTC.",
             ),
             "key": FieldSpec(
                 False,
@@ -191,5 +235,6 @@ NODE = node_types.register(
         },
         run=execute,
         preview=preview,
+        exactly_one_of=ExactlyOneOf(("window", "schedule"), code="invalid_batch"),
     )
 )

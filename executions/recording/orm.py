@@ -72,14 +72,15 @@ def _audience(instance: TriggerInstance) -> Audience:
         )
         if values is not None:
             person = StepRecipient(**values)
-    critical, categories = Workflow.objects.values_list("critical", "categories").get(
-        pk=instance.workflow_id
-    )
+    critical, categories, default_locale = Workflow.objects.values_list(
+        "critical", "categories", "default_locale"
+    ).get(pk=instance.workflow_id)
     return Audience(
         recipient=person,
         critical=critical,
         categories=tuple(categories or ()),
         recipient_erased=instance.recipient_erased,
+        default_locale=default_locale,
     )
 
 

@@ -107,6 +107,7 @@ CLAIM_JOIN = state.Join(
         *(f"r.{_q(_RECIPIENT, name)} AS rcp_{name}" for name in RECIPIENT_FIELDS),
         f"w.{_q(_WORKFLOW, 'critical')} AS workflow_critical",
         f"w.{_q(_WORKFLOW, 'categories')} AS workflow_categories",
+        f"w.{_q(_WORKFLOW, 'default_locale')} AS workflow_default_locale",
     ),
 )
 
@@ -140,6 +141,7 @@ class PostgresStepRecorder(StepRecorder):
             critical=bool(getattr(instance, "workflow_critical", False)),
             categories=tuple(_json(getattr(instance, "workflow_categories", None)) or ()),
             recipient_erased=instance.recipient_erased,
+            default_locale=getattr(instance, "workflow_default_locale", None) or "",
         )
         version = pinned_version(instance.workflow_version_id)
         return Claimed(instance, version, status, output, audience)

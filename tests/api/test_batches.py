@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from api_keys.services import api_key_create
+from executions import engine
+from executions.outcomes import StepOutcome
 from gates import batches
-from tests.factories import BatchInstanceFactory, BatchWorkflowFactory, RecipientFactory
+from tests.factories import (
+    BatchInstanceFactory,
+    BatchWorkflowFactory,
+    RecipientFactory,
+    batch_definition,
+)
 from triggers.models import TriggerInstance
 
 pytestmark = pytest.mark.django_db
@@ -106,3 +114,20 @@ def test_scopes_read_lists_admin_flushes_limited_keys_see_their_workflows(dispat
     assert other.get(URL).json()["results"] == []
     assert other.get(f"{URL}{batch_id}/").status_code == 404
     assert other.post(f"{URL}{batch_id}/flush/").status_code == 404
+
+
+def test_a_scheduled_batch_is_listed_with_its_0900_close_and_flushable(api, dispatched):
+    workflow = BatchWorkflowFactory(
+        definition=batch_definition(window=None, schedule={"cron": "0 9 * * 1-5"})
+    )
+    person = RecipientFactory(timezone="America/New_York")
+    opener, member = BatchInstanceFactory.create_batch(2, workflow=workflow, recipient=person)
+    for instance in (opener, member):
+        assert engine.step_execute(instance_id=instance.pk) == StepOutcome.WAITING
+    row = api.get(URL, {"recipient": person.id, "status": "open"}).json()["results"][0]
+    closes = datetime.fromisoformat(row["closes_at"]).astimezone(ZoneInfo("America/New_York"))
+    assert (closes.hour, closes.minute, closes.weekday() < 5) == (9, 0, True)
+    assert row["item_count"] == 2
+    response = api.post(f"{URL}{row['id']}/flush/")
+    assert response.status_code == 200 and response.json()["status"] == "closed"
+    assert TriggerInstance.objects.get(pk=member.pk).status == "completed"

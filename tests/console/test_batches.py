@@ -184,3 +184,19 @@ def test_a_batch_closed_before_the_reason_was_recorded_says_so():
         _closed_how(_page(client, filled)) == "max_items reached (not recorded: its count says so)"
     )
     assert _closed_how(_page(client, cancelled)) == "its opener was cancelled"
+
+
+def test_a_scheduled_batch_is_listed_open_and_flushed_like_the_others(dispatched):
+    opener, member = _engine_batch(2, window=None, schedule={"cron": "0 9 * * 1-5"})
+    batch = Batch.objects.get(opener=opener)
+    client = logged_in(make_superuser())
+    body = client.get(reverse(CHANGELIST), {"status__exact": "open"}).content.decode()
+    assert short_id(batch.pk) in body
+    client.post(
+        reverse(CHANGELIST),
+        {"action": "flush_now", helpers.ACTION_CHECKBOX_NAME: [str(batch.pk)]},
+        follow=True,
+    )
+    batch.refresh_from_db()
+    assert batch.status == "closed"
+    assert TriggerInstance.objects.get(pk=member.pk).status == "completed"

@@ -4,6 +4,8 @@ do for them (preferences, quiet hours, devices, gates), nothing sent or written.
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.core import mail
@@ -18,6 +20,7 @@ from tests.factories import (
     RecipientFactory,
     ThrottleCounterFactory,
     WorkflowFactory,
+    batch_definition,
     throttle_definition,
 )
 from triggers.models import TriggerInstance
@@ -150,6 +153,17 @@ def test_batch_names_the_open_batch_the_instance_would_join():
     joined = nodes_by_id(workflow_preview(key=workflow.key, payload={}, recipient_id="ed"))
     assert joined["collect"]["recipient"]["joins"] == str(batch.pk)
     assert Batch.objects.get(pk=batch.pk).item_count == 1
+
+
+def test_a_scheduled_batch_would_close_at_the_recipients_next_cron_time():
+    schedule = {"cron": "0 9 * * *"}
+    workflow = WorkflowFactory(definition=batch_definition(window=None, schedule=schedule))
+    RecipientFactory(id="tokyo", timezone="Asia/Tokyo")
+    outcome = nodes_by_id(workflow_preview(key=workflow.key, payload={}, recipient_id="tokyo"))
+    closes = datetime.fromisoformat(outcome["collect"]["recipient"]["closes_at"])
+    local = closes.astimezone(ZoneInfo("Asia/Tokyo"))
+    assert (local.hour, local.minute) == (9, 0)
+    assert timedelta(0) < closes - timezone.now() <= timedelta(days=1)
 
 
 def test_unknown_recipient_is_not_found():

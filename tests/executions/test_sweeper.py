@@ -65,6 +65,21 @@ def test_long_delay_is_held_in_the_database_and_woken_by_the_sweeper(dispatched,
     assert dispatched == [(str(instance.pk), None)]
 
 
+def test_a_wait_held_in_the_database_goes_to_the_broker_once_due_within_its_horizon(
+    dispatched, settings
+):
+    settings.NOTIFYFLOW_BROKER_HORIZON_S = 600
+    now = timezone.now()
+    soon = TriggerInstanceFactory(available_at=now + timedelta(minutes=5), dispatched_at=None)
+    TriggerInstanceFactory(available_at=now + timedelta(minutes=11), dispatched_at=None)
+    assert sweeper.sweep(now=now)["dispatched"] == 1
+    # A countdown to its due time: the broker resumes it then, not the next sweep.
+    assert dispatched == [(str(soon.pk), 300.0)]
+    assert sweeper.sweep(now=now + timedelta(seconds=5))["dispatched"] == 0
+    soon.refresh_from_db()
+    assert soon.dispatched_at == now and soon.status == TriggerStatus.ENQUEUED
+
+
 def test_expired_lease_is_recovered_as_a_failed_attempt(dispatched):
     instance = TriggerInstanceFactory(workflow=WorkflowFactory())
     claimed = engine.claim(instance_id=instance.pk, worker="doomed@host")

@@ -200,3 +200,33 @@ def test_concurrent_arrivals_make_one_batch_with_every_item_once():
     seqs = sorted(BatchItem.objects.filter(batch=batch).values_list("seq", flat=True))
     assert seqs == list(range(1, n + 1))
     assert BatchItem.objects.values("instance").distinct().count() == n
+
+
+@pytest.mark.both_databases
+@pytest.mark.django_db
+def test_close_due_closes_every_due_open_batch_of_the_node_at_once():
+    workflow = BatchWorkflowFactory()
+    now = timezone.now()
+    due = [
+        _arrive(BatchInstanceFactory(workflow=workflow, recipient=RecipientFactory()))
+        for _ in range(3)
+    ]
+    later = _arrive(BatchInstanceFactory(workflow=workflow, recipient=RecipientFactory()))
+    other_node = BatchInstanceFactory(workflow=workflow, recipient=RecipientFactory())
+    other = batches.arrive(
+        instance_id=other_node.pk,
+        workflow_id=workflow.pk,
+        recipient_id=other_node.recipient_id,
+        node_id="elsewhere",
+        key="",
+        window=WINDOW,
+        max_items=None,
+        now=now,
+    )
+    Batch.objects.exclude(pk=later.batch_id).update(closes_at=now)
+    closed = batches.close_due(workflow_id=workflow.pk, node_id="collect", now=now, actor="engine")
+    assert closed == 3
+    statuses = dict(Batch.objects.values_list("pk", "status"))
+    assert {statuses[a.batch_id] for a in due} == {BatchStatus.CLOSED}
+    assert statuses[later.batch_id] == statuses[other.batch_id] == BatchStatus.OPEN
+    assert batches.close_due(workflow_id=workflow.pk, node_id="collect", now=now, actor="x") == 0

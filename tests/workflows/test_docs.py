@@ -12,6 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from translations.services import catalogue_put
 from workflows.definition import node_types, validate_definition
 from workflows.definition_schema import definition_json_schema
 
@@ -27,6 +28,8 @@ def json_blocks() -> list[dict]:
 
 
 def kind(block: dict) -> str:
+    if {"locale", "namespace", "messages"} == set(block):
+        return "catalogue"
     if {"key", "name", "definition"} <= set(block):
         return "workflow"
     if {"workflow", "idempotency_key", "payload"} <= set(block):
@@ -40,9 +43,12 @@ def kind(block: dict) -> str:
 def blocks(settings) -> dict[str, list[dict]]:
     # The webhook example's host, as the doc tells the reader to allow it.
     settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS = ["hooks.example.com"]
-    found: dict[str, list[dict]] = {"workflow": [], "trigger": [], "event": []}
+    found: dict[str, list[dict]] = {"workflow": [], "trigger": [], "event": [], "catalogue": []}
     for block in json_blocks():
         found[kind(block)].append(block)
+    # The translated example's catalogues come before its workflow (saving checks its keys).
+    for catalogue in found["catalogue"]:
+        catalogue_put(**catalogue)
     return found
 
 

@@ -15,6 +15,7 @@ from workflows.templating import TemplateError, check_condition, check_template
 
 from .links import link_template_problem
 from .problems import DefinitionProblem
+from .schedule import check_schedule
 from .specs import (
     MAX_INTERESTS,
     MAX_NAME_LENGTH,
@@ -390,6 +391,7 @@ FIELD_CHECKS: dict[str, FieldCheck] = {
     "window": _duration_problems,
     "link": _link_problems,
     "send_window": _ignoring_spec(_check_send_window),
+    "schedule": _ignoring_spec(check_schedule),
     "integer": _integer_problems,
     "choice": _choice_problems,
 }

@@ -21,6 +21,7 @@ class FieldSpec:
     # blocks) | "recipients" (one address template, or a JSON list of them:
     # each renders to exactly one address, never split) | "retry_policy" |
     # "http_method" | "webhook_url" | "send_window" ({days, from, until, timezone}) |
+    # "schedule" ({cron, timezone}: definition/schedule.py) |
     # "integer" (from ``minimum`` to ``maximum``) | "choice" (one of ``choices``, the
     # first the default)
     kind: str

@@ -51,7 +51,7 @@ def check_variables(
             if field.kind == "condition":
                 check(value, path, node["id"], NODE_SCOPE + ("event",), True)
             elif field.is_template:
-                for where, source in _strings(value, path):
+                for where, source in json_strings(value, path):
                     check(source, where, node["id"], NODE_SCOPE, False)
     for index, edge in enumerate(edges):
         if "condition" in edge:
@@ -96,12 +96,12 @@ def _hint(name: str, known: Sequence[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _strings(value: Any, path: str) -> list[tuple[str, str]]:
+def json_strings(value: Any, path: str) -> list[tuple[str, str]]:
     """Every string inside a JSON value, with its path."""
     if isinstance(value, str):
         return [(path, value)]
     if isinstance(value, list):
-        return [s for i, v in enumerate(value) for s in _strings(v, f"{path}[{i}]")]
+        return [s for i, v in enumerate(value) for s in json_strings(v, f"{path}[{i}]")]
     if isinstance(value, dict):
-        return [s for k, v in value.items() for s in _strings(v, f"{path}.{k}")]
+        return [s for k, v in value.items() for s in json_strings(v, f"{path}.{k}")]
     return []

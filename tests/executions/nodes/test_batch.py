@@ -4,19 +4,26 @@ members complete and the opener continues with the digest in vars."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.core import mail
 from django.utils import timezone
 
-from executions import engine
+from executions import engine, sweeper
 from executions.models import StepExecutionLog
 from executions.outcomes import StepOutcome
 from executions.selectors import instance_timeline
 from gates import batches
 from gates.models import Batch
-from tests.factories import PAYLOAD, WorkflowFactory, batch_definition
+from tests.factories import (
+    PAYLOAD,
+    RecipientFactory,
+    TriggerInstanceFactory,
+    WorkflowFactory,
+    batch_definition,
+)
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.services import instance_run_now, trigger_create
 
@@ -155,3 +162,114 @@ def test_a_member_woken_early_parks_again_and_is_counted_batched_once(dispatched
     assert _fresh(member).parked_on == "batch"
     logs = StepExecutionLog.objects.filter(trigger_id=member.pk)
     assert logs.count() == 2 and logs.filter(skip_reason="batched").count() == 1
+
+
+# --- scheduled digests (``schedule`` instead of ``window``) ---------------------------
+
+WEEKDAYS_0900 = {"cron": "0 9 * * 1-5"}
+ZONES = ("Europe/Paris", "America/New_York", "Asia/Tokyo")
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The time every ``timezone.now()`` reads (engine, sweeper, gates), set by the test."""
+    at = {"now": timezone.now()}
+    monkeypatch.setattr(timezone, "now", lambda: at["now"])
+    return at
+
+
+def _due_now(clock, **fields):
+    """An instance due at the test's clock (the factory's default reads the real one)."""
+    return TriggerInstanceFactory(available_at=clock["now"], **fields)
+
+
+def _monday_0900(zone, friday):
+    return datetime.combine(friday + timedelta(days=3), time(9), tzinfo=ZoneInfo(zone))
+
+
+@pytest.mark.parametrize(
+    "friday",
+    # The Fridays before the US (8 March 2026) and the EU (29 March) spring-forward.
+    [date(2026, 3, 6), date(2026, 3, 27)],
+)
+def test_a_0900_weekday_digest_closes_at_each_recipients_0900_across_a_dst_change(
+    dispatched, clock, friday
+):
+    workflow = WorkflowFactory(definition=batch_definition(window=None, schedule=WEEKDAYS_0900))
+    clock["now"] = datetime.combine(friday, time(15), tzinfo=UTC)
+    people = {zone: RecipientFactory(timezone=zone) for zone in ZONES}
+    arrivals = {
+        zone: [
+            _due_now(clock, workflow=workflow, recipient=person, payload={**PAYLOAD, "text": i})
+            for i in range(2)
+        ]
+        for zone, person in people.items()
+    }
+    for opener, member in arrivals.values():
+        assert _arrive_all([opener, member]) == [StepOutcome.WAITING] * 2
+    closes = {b.recipient_id: b.closes_at for b in Batch.objects.all()}
+    for zone, person in people.items():
+        assert closes[person.pk] == _monday_0900(zone, friday)
+        assert closes[person.pk].astimezone(ZoneInfo(zone)).hour == 9
+    # The clock moves to each close in turn. The opener is held in the database until
+    # its close is a minute away: the sweeper hands it to the broker then, to fire at it.
+    for zone in sorted(ZONES, key=lambda z: closes[people[z].pk]):
+        opener, member = arrivals[zone]
+        due = closes[people[zone].pk]
+        assert str(opener.pk) not in {str(instance_id) for instance_id, _ in dispatched}
+        clock["now"] = due - timedelta(minutes=1)
+        sweeper.sweep()
+        assert (str(opener.pk), 60.0) in [(str(i), countdown) for i, countdown in dispatched]
+        clock["now"] = due
+        assert engine.step_execute(instance_id=opener.pk) == StepOutcome.ADVANCED
+        batch = Batch.objects.get(recipient=people[zone])
+        assert (batch.status, batch.closed_at) == ("closed", due)
+        assert _fresh(member).status == S.COMPLETED
+        assert engine.step_execute(instance_id=opener.pk) == StepOutcome.COMPLETED
+    assert sorted(m.subject for m in mail.outbox) == ["2 new comments"] * 3
+
+
+def test_the_first_opener_due_closes_the_nodes_other_due_batches_with_its_own(dispatched, clock):
+    workflow = WorkflowFactory(definition=batch_definition(window=None, schedule=WEEKDAYS_0900))
+    clock["now"] = datetime(2026, 6, 5, 15, tzinfo=UTC)
+    first, second = (
+        _due_now(clock, workflow=workflow, recipient=RecipientFactory(timezone="Europe/Paris"))
+        for _ in range(2)
+    )
+    _arrive_all([first, second])
+    clock["now"] = _monday_0900("Europe/Paris", date(2026, 6, 5))
+    assert engine.step_execute(instance_id=first.pk) == StepOutcome.ADVANCED
+    assert set(Batch.objects.values_list("status", "closed_at")) == {("closed", clock["now"])}
+    # The second opener still continues with its own digest when its step runs.
+    clock["now"] += timedelta(seconds=2)
+    assert engine.step_execute(instance_id=second.pk) == StepOutcome.ADVANCED
+    assert _fresh(second).vars["batch_collect"]["count"] == 1
+
+
+def test_a_schedule_timezone_overrides_the_recipients(dispatched, clock):
+    schedule = {**WEEKDAYS_0900, "timezone": "America/New_York"}
+    workflow = WorkflowFactory(definition=batch_definition(window=None, schedule=schedule))
+    clock["now"] = datetime(2026, 6, 5, 15, tzinfo=UTC)  # a Friday
+    opener = _due_now(clock, workflow=workflow, recipient=RecipientFactory())
+    assert engine.step_execute(instance_id=opener.pk) == StepOutcome.WAITING
+    assert Batch.objects.get().closes_at == _monday_0900("America/New_York", date(2026, 6, 5))
+
+
+def test_a_recipient_without_a_timezone_and_no_recipient_use_utc(dispatched, clock):
+    workflow = WorkflowFactory(definition=batch_definition(window=None, schedule=WEEKDAYS_0900))
+    clock["now"] = datetime(2026, 6, 5, 15, tzinfo=UTC)
+    _due_now(clock, workflow=workflow, recipient=RecipientFactory(timezone=None))
+    _due_now(clock, workflow=workflow)
+    _arrive_all(TriggerInstance.objects.filter(workflow=workflow))
+    assert [b.closes_at for b in Batch.objects.all()] == [_monday_0900("UTC", date(2026, 6, 5))] * 2
+
+
+def test_a_scheduled_batch_is_flushed_like_the_others(dispatched, clock):
+    workflow = WorkflowFactory(definition=batch_definition(window=None, schedule=WEEKDAYS_0900))
+    clock["now"] = datetime(2026, 6, 5, 15, tzinfo=UTC)
+    opener, member = _create(workflow, 2)
+    _arrive_all([opener, member])
+    batches.flush(batch_id=Batch.objects.get().pk, actor="op")
+    assert _fresh(member).status == S.COMPLETED
+    assert engine.step_execute(instance_id=opener.pk) == StepOutcome.ADVANCED
+    assert _fresh(opener).vars["batch_collect"]["count"] == 2

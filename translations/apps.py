@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TranslationsConfig(AppConfig):
+    name = "translations"
+    verbose_name = "Translations"
