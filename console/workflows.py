@@ -26,6 +26,7 @@ from django.utils.safestring import SafeString
 
 from executions.preview import workflow_preview
 from notifyflow.errors import ApplicationError
+from translations.locales import is_locale
 from triggers.services import workflow_pause, workflow_resume
 from workflows.concurrency import MAX_LIMIT, Concurrency, key_template_problem
 from workflows.definition import (
@@ -34,6 +35,7 @@ from workflows.definition import (
     node_types,
     validate_definition,
 )
+from workflows.definition.translation_keys import check_translation_keys
 from workflows.diagram import to_mermaid
 from workflows.models import Workflow
 from workflows.services import workflow_save, workflow_set_active
@@ -155,8 +157,12 @@ class WorkflowForm(forms.ModelForm):
             "categories",
             "concurrency_limit",
             "concurrency_key",
+            "default_locale",
         )
         help_texts = {
+            "default_locale": "The locale its sends render in when neither the device nor "
+            "the recipient names one (BCP 47: en, pt-BR). Empty: NOTIFYFLOW_DEFAULT_LOCALE. "
+            "Its templates' translation keys must be in this locale's catalogues.",
             "priority": "Its lane: each is its own queue and a plain worker takes critical "
             "work first (password resets: critical; newsletters: bulk). A list fan-out of "
             "a normal workflow runs in bulk. Applies to instances created from now on.",
@@ -190,6 +196,18 @@ class WorkflowForm(forms.ModelForm):
             self.add_error(
                 "concurrency_key", forms.ValidationError("needs a limit", code="needs_limit")
             )
+        locale = cleaned.get("default_locale") or ""
+        if locale and not is_locale(locale):
+            self.add_error("default_locale", forms.ValidationError("not a locale (en, pt-BR)"))
+        elif cleaned.get("definition") and cleaned.get("key"):
+            # What workflow_save refuses after the validator: keys the default lacks.
+            problems = check_translation_keys(
+                cleaned["definition"]["nodes"], namespace=cleaned["key"], locale=locale
+            )
+            for problem in problems:
+                self.add_error(
+                    "definition", forms.ValidationError(problem_message(problem), problem.code)
+                )
         return cleaned
 
     def clean_definition(self) -> dict[str, Any]:
@@ -267,7 +285,15 @@ class WorkflowAdmin(
             if obj is None
             else self.has_change_permission(request, obj)
         )
-        head: tuple[str, ...] = ("key", "name", "is_active", "priority", "critical", "categories")
+        head: tuple[str, ...] = (
+            "key",
+            "name",
+            "is_active",
+            "priority",
+            "critical",
+            "categories",
+            "default_locale",
+        )
         if obj is not None:
             head += ("version_display", "created", "updated")
         fieldsets: list = [(None, {"fields": head})]
@@ -295,6 +321,7 @@ class WorkflowAdmin(
                     key=form.cleaned_data.get("concurrency_key") or "",
                 ),
                 priority=form.cleaned_data["priority"],
+                default_locale=form.cleaned_data.get("default_locale") or "",
             )
             # The send settings are not versioned: they apply from the next
             # step of every instance, so they are written beside the definition's save.
@@ -305,7 +332,7 @@ class WorkflowAdmin(
             Workflow.objects.filter(pk=saved.pk).update(**settings)
         obj.critical, obj.categories = settings["critical"], settings["categories"]
         obj.concurrency_limit, obj.concurrency_key = saved.concurrency_limit, saved.concurrency_key
-        obj.priority = saved.priority
+        obj.priority, obj.default_locale = saved.priority, saved.default_locale
         # The admin goes on with ``obj`` (change message, redirect): make it the saved row.
         obj.pk, obj.current_version = saved.pk, saved.current_version
         obj.created_at, obj.updated_at = saved.created_at, saved.updated_at

@@ -48,6 +48,15 @@ def catalogue_put(
     return catalogue, created
 
 
+def catalogues_replace(*, namespace: str, catalogues: dict[str, Any], actor: str = "") -> None:
+    """Make ``catalogues`` ({locale: messages}) the namespace's catalogues: each put,
+    those of other locales deleted."""
+    for locale, messages in catalogues.items():
+        catalogue_put(locale=locale, namespace=namespace, messages=messages, actor=actor)
+    Catalogue.objects.filter(namespace=namespace).exclude(locale__in=list(catalogues)).delete()
+    selectors.cache_clear()
+
+
 def catalogue_delete(*, locale: str, namespace: str) -> None:
     """Delete the catalogue; 404 ``translation_not_found`` if there is none."""
     selectors.catalogue_get(locale=locale, namespace=namespace).delete()

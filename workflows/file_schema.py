@@ -45,6 +45,16 @@ def workflow_file_schema() -> dict[str, Any]:
                 "items": slug,
             },
             "priority": {"type": "string", "enum": list(Priority.values)},
+            "default_locale": {
+                "type": "string",
+                "maxLength": 35,
+                "description": 'The locale its sends render in when the recipient names none; "":'
+                " NOTIFYFLOW_DEFAULT_LOCALE",
+            },
+            "translations": {
+                "type": "object",
+                "description": "{locale: messages}; in files: translations/<locale>.json",
+            },
             "concurrency": {
                 "oneOf": [
                     {"type": "null"},

@@ -23,9 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from translations.locales import is_locale
+
 from .concurrency import MAX_LIMIT, NO_LIMIT, Concurrency, key_template_problem
 from .definition import MAX_NAME_LENGTH, DefinitionError, DefinitionProblem, validate_definition
 from .models import Priority
+from .translation_files import read_translations, translation_files, translations_problem
 
 WORKFLOW_FILE = "workflow.json"
 # Written once at the top of the directory; every workflow.json points at it, so an editor
@@ -46,6 +49,8 @@ DOCUMENT_FIELDS = (
     "categories",
     "priority",
     "concurrency",
+    "default_locale",
+    "translations",
     "definition",
 )
 # The order export writes a definition's keys in, whatever order the database kept.
@@ -83,6 +88,10 @@ class WorkflowSpec:
     categories: tuple[str, ...] = ()
     priority: str = Priority.NORMAL.value
     concurrency: Concurrency = NO_LIMIT
+    default_locale: str = ""
+    # Its namespace's catalogues by locale (``workflows.translation_files``); None: not
+    # given, the stored ones are left alone.
+    translations: dict[str, Any] | None = field(default=None, hash=False)
 
     def document(self) -> dict[str, Any]:
         """Every setting and the definition: what a sync compares and diffs."""
@@ -94,6 +103,8 @@ class WorkflowSpec:
             "categories": list(self.categories),
             "priority": self.priority,
             "concurrency": None if limit is None else {"limit": limit, "key": self.concurrency.key},
+            "default_locale": self.default_locale,
+            **({} if self.translations is None else {"translations": self.translations}),
             "definition": self.definition,
         }
 
@@ -132,6 +143,11 @@ def read_workflow(folder: Path) -> tuple[WorkflowSpec | None, list[FileProblem]]
     except json.JSONDecodeError as exc:
         message = f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         return None, [FileProblem(file, "", message, code="invalid_json")]
+    translations, unreadable = read_translations(folder)
+    if unreadable:
+        return None, [FileProblem(f, "", m, code="invalid_json") for f, m in unreadable]
+    if translations is not None and isinstance(document, dict):
+        document = {**document, "translations": translations}
     return spec_from_document(document, file=file, folder=folder)
 
 
@@ -170,6 +186,8 @@ def spec_from_document(
         concurrency=NO_LIMIT
         if concurrency is None
         else Concurrency(limit=concurrency["limit"], key=concurrency.get("key", "")),
+        default_locale=document.get("default_locale", ""),
+        translations=document.get("translations"),
     ), []
 
 
@@ -203,6 +221,12 @@ def _categories_problem(value: Any) -> str | None:
     return None
 
 
+def _locale_problem(value: Any) -> str | None:
+    if value == "" or (isinstance(value, str) and is_locale(value)):
+        return None
+    return 'must be a locale (BCP 47: en, pt-BR) or ""'
+
+
 def _priority_problem(value: Any) -> str | None:
     return None if value in Priority.values else f"must be one of {', '.join(Priority.values)}"
 
@@ -230,6 +254,8 @@ SETTING_CHECKS = {
     "categories": _categories_problem,
     "priority": _priority_problem,
     "concurrency": _concurrency_problem,
+    "default_locale": _locale_problem,
+    "translations": translations_problem,
 }
 
 
@@ -377,10 +403,13 @@ def workflow_files(spec: WorkflowSpec) -> dict[str, str]:
     document: dict[str, Any] = {"$schema": SCHEMA_REF, "key": spec.key}
     defaults = WorkflowSpec(key=spec.key, name=spec.name, definition={}).document()
     for name, value in spec.document().items():
+        if name == "translations":  # their own files
+            continue
         if name == "name" or (name != "definition" and value != defaults[name]):
             document[name] = value
     document["definition"] = definition
     files[WORKFLOW_FILE] = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    files.update(translation_files(spec.translations))
     return files
 
 

@@ -14,13 +14,15 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
 
 from notifyflow.errors import ApplicationError
+from translations.selectors import catalogue_list
+from translations.services import catalogues_replace
 
 from .concurrency import NO_LIMIT, Concurrency
 from .files import FileProblem, WorkflowSpec, spec_from_document
@@ -76,6 +78,8 @@ def workflow_spec(workflow: Workflow) -> WorkflowSpec | None:
         categories=tuple(workflow.categories or ()),
         priority=workflow.priority,
         concurrency=NO_LIMIT if limit is None else Concurrency(limit, workflow.concurrency_key),
+        default_locale=workflow.default_locale,
+        translations={c.locale: c.messages for c in catalogue_list(namespace=workflow.key)} or None,
     )
 
 
@@ -161,6 +165,8 @@ def _compare(spec: WorkflowSpec, workflow: Workflow | None) -> SyncResult:
         )
     version = workflow.current_version.version if workflow.current_version else None
     current = workflow_spec(workflow)
+    if current is not None and spec.translations is None:
+        current = replace(current, translations=None)  # not given: left alone
     if current is not None and current.document() == spec.document():
         return SyncResult(spec.key, SyncStatus.UNCHANGED, version=version)
     label = f"{spec.key} v{version}" if version else spec.key
@@ -205,6 +211,8 @@ def _apply(result: SyncResult, *, message: str, actor: str) -> SyncResult:
     spec = result.spec
     if spec is None or not result.changed:
         return result
+    if spec.translations is not None:  # before the workflow: its keys are checked
+        catalogues_replace(namespace=spec.key, catalogues=spec.translations, actor=actor)
     workflow = workflow_save(
         key=spec.key,
         name=spec.name,
@@ -216,6 +224,7 @@ def _apply(result: SyncResult, *, message: str, actor: str) -> SyncResult:
         categories=spec.categories,
         concurrency=spec.concurrency,
         priority=spec.priority,
+        default_locale=spec.default_locale,
     )
     version = workflow.current_version.version if workflow.current_version else None
     return SyncResult(result.key, result.status, diff=result.diff, version=version, spec=spec)

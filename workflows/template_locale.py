@@ -122,6 +122,10 @@ class CurrencyCode(WithDefaults, Currency):
             return super().__call__(left, context=context, **kwargs)
 
 
+# The filters whose output depends on the render's locale.
+LOCALE_FILTERS = frozenset({"t", "currency", "decimal", "datetime"})
+
+
 def add_locale_filters(environment: Environment) -> None:
     escape = environment.autoescape
     environment.filters["t"] = TranslateKey(

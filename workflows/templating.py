@@ -21,7 +21,7 @@ from liquid.exceptions import LiquidError, ResourceLimitError
 from liquid.undefined import Undefined
 
 from .template_filters import bound_filters
-from .template_locale import add_locale_filters, message_keys
+from .template_locale import LOCALE_FILTERS, add_locale_filters, message_keys
 
 
 class TemplateError(Exception):
@@ -88,6 +88,7 @@ def _reset(*, setting: str, **kwargs: Any) -> None:
         _environments.cache_clear()
         _compile.cache_clear()
         _compile_condition.cache_clear()
+        speaks_locale.cache_clear()
 
 
 setting_changed.connect(_reset, dispatch_uid="notifyflow_template_limits")
@@ -136,6 +137,14 @@ def variable_paths(source: str, *, condition: bool = False) -> list[tuple[str, .
                 literal.append(segment)
             paths.append(tuple(literal))
     return paths
+
+
+@lru_cache(maxsize=4096)
+def speaks_locale(source: str) -> bool:
+    """Whether ``source`` renders differently by locale (``t``, ``datetime``,
+    ``currency``, ``decimal``). ``source`` must have passed ``check_template``."""
+    filters = _compile(source, False).analyze(include_partials=False).filters
+    return not LOCALE_FILTERS.isdisjoint(filters)
 
 
 def translation_keys(source: str) -> list[str]:

@@ -12,8 +12,8 @@ from rest_framework.response import Response
 
 from api.base import ApiView, validated_body
 from api_keys.authentication import request_key
-from translations.locales import locale_check
 from notifyflow.errors import ApplicationError
+from translations.locales import locale_check
 from translations.models import COMMON_NAMESPACE, Catalogue
 from translations.selectors import catalogue_get, catalogue_list
 from translations.services import catalogue_delete, catalogue_put, namespace_check

@@ -8,13 +8,15 @@ recipient's quiet hours - in the devices' time zone when they all have the same 
 (one device: its own), else the recipient's. A device whose token the provider calls
 dead (by its error code) is removed at once (``device_remove_dead``: audited, a
 ``recipient.device_removed`` event); the others still get the message. No device, or
-every one dead: skipped ``missing_channel_data``."""
+every one dead: skipped ``missing_channel_data``. A device that names a locale gets the
+message rendered in it (once per locale), the others the recipient's."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -33,8 +35,11 @@ from workflows.definition import (
     node_types,
 )
 from workflows.definition.links import link_problem
+from workflows.definition.variables import json_strings
+from workflows.templating import speaks_locale
 
 from .. import audience
+from ..locales import locale_scope, send_locale
 from ..models import SkipReason
 from ..providers.base import ProviderError
 from ..providers.push import PushMessage, apns, fcm, send_push, webpush
@@ -62,12 +67,13 @@ def execute(step: StepContext) -> NodeResult:
     deferred = audience.send_window_gate(step, CHANNEL, timezone=shared_timezone(devices))
     if deferred is not None:
         return deferred
+    messages = device_messages(step, message, devices)
     try:
         output = send_to_targets(
             step=step,
             channel=CHANNEL,
             targets=[_target(device) for device in devices],
-            send=partial(_send, message),
+            send=partial(_send_own, messages, message),
             remove_dead=partial(_remove_dead, step),
             noun="device",
         )
@@ -76,6 +82,32 @@ def execute(step: StepContext) -> NodeResult:
         skipped.output["removed"] = dead.removed
         return skipped
     return NodeResult(output=audience.with_rule(output, rule), vars_key=NODE.vars_key(step.node_id))
+
+
+def device_messages(
+    step: StepContext, message: PushMessage, devices: Sequence[PushDevice]
+) -> dict[str, PushMessage]:
+    """The message of each device that names a locale other than the step's (the
+    recipient's): rendered once per such locale, when a template of the node speaks
+    locale (``speaks_locale``). The others get ``message``."""
+    rendered: dict[str, PushMessage] = {send_locale(step.audience): message}
+    own: dict[str, PushMessage] = {}
+    templates = {k: v for k, v in step.config.items() if NODE.fields[k].is_template}
+    if not any(speaks_locale(text) for _, text in json_strings(templates, "config")):
+        return own
+    for device in devices:
+        locale = send_locale(step.audience, device.locale)
+        if locale not in rendered:
+            scope = locale_scope(step.audience, workflow_key=step.workflow_key, locale=locale)
+            rendered[locale] = _message(replace(step, context={**step.context, **scope}))
+        own[str(device.pk)] = rendered[locale]
+    return own
+
+
+def _send_own(
+    messages: Mapping[str, PushMessage], message: PushMessage, target: Target
+) -> TargetResult:
+    return _send(messages.get(target.id, message), target)
 
 
 def shared_timezone(devices: Sequence[PushDevice]) -> str | None:
@@ -91,7 +123,7 @@ def shared_timezone(devices: Sequence[PushDevice]) -> str | None:
 # prepared statement: the ORM's query building was most of this read's cost, paid on
 # every push step (bench/RESULTS.md, issue 41).
 DEVICES_SQL = (
-    "SELECT id, provider, token, keys, timezone"
+    "SELECT id, provider, token, keys, timezone, locale"
     f" FROM {PushDevice._meta.db_table} WHERE recipient_id = %s ORDER BY created_at, id"
 )
 
@@ -107,8 +139,9 @@ def _devices(recipient_id: str) -> list[PushDevice]:
             token=token,
             keys=json.loads(keys) if isinstance(keys, str) else keys,
             timezone=zone,
+            locale=locale,
         )
-        for pk, provider, token, keys, zone in rows
+        for pk, provider, token, keys, zone, locale in rows
     ]
 
 

@@ -50,3 +50,20 @@ def test_change_page_shows_the_keys_missing_against_the_default_locale(console):
     french, _ = catalogue_put(locale="fr", namespace="shop", messages={"a": "Á"})
     page = console.get(reverse("admin:translations_catalogue_change", args=[french.pk]))
     assert "<code>b.c</code>" in page.content.decode()
+
+
+def test_workflow_form_refuses_a_key_the_default_locale_lacks_and_saves_default_locale(console):
+    from tests.console.test_workflows import form_data
+    from tests.factories import email_definition
+    from workflows.models import Workflow
+
+    catalogue_put(locale="fr", namespace="hello", messages={"hi": "Salut"})
+    definition = email_definition('{{ "hi" | t }}')
+    response = console.post(reverse("admin:workflows_workflow_add"), form_data("hello", definition))
+    assert response.status_code == 200
+    [error] = response.context["adminform"].form.errors["definition"]
+    assert "Node “mail”, field nodes[0].config.body" in error and "'hi'" in error
+    data = {**form_data("hello", definition), "default_locale": "fr"}
+    saved = console.post(reverse("admin:workflows_workflow_add"), data)
+    assert saved.status_code == 302
+    assert Workflow.objects.get(key="hello").default_locale == "fr"

@@ -56,3 +56,10 @@ def test_filters_render_without_a_locale_in_the_context():
 def test_translation_keys_lists_literal_keys_once():
     source = '{{ "a.b" | t }}{% if x %}{{ "c" | t: count: 2 }}{% endif %}{{ "a.b" | t }}{{ v | t }}'
     assert translation_keys(source) == ["a.b", "c"]
+
+
+def test_speaks_locale_names_templates_whose_output_depends_on_the_locale():
+    from workflows.templating import speaks_locale
+
+    assert speaks_locale('{{ "k" | t }}') and speaks_locale("{{ payload.at | datetime }}")
+    assert not speaks_locale("Order {{ payload.order | upcase }}")

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workflows', '0008_version_message'),
+        ("workflows", "0008_version_message"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='workflow',
-            name='default_locale',
-            field=models.CharField(blank=True, db_default='', default='', max_length=35),
+            model_name="workflow",
+            name="default_locale",
+            field=models.CharField(blank=True, db_default="", default="", max_length=35),
         ),
     ]

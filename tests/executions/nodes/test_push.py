@@ -398,3 +398,19 @@ def test_the_preview_shows_each_providers_payload_and_sends_nothing(fakes):
     assert payloads["apns"]["headers"]["apns-collapse-id"] == "order-42"
     assert payloads["webpush"]["url"] == "https://shop.example.com/o/42"
     assert fakes[0].received == [] and not Delivery.objects.exists()
+
+
+def test_each_device_gets_the_message_in_its_own_locale(fakes, dispatched):
+    from translations.services import catalogue_put
+
+    fcm, apns, _ = fakes
+    catalogue_put(locale="en", namespace="common", messages={"shipped": "Order shipped"})
+    catalogue_put(locale="fr", namespace="common", messages={"shipped": "Commande expédiée"})
+    ada = RecipientFactory(id="ada", locale="en")
+    phone(ada, locale="fr")
+    iphone(ada)
+    assert run(instance_for(ada, title='{{ "shipped" | t }}')) == StepOutcome.ADVANCED
+    ((_, message),) = fcm.received
+    assert message["notification"]["title"] == "Commande expédiée"
+    ((_, _, payload),) = apns.received
+    assert payload["aps"]["alert"]["title"] == "Order shipped"
