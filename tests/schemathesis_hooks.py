@@ -17,8 +17,11 @@ SCHEMATHESIS_HOOKS).
    ``until`` is not before its ``since`` and quiet hours' ``until`` is not their
    ``from`` (each a 400 naming ``until``), and channel data's URLs (a Web Push
    endpoint, a chat webhook) are on their allow-lists (``host_not_allowed``); the
-   channel-data operations name a recipient the test made. Only positive cases are
-   mapped: negative ones must stay invalid.
+   channel-data operations name a recipient the test made; a locale is one Babel knows
+   (``LOCALE``; an unknown one is 400 ``invalid_locale``), and a sync never prunes (it
+   would deactivate the run's workflow, after which every trigger of it is 400
+   ``inactive_workflow`` by contract). Only positive cases are mapped: negative ones must
+   stay invalid.
 3. An operation on one batch, fan-out or instance names the one the test made
    (``NOTIFYFLOW_FUZZ_OBJECTS``) in a positive case, so it reaches more than its 404.
 
@@ -56,6 +59,9 @@ WEBPUSH_ENDPOINT = "https://fcm.googleapis.com/fcm/send/fuzz"
 CHANNEL_DATA_RECIPIENT = "fuzz-channels"
 
 
+# A locale Babel knows, for every field and path parameter that names one.
+LOCALE = "fr"
+LOCALE_FIELDS = ("locale", "default_locale")
 # A valid definition (tests.factories needs Django's apps loaded; this module loads first).
 DEFINITION = {
     "entry_node_id": "hello",
@@ -137,6 +143,8 @@ def _existing_object(case: Any) -> None:
             case.path_parameters = {**(case.path_parameters or {}), "id": object_id}
     if case.operation.path.startswith("/api/v1/recipients/{id}/channel-data/"):
         case.path_parameters = {**(case.path_parameters or {}), "id": CHANNEL_DATA_RECIPIENT}
+    if case.operation.path.startswith("/api/v1/translations/{locale}/"):
+        case.path_parameters = {**(case.path_parameters or {}), "locale": LOCALE}
 
 
 def _throttle_query(case: Any) -> None:
@@ -167,9 +175,28 @@ def map_case(context: Any, case: Any) -> Any:
     return case
 
 
+def _known_locales(body: dict[str, Any]) -> None:
+    for field in LOCALE_FIELDS:
+        if isinstance(body.get(field), str):
+            body[field] = LOCALE
+
+
+def _synced_workflows(body: dict[str, Any]) -> None:
+    body["prune"] = False
+    specs = body.get("workflows") if isinstance(body.get("workflows"), list) else []
+    for spec in specs:
+        if isinstance(spec, dict):
+            _known_locales(spec)
+            if "definition" in spec:
+                spec["definition"] = DEFINITION
+
+
 def _positive_body(case: Any, body: dict[str, Any]) -> None:
     path, method = case.operation.path, case.method.upper()
-    if path.startswith("/api/v1/workflows/") and "definition" in body:
+    _known_locales(body)
+    if path == "/api/v1/workflows/sync/":
+        _synced_workflows(body)
+    elif path.startswith("/api/v1/workflows/") and "definition" in body:
         body["definition"] = DEFINITION
         if method == "PUT":
             body["key"] = case.path_parameters.get("key", body.get("key"))
