@@ -17,7 +17,10 @@ SCHEMATHESIS_HOOKS).
    ``until`` is not before its ``since`` and quiet hours' ``until`` is not their
    ``from`` (each a 400 naming ``until``), and channel data's URLs (a Web Push
    endpoint, a chat webhook) are on their allow-lists (``host_not_allowed``); the
-   channel-data operations name a recipient the test made; a locale is one Babel knows
+   channel-data operations and a test send name a recipient the test made (a test send,
+   the run's workflow: one a generated sync made may be inactive, 400
+   ``inactive_workflow``); a catalogue's messages nest no empty object (400
+   ``invalid_messages``: ``MESSAGES``); a locale is one Babel knows
    (``LOCALE``; an unknown one is 400 ``invalid_locale``), and a sync never prunes (it
    would deactivate the run's workflow, after which every trigger of it is 400
    ``inactive_workflow`` by contract). Only positive cases are mapped: negative ones must
@@ -62,6 +65,7 @@ CHANNEL_DATA_RECIPIENT = "fuzz-channels"
 # A locale Babel knows, for every field and path parameter that names one.
 LOCALE = "fr"
 LOCALE_FIELDS = ("locale", "default_locale")
+MESSAGES = {"greeting": "Bonjour", "order": {"shipped": {"one": "# colis", "other": "# colis"}}}
 # A valid definition (tests.factories needs Django's apps loaded; this module loads first).
 DEFINITION = {
     "entry_node_id": "hello",
@@ -145,6 +149,8 @@ def _existing_object(case: Any) -> None:
         case.path_parameters = {**(case.path_parameters or {}), "id": CHANNEL_DATA_RECIPIENT}
     if case.operation.path.startswith("/api/v1/translations/{locale}/"):
         case.path_parameters = {**(case.path_parameters or {}), "locale": LOCALE}
+    if case.operation.path == "/api/v1/workflows/{key}/test/":
+        case.path_parameters = {**(case.path_parameters or {}), "key": WORKFLOW}
 
 
 def _throttle_query(case: Any) -> None:
@@ -191,12 +197,25 @@ def _synced_workflows(body: dict[str, Any]) -> None:
                 spec["definition"] = DEFINITION
 
 
+def _authoring_body(path: str, body: dict[str, Any]) -> bool:
+    """A sync's, a test send's or a catalogue's body made valid; False for other paths."""
+    if path == "/api/v1/workflows/sync/":
+        _synced_workflows(body)
+    elif path == "/api/v1/workflows/{key}/test/":
+        body["recipient_id"] = CHANNEL_DATA_RECIPIENT
+    elif path.startswith("/api/v1/translations/") and "messages" in body:
+        body["messages"] = MESSAGES
+    else:
+        return False
+    return True
+
+
 def _positive_body(case: Any, body: dict[str, Any]) -> None:
     path, method = case.operation.path, case.method.upper()
     _known_locales(body)
-    if path == "/api/v1/workflows/sync/":
-        _synced_workflows(body)
-    elif path.startswith("/api/v1/workflows/") and "definition" in body:
+    if _authoring_body(path, body):
+        return
+    if path.startswith("/api/v1/workflows/") and "definition" in body:
         body["definition"] = DEFINITION
         if method == "PUT":
             body["key"] = case.path_parameters.get("key", body.get("key"))

@@ -3,9 +3,8 @@ here."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
-
-from django.utils.text import slugify
 
 from notifyflow.errors import ApplicationError
 
@@ -13,15 +12,13 @@ from . import selectors
 from .locales import locale_check, messages_check
 from .models import Catalogue
 
+# What a workflow key may be (its SlugField): a namespace is one, or ``common``.
+NAMESPACE_PATTERN = r"^[-a-zA-Z0-9_]{1,100}$"
+
 
 def namespace_check(namespace: str, *, field: str = "namespace") -> str:
     """A workflow key or ``common``: a slug, else 400 ``invalid_namespace``."""
-    if (
-        not isinstance(namespace, str)
-        or not namespace
-        or len(namespace) > 100
-        or slugify(namespace) != namespace
-    ):
+    if not isinstance(namespace, str) or not re.fullmatch(NAMESPACE_PATTERN, namespace):
         raise ApplicationError(
             code="invalid_namespace",
             field=field,

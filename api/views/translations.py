@@ -5,7 +5,7 @@ namespaces (and reads ``common``)."""
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,7 +16,12 @@ from notifyflow.errors import ApplicationError
 from translations.locales import locale_check
 from translations.models import COMMON_NAMESPACE, Catalogue
 from translations.selectors import catalogue_get, catalogue_list
-from translations.services import catalogue_delete, catalogue_put, namespace_check
+from translations.services import (
+    NAMESPACE_PATTERN,
+    catalogue_delete,
+    catalogue_put,
+    namespace_check,
+)
 
 from ..permissions import actor, require_workflow
 from ..serializers.translations import (
@@ -39,6 +44,23 @@ class TranslationListView(ApiView):
         return Response(self.get_serializer({"results": catalogues}).data)
 
 
+@extend_schema(
+    parameters=[
+        OpenApiParameter(
+            "locale",
+            str,
+            OpenApiParameter.PATH,
+            description="A locale Babel knows (BCP 47: en, pt-BR); else 400 invalid_locale",
+        ),
+        OpenApiParameter(
+            "namespace",
+            str,
+            OpenApiParameter.PATH,
+            pattern=NAMESPACE_PATTERN,
+            description="A workflow key, or common",
+        ),
+    ]
+)
 class TranslationDetailView(ApiView):
     """One catalogue. GET of one never written: 404 ``translation_not_found``."""
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -32,9 +31,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bench.scenarios.common import PAYLOAD, Ctx, S, ms
-from executions import engine
+from bench.scenarios.in_process import due_instances, timed_steps
 from executions.recording import postgres as pg_recording
-from notifyflow.ids import uuid7
 from recipients.models import Recipient
 from triggers import state
 from triggers.models import TriggerInstance
@@ -89,38 +87,7 @@ def _instances(wf: Workflow, group: str, n: int, tag: str) -> list[uuid.UUID]:
         for i in range(n)
     ]
     Recipient.objects.bulk_create(people, batch_size=1000)
-    version = wf.current_version
-    past = timezone.now() - timedelta(seconds=1)
-    rows = [
-        TriggerInstance(
-            id=uuid7(),
-            workflow=wf,
-            workflow_version=version,
-            idempotency_key=f"{tag}-{group}-{i}",
-            payload=PAYLOAD,
-            status=S.ENQUEUED,
-            current_node_id="hello",
-            vars={},
-            attempts=0,
-            available_at=past,
-            dispatched_at=past,
-            recipient=person,
-        )
-        for i, person in enumerate(people)
-    ]
-    TriggerInstance.objects.bulk_create(rows, batch_size=1000)
-    return [r.id for r in rows]
-
-
-def _run(ids: list[uuid.UUID]) -> tuple[list[float], list[float]]:
-    """Each step's (wall, CPU) seconds."""
-    wall, cpu = [], []
-    for instance_id in ids:
-        w0, c0 = time.perf_counter(), time.process_time()
-        engine.step_execute(instance_id=instance_id, worker="bench")
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    return wall, cpu
+    return due_instances(wf, people, key_prefix=f"{tag}-{group}", node_id="hello", payload=PAYLOAD)
 
 
 def _claims(ids: list[uuid.UUID], how: str) -> list[float]:
@@ -158,7 +125,7 @@ def _claim_costs(wf: Workflow, rounds: int, n: int, tag: str) -> dict[str, float
 
 def _queries_per_step(ids: list[uuid.UUID]) -> float:
     with CaptureQueriesContext(connection) as captured:
-        _run(ids)
+        timed_steps(ids)
     return len(captured.captured_queries) / len(ids)
 
 
@@ -171,7 +138,7 @@ def scenario_preferences(ctx: Ctx) -> None:
     tag = uuid.uuid4().hex[:6]
     # Warm-up (caches, prepared statements), then the query counts, untimed.
     for group in GROUPS:
-        _run(_instances(wf, group, 20, f"{tag}-warm"))
+        timed_steps(_instances(wf, group, 20, f"{tag}-warm"))
     queries = {g: _queries_per_step(_instances(wf, g, 10, f"{tag}-q")) for g in GROUPS}
     wall: dict[str, list[float]] = {g: [] for g in GROUPS}
     cpu: dict[str, list[float]] = {g: [] for g in GROUPS}
@@ -182,7 +149,7 @@ def scenario_preferences(ctx: Ctx) -> None:
         for start in range(0, per_round, chunk):
             turn = start // chunk + r
             for group in order if turn % 2 == 0 else reversed(order):
-                w, c = _run(ids[group][start : start + chunk])
+                w, c = timed_steps(ids[group][start : start + chunk])
                 wall[group] += w
                 cpu[group] += c
     # On a workflow of their own: these claims are left processing.

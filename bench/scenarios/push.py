@@ -26,9 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +34,11 @@ from django.conf import settings
 from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from bench.infra import ROOT
 from bench.scenarios.common import Ctx, S, ms
-from executions import engine
+from bench.scenarios.in_process import due_instances, timed_steps
 from executions.providers import connections
-from notifyflow.ids import uuid7
 from recipients.models import PushDevice, Recipient
 from triggers.models import TriggerInstance
 from workflows.models import Workflow
@@ -133,48 +129,18 @@ def _instances(
             )
     PushDevice.objects.bulk_create(devices, batch_size=1000)
     flow = flows["email" if group == "email" else "push"]
-    past = timezone.now() - timedelta(seconds=1)
-    rows = [
-        TriggerInstance(
-            id=uuid7(),
-            workflow=flow,
-            workflow_version=flow.current_version,
-            idempotency_key=f"{tag}-{group}-{i}",
-            payload=PAYLOAD,
-            status=S.ENQUEUED,
-            current_node_id="send",
-            vars={},
-            attempts=0,
-            available_at=past,
-            dispatched_at=past,
-            recipient=person,
-        )
-        for i, person in enumerate(people)
-    ]
-    TriggerInstance.objects.bulk_create(rows, batch_size=1000)
-    return [row.id for row in rows]
-
-
-def _run(ids: list[uuid.UUID]) -> tuple[list[float], list[float]]:
-    """Each step's (wall, CPU) seconds."""
-    wall, cpu = [], []
-    for instance_id in ids:
-        w0, c0 = time.perf_counter(), time.process_time()
-        engine.step_execute(instance_id=instance_id, worker="bench")
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    return wall, cpu
+    return due_instances(flow, people, key_prefix=f"{tag}-{group}", node_id="send", payload=PAYLOAD)
 
 
 def _measure(ctx: Ctx, fakes: Fakes, flows: dict[str, Workflow]) -> dict[str, Any]:
     rounds, per_round = (2, 60) if ctx.quick else (4, 250)
     tag = uuid.uuid4().hex[:6]
     for group in GROUPS:  # warm-up: clients built, tokens fetched, statements prepared
-        _run(_instances(fakes, flows, group, 10, f"{tag}-warm"))
+        timed_steps(_instances(fakes, flows, group, 10, f"{tag}-warm"))
     queries = {}
     for group in GROUPS:
         with CaptureQueriesContext(connection) as captured:
-            _run(_instances(fakes, flows, group, 10, f"{tag}-q"))
+            timed_steps(_instances(fakes, flows, group, 10, f"{tag}-q"))
         queries[group] = len(captured.captured_queries) / 10
     opened_before = {p: connections.connections_opened(p) for p in ("fcm", "apns", "webpush")}
     wall: dict[str, list[float]] = {g: [] for g in GROUPS}
@@ -185,7 +151,7 @@ def _measure(ctx: Ctx, fakes: Fakes, flows: dict[str, Workflow]) -> dict[str, An
         for start in range(0, per_round, chunk):
             turn = start // chunk + r
             for group in GROUPS if turn % 2 == 0 else reversed(GROUPS):
-                w, c = _run(ids[group][start : start + chunk])
+                w, c = timed_steps(ids[group][start : start + chunk])
                 wall[group] += w
                 cpu[group] += c
     measured = TriggerInstance.objects.filter(workflow__in=flows.values())

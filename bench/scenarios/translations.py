@@ -14,18 +14,14 @@ medians and the queries per step (the catalogues are cached per process: none).
 from __future__ import annotations
 
 import statistics
-import time
 import uuid
-from datetime import timedelta
 from typing import Any
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from bench.scenarios.common import Ctx, S, ms
-from executions import engine
-from notifyflow.ids import uuid7
+from bench.scenarios.in_process import due_instances, timed_steps
 from recipients.models import Recipient
 from translations.services import catalogue_put
 from triggers.models import TriggerInstance
@@ -82,48 +78,18 @@ def _workflows() -> dict[str, Workflow]:
 def _instances(flow: Workflow, n: int, tag: str) -> list[uuid.UUID]:
     people = [Recipient(id=f"{tag}-{i}", locale="fr", timezone="Europe/Paris") for i in range(n)]
     Recipient.objects.bulk_create(people, batch_size=1000)
-    past = timezone.now() - timedelta(seconds=1)
-    rows = [
-        TriggerInstance(
-            id=uuid7(),
-            workflow=flow,
-            workflow_version=flow.current_version,
-            idempotency_key=f"{tag}-{i}",
-            payload=PAYLOAD,
-            status=S.ENQUEUED,
-            current_node_id="bell",
-            vars={},
-            attempts=0,
-            available_at=past,
-            dispatched_at=past,
-            recipient=person,
-        )
-        for i, person in enumerate(people)
-    ]
-    TriggerInstance.objects.bulk_create(rows, batch_size=1000)
-    return [row.id for row in rows]
-
-
-def _run(ids: list[uuid.UUID]) -> tuple[list[float], list[float]]:
-    """Each step's (wall, CPU) seconds."""
-    wall, cpu = [], []
-    for instance_id in ids:
-        w0, c0 = time.perf_counter(), time.process_time()
-        engine.step_execute(instance_id=instance_id, worker="bench")
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    return wall, cpu
+    return due_instances(flow, people, key_prefix=tag, node_id="bell", payload=PAYLOAD)
 
 
 def _measure(ctx: Ctx, flows: dict[str, Workflow]) -> dict[str, Any]:
     rounds, per_round = (2, 100) if ctx.quick else (4, 500)
     tag = uuid.uuid4().hex[:6]
     for group in GROUPS:  # warm-up: templates compiled, catalogues cached
-        _run(_instances(flows[group], 10, f"{tag}-{group}-warm"))
+        timed_steps(_instances(flows[group], 10, f"{tag}-{group}-warm"))
     queries = {}
     for group in GROUPS:
         with CaptureQueriesContext(connection) as captured:
-            _run(_instances(flows[group], 10, f"{tag}-{group}-q"))
+            timed_steps(_instances(flows[group], 10, f"{tag}-{group}-q"))
         queries[group] = len(captured.captured_queries) / 10
     wall: dict[str, list[float]] = {g: [] for g in GROUPS}
     cpu: dict[str, list[float]] = {g: [] for g in GROUPS}
@@ -133,7 +99,7 @@ def _measure(ctx: Ctx, flows: dict[str, Workflow]) -> dict[str, Any]:
         for start in range(0, per_round, chunk):
             turn = start // chunk + r
             for group in GROUPS if turn % 2 == 0 else reversed(GROUPS):
-                w, c = _run(ids[group][start : start + chunk])
+                w, c = timed_steps(ids[group][start : start + chunk])
                 wall[group] += w
                 cpu[group] += c
     measured = TriggerInstance.objects.filter(workflow__in=flows.values())

@@ -68,8 +68,15 @@ def test_bad_body_is_400_naming_the_field(api, body, field, code):
 
 def test_bad_locale_or_namespace_is_400(api):
     assert api.get("/api/v1/translations/klingon/welcome/").json()["code"] == ("invalid_locale")
-    response = api.put("/api/v1/translations/en/Bad_Space/", {"messages": {}}, format="json")
-    assert response.status_code == 400
+    response = api.put("/api/v1/translations/en/bad.dot/", {"messages": {}}, format="json")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_namespace")
+
+
+def test_any_workflow_key_is_a_namespace_capitals_and_underscores_too(api):
+    # A workflow key is a SlugField: Billing_EU is one, so its catalogue must be storable.
+    body = {"messages": {"a": "A"}}
+    assert api.put("/api/v1/translations/en/Billing_EU/", body, format="json").status_code == 201
+    assert api.get("/api/v1/translations/en/Billing_EU/").json()["messages"] == {"a": "A"}
 
 
 def test_read_key_reads_but_cannot_write():
