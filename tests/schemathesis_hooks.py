@@ -17,7 +17,8 @@ SCHEMATHESIS_HOOKS).
    ``until`` is not before its ``since`` and quiet hours' ``until`` is not their
    ``from`` (each a 400 naming ``until``), and channel data's URLs (a Web Push
    endpoint, a chat webhook) are on their allow-lists (``host_not_allowed``); the
-   channel-data operations and a test send name a recipient the test made (a test send,
+   channel-data operations and a test send name a recipient the test made, a sync names
+   each workflow once (a test send,
    the run's workflow: one a generated sync made may be inactive, 400
    ``inactive_workflow``); a catalogue's messages nest no empty object (400
    ``invalid_messages``: ``MESSAGES``); a locale is one Babel knows
@@ -190,8 +191,11 @@ def _known_locales(body: dict[str, Any]) -> None:
 def _synced_workflows(body: dict[str, Any]) -> None:
     body["prune"] = False
     specs = body.get("workflows") if isinstance(body.get("workflows"), list) else []
-    for spec in specs:
+    for index, spec in enumerate(specs):
         if isinstance(spec, dict):
+            # One spec per key (a key twice is 400 duplicate_key, which no schema says).
+            if isinstance(spec.get("key"), str):
+                spec["key"] = f"fuzz-synced-{index}"
             _known_locales(spec)
             if "definition" in spec:
                 spec["definition"] = DEFINITION
