@@ -44,7 +44,7 @@ class TranslateKey(Translate):
         # python-liquid's own count check takes 1 for True (``1 in (True,)``) and would
         # never choose the singular: the plural is chosen here.
         try:
-            n = int(count)  # type: ignore[call-overload]
+            n = int(count)
         except (TypeError, ValueError):
             n = 0
         key = to_liquid_string(__left, autoescape=False)

@@ -17,8 +17,9 @@ class MessagesField(JsonObjectField):
     the first bad value), held to the payload size limit like other bodies."""
 
     def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", True)
+        kwargs.setdefault("default", serializers.empty)
         super().__init__(**kwargs)
-        self.required, self.default = True, serializers.empty
 
     def run_validation(self, data: Any = serializers.empty) -> Any:
         value = super().run_validation(data)
