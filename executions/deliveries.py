@@ -5,8 +5,15 @@ crash sends it again. What stays at-least-once: a worker that dies (or loses its
 database connection for longer than the engine retries the outcome: while the lease
 holds and before the soft time limit) after the provider accepted the message but
 before the step's outcome transaction commits - the ``sent`` record is written in that
-transaction. Such a delivery is left ``sending`` and the next attempt sends again, with
-the same idempotency key (the email Message-ID header; Twilio's Messages API takes none).
+transaction. The next attempt (the lease's recovery) sends again, with the same
+idempotency key (the email Message-ID header; Twilio's Messages API takes none).
+
+The claim is the mark that a send is under way: the instance is ``processing`` on this
+node under one lease, and the delivery row is written once, with the outcome (an
+upsert that never overwrites ``sent``; its ``attempts`` is the node's attempt number,
+counting a crashed one). A send to several targets marks its row ``sending`` first
+(``mark=True``): each accepted target's result is written to it while the others'
+answers are awaited.
 
 Every send holds one of its channel's send slots (``channel_slots``): a hung provider
 holds only its channel's share of the worker.
@@ -60,11 +67,17 @@ _BEGIN_SQL = (
 
 
 def guarded_send(
-    *, step: StepContext, channel: str, recipient: str, send: Callable[[], dict]
+    *,
+    step: StepContext,
+    channel: str,
+    recipient: str,
+    send: Callable[[], dict],
+    mark: bool = False,
 ) -> dict[str, Any]:
     """Call ``send`` unless this node's message was already sent; return its output.
     ``recipient`` (the rendered address or number) is recorded, normalized, on the
-    delivery row.
+    delivery row. ``mark``: write the row ``sending`` before the send (a send to several
+    targets writes its results to it as they come).
 
     The outcome is not written here: ``step.delivery.pending`` (and every provider call,
     ``step.delivery.attempts``) carries it to the step's outcome transaction
@@ -77,12 +90,19 @@ def guarded_send(
     # A send slot of the channel first (ChannelBusy if none: nothing begun, nothing to
     # record), held until the provider call returns.
     with channel_slot(channel):
-        return _send_guarded(step, channel, recipient, send)
+        if mark:
+            deduplicated = _mark_sending(step, channel, recipient)
+            if deduplicated is not None:
+                return deduplicated
+        else:
+            step.delivery.attempt = step.instance.attempts + 1
+        step.delivery.channel = channel
+        return _send_recorded(step, recipient, send)
 
 
-def _send_guarded(
-    step: StepContext, channel: str, recipient: str, send: Callable[[], dict]
-) -> dict[str, Any]:
+def _mark_sending(step: StepContext, channel: str, recipient: str) -> dict[str, Any] | None:
+    """The row ``sending`` (its id and attempt on ``step.delivery``); the output of the
+    send instead when an attempt that finished after our claim read it has sent it."""
     now = timezone.now()
     # The column's own adaptation (a UUID on PostgreSQL, its hex on SQLite).
     instance_id = _DELIVERY.get_field("instance").get_db_prep_value(step.instance_id, connection)
@@ -101,7 +121,18 @@ def _send_guarded(
         )
         return {**output, "deduplicated": True}
     step.delivery.id, step.delivery.attempt = began[0], began[1]
-    step.delivery.channel = channel
+    return None
+
+
+def _send_recorded(step: StepContext, recipient: str, send: Callable[[], dict]) -> dict[str, Any]:
+    """Call ``send``; its outcome goes to ``step.delivery.pending`` (raising the
+    ProviderError it raised)."""
+    channel = step.delivery.channel
+    row = {
+        "channel": channel,
+        "recipient": normalize_recipient(recipient),
+        "attempts": step.delivery.attempt,
+    }
     # No transaction is open here: the provider call never holds a database lock.
     started = time.perf_counter()
     try:
@@ -111,6 +142,7 @@ def _send_guarded(
     except ProviderError as exc:
         metrics.PROVIDER_SECONDS.labels(channel, "failed").observe(time.perf_counter() - started)
         step.delivery.pending = {
+            **row,
             "status": DeliveryStatus.FAILED,
             "output": {"error": str(exc)},
             "provider_message_id": "",
@@ -119,6 +151,7 @@ def _send_guarded(
         raise
     metrics.PROVIDER_SECONDS.labels(channel, "sent").observe(time.perf_counter() - started)
     step.delivery.pending = {
+        **row,
         "status": DeliveryStatus.SENT,
         "output": output,
         "provider_message_id": str(output.get("message_id", ""))[:255],
@@ -135,20 +168,29 @@ def _targets(step: StepContext) -> dict[str, Any]:
 def record_delivery(step: StepContext) -> None:
     """Write the send's outcome and its provider attempts; called inside the step's
     outcome transaction. Written even when the step's own write is fenced out: the
-    message *was* sent (and the attempts were made)."""
+    message *was* sent (and the attempts were made). Never over a ``sent`` row: an
+    attempt that finished first stands."""
     if not step.delivery.pending:
         return
-    updated = Delivery.objects.filter(
-        instance_id=step.instance_id, node_id=step.node_id, status=DeliveryStatus.SENDING
-    ).update(updated_at=timezone.now(), **step.delivery.pending)
+    pending = {**step.delivery.pending, "updated_at": timezone.now()}
+    rows = Delivery.objects.filter(instance_id=step.instance_id, node_id=step.node_id)
+    found = rows.values_list("id", "status", "attempts").first()
+    if found is None:
+        delivery = Delivery.objects.create(
+            instance_id=step.instance_id, node_id=step.node_id, **pending
+        )
+        found, updated = (delivery.pk, "", 0), True
+    else:
+        pending["attempts"] = max(found[2], pending["attempts"])
+        updated = found[1] != DeliveryStatus.SENT and bool(
+            rows.exclude(status=DeliveryStatus.SENT).update(**pending)
+        )
     sent = sent_event(step)
     if updated and sent is not None:
         record(events=[sent])
-    if step.delivery.id is None:
-        return
     DeliveryAttempt.objects.bulk_create(
         [
-            DeliveryAttempt(delivery_id=step.delivery.id, attempt=step.delivery.attempt, **row)
+            DeliveryAttempt(delivery_id=found[0], attempt=step.delivery.attempt, **row)
             for row in step.delivery.attempts
         ]
     )

@@ -2,7 +2,8 @@
 connections - as one delivery with a result per target.
 
 The delivery guard (``deliveries.guarded_send``) holds around the whole send: one
-``Delivery`` row per (instance, node), its ``sending`` marker, the channel's send slot,
+``Delivery`` row per (instance, node), marked ``sending`` first when there are several
+targets, the channel's send slot,
 one ``DeliveryAttempt`` row per provider call. Inside it each target gets its own
 result (``providers.targets.TargetResult``), kept by target id in the delivery's
 ``targets`` column:
@@ -124,7 +125,9 @@ def send_to_targets(
     were dead. ``noun`` names a target in errors ("device", "connection")."""
     step.delivery.secrets = [secret for target in targets for secret in target.secrets]
     run = partial(_send_all, step, list(targets), send, remove_dead, noun)
-    return guarded_send(step=step, channel=channel, recipient="", send=run)
+    # Several targets: the row is marked first, each accepted target's result written to
+    # it while the others are awaited.
+    return guarded_send(step=step, channel=channel, recipient="", send=run, mark=len(targets) > 1)
 
 
 def _send_all(
@@ -255,6 +258,8 @@ _SAVE_SQL = (
 def _save(step: StepContext, results: Mapping[str, Any]) -> None:
     """The results so far, durably, while the other targets' answers are awaited
     (autocommit: no transaction is open while a step sends)."""
+    if step.delivery.id is None:  # one target (no mark): its result goes with the outcome
+        return
     targets = _DELIVERY.get_field("targets").get_db_prep_value(dict(results), connection)
     with connection.cursor() as cursor:
         db.execute(cursor, _SAVE_SQL, [targets, step.delivery.id])

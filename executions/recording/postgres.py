@@ -18,9 +18,10 @@ PostgreSQL receives it, part by part::
        , audit AS (INSERT ... FROM moved)         -- its audit row, if audited (ibid.)
        , step_log AS (step_log_insert_sql)        -- the step log; its error columns say
                                                   --   whether APPLIED
-       , delivery_outcome AS (_outcome_update)    -- a send's outcome, APPLIED or not: the
-                                                  --   message was sent (SENT_RECORDED)
-       , attempts AS (ATTEMPT_INSERT VALUES ...)  -- its provider calls (_attempts_insert)
+       , delivery_outcome AS (INSERT ... ON       -- a send's outcome, APPLIED or not: the
+           CONFLICT DO UPDATE ... WHERE           --   message was sent (SENT_RECORDED);
+           status <> 'sent')                      --   the row's only write (_outcome_upsert)
+       , attempts AS (INSERT ... VALUES ...)      -- its provider calls (_attempts_insert)
        , inbox_consumed AS (INBOX_CONSUME)        -- a wait's event, if APPLIED
        , emitted AS (EMIT_INSERT)                 -- an emit's outbox row, if APPLIED
     SELECT EXISTS (SELECT 1 FROM moved)           -- APPLIED: the statement's answer
@@ -212,76 +213,116 @@ def _step_log_insert(rec: StepRecord, *, only_if_applied: bool) -> state.Stateme
 
 # --- the delivery's outcome and its provider attempts ----------------------------------
 
-# The delivery's UPDATE, named: ``delivery.sent`` is written when it applied (the
-# message was sent, the row was still 'sending'), whether or not the transition did.
+# The delivery's upsert, named: ``delivery.sent`` is written when it applied (the
+# message was sent, the row was not 'sent' yet), whether or not the transition did.
 OUTCOME_CTE = "delivery_outcome"
 SENT_RECORDED = f"EXISTS (SELECT 1 FROM {OUTCOME_CTE})"
 
 _DELIVERY_TABLE = f'"{_DELIVERY.db_table}"'
 _DELIVERY_FIELDS = {f.name: f for f in _DELIVERY.concrete_fields}
 _ATTEMPT_FIELDS = {f.name: f for f in DeliveryAttempt._meta.concrete_fields if not f.primary_key}
-_ATTEMPT_COLUMNS = ", ".join(f'"{field.column}"' for field in _ATTEMPT_FIELDS.values())
-ATTEMPT_INSERT = f'INSERT INTO "{DeliveryAttempt._meta.db_table}" ({_ATTEMPT_COLUMNS})'
 
 
 def _delivery_outcome_statements(
     step: StepContext, *, only_if_applied: bool = False
 ) -> list[state.Statement]:
-    """``deliveries.record_delivery`` as statements: the delivery's UPDATE and its
+    """``deliveries.record_delivery`` as statements: the delivery's upsert and its
     attempts' INSERT; none when nothing was sent.
 
-    The UPDATE applies whatever the transition does (the message *was* sent). With
+    The upsert applies whatever the transition does (the message *was* sent). With
     ``only_if_applied`` (a replay after a lost connection) each attempt row is written
     only with the transition, like the step log, so a replay after a landed COMMIT adds
     none."""
     if not step.delivery.pending:
         return []
-    return [_outcome_update(step), *_attempts_insert(step, only_if_applied)]
+    return [_outcome_upsert(step), *_attempts_insert(step, only_if_applied)]
 
 
-def _outcome_update(step: StepContext) -> state.Statement:
-    """``UPDATE delivery SET <the pending outcome>, updated_at WHERE
-    (instance, node) AND status = 'sending' RETURNING id``."""
+_UPSERT_KEY = f"{_q(_DELIVERY, 'instance')}, {_q(_DELIVERY, 'node_id')}"
+_STATUS, _ATTEMPTS = _q(_DELIVERY, "status"), _q(_DELIVERY, "attempts")
+
+
+@functools.cache
+def _outcome_upsert_sql(names: tuple[str, ...]) -> str:
+    """``INSERT INTO delivery (instance, node, <names>) VALUES ... ON CONFLICT (instance,
+    node) DO UPDATE SET <names> WHERE status <> 'sent' RETURNING id``: a single send's
+    row is written once, here; a marked one (``sending``) or an earlier attempt's
+    (``failed``) is updated; a ``sent`` one stands (an attempt that finished first, or
+    this statement's first run when it is replayed). ``attempts`` never goes down (a
+    mark counted its own)."""
     fields = _DELIVERY_FIELDS
-    values = {**step.delivery.pending, "updated_at": timezone.now()}
-    sets = ", ".join(f'"{fields[name].column}" = %s' for name in values)
+    columns = ", ".join(f'"{fields[name].column}"' for name in ("instance", "node_id", *names))
+    sets = ", ".join(
+        f"{_ATTEMPTS} = GREATEST({_DELIVERY_TABLE}.{_ATTEMPTS}, excluded.{_ATTEMPTS})"
+        if name == "attempts"
+        else f'"{fields[name].column}" = excluded."{fields[name].column}"'
+        for name in names
+        if name != "created_at"
+    )
+    return (
+        f"INSERT INTO {_DELIVERY_TABLE} ({columns})"
+        f" VALUES ({', '.join(['%s'] * (len(names) + 2))})"
+        f" ON CONFLICT ({_UPSERT_KEY}) DO UPDATE SET {sets}"
+        f" WHERE {_DELIVERY_TABLE}.{_STATUS} <> '{DeliveryStatus.SENT}'"
+        f" RETURNING {_q(_DELIVERY, 'id')}"
+    )
+
+
+def _outcome_upsert(step: StepContext) -> state.Statement:
+    """The delivery's outcome (``_outcome_upsert_sql``), named ``OUTCOME_CTE``."""
+    fields = _DELIVERY_FIELDS
+    now = timezone.now()
+    values = {**step.delivery.pending, "created_at": now, "updated_at": now}
     conn = db.current()
     params = [fields[name].get_db_prep_save(value, conn) for name, value in values.items()]
     return state.Statement(
-        f"UPDATE {_DELIVERY_TABLE} SET {sets}"
-        f" WHERE {_q(_DELIVERY, 'instance')} = %s AND {_q(_DELIVERY, 'node_id')} = %s"
-        f" AND {_q(_DELIVERY, 'status')} = %s RETURNING {_q(_DELIVERY, 'id')}",
-        [*params, step.instance_id, step.node_id, DeliveryStatus.SENDING],
+        _outcome_upsert_sql(tuple(values)),
+        [step.instance_id, step.node_id, *params],
         name=OUTCOME_CTE,
     )
 
 
+# The delivery's id for its attempt rows: the row the outcome wrote, else (a ``sent`` row
+# that stood) the one there already. Parameters: instance, node.
+_DELIVERY_ID = (
+    f"COALESCE((SELECT {_q(_DELIVERY, 'id')} FROM {OUTCOME_CTE}),"
+    f" (SELECT {_q(_DELIVERY, 'id')} FROM {_DELIVERY_TABLE}"
+    f" WHERE {_q(_DELIVERY, 'instance')} = %s AND {_q(_DELIVERY, 'node_id')} = %s))"
+)
+
+
 def _attempts_insert(step: StepContext, only_if_applied: bool) -> list[state.Statement]:
-    """One ``INSERT ... VALUES`` of every provider call; on a replay one
-    ``INSERT ... SELECT ... WHERE APPLIED`` each. None when no provider was called."""
-    if not step.delivery.attempts or step.delivery.id is None:
+    """One ``INSERT ... SELECT`` of every provider call (``VALUES`` joined to the
+    delivery's id); on a replay one ``INSERT ... SELECT ... WHERE APPLIED`` each. None
+    when no provider was called."""
+    if not step.delivery.attempts:
         return []
-    names = list(_ATTEMPT_FIELDS)
+    names = [name for name in _ATTEMPT_FIELDS if name != "delivery"]
     placeholders = ", ".join(["%s"] * len(names))
     rows: list[list[Any]] = []
     conn = db.current()
     for attempt in step.delivery.attempts:
-        values = {"delivery": step.delivery.id, "attempt": step.delivery.attempt, **attempt}
+        values = {"attempt": step.delivery.attempt, **attempt}
         rows.append([_ATTEMPT_FIELDS[n].get_db_prep_save(values[n], conn) for n in names])
+    key = [step.instance_id, step.node_id]
+    columns = ", ".join(f'"{_ATTEMPT_FIELDS[n].column}"' for n in names)
+    insert = (
+        f'INSERT INTO "{DeliveryAttempt._meta.db_table}"'
+        f' ("{_ATTEMPT_FIELDS["delivery"].column}", {columns})'
+    )
     if only_if_applied:
         return [
             state.Statement(
-                f"{ATTEMPT_INSERT} SELECT {placeholders} WHERE {state.APPLIED}",
-                row,
+                f"{insert} SELECT {_DELIVERY_ID}, {placeholders} WHERE {state.APPLIED}",
+                [*key, *row],
                 name=f"attempt_{index}",
             )
             for index, row in enumerate(rows)
         ]
-    values_sql = ", ".join(f"({placeholders})" for _ in rows)
     return [
         state.Statement(
-            f"{ATTEMPT_INSERT} VALUES {values_sql}",
-            [p for row in rows for p in row],
+            f"{insert} VALUES {', '.join(f'({_DELIVERY_ID}, {placeholders})' for _ in rows)}",
+            [p for row in rows for p in (*key, *row)],
             name="attempts",
         )
     ]
@@ -369,7 +410,7 @@ def record_reconnecting(
     (``time.monotonic()``).
 
     Safe to repeat: the transition is fenced on the lease token and the delivery update
-    on status 'sending', so they apply once; a replay writes the step log (and consumes
+    on a status not 'sent', so they apply once; a replay writes the step log (and consumes
     an event, writes an outbox row, a provider attempt) only together with the
     transition (had the first COMMIT landed after all, those rows exist). Raises the
     connection error when the database stays away past the deadline.

@@ -8,9 +8,10 @@ import pytest
 from django.core import mail
 
 from executions import engine
+from executions.models import Delivery, DeliveryAttempt, DeliveryStatus
 from executions.providers import sms
 from tests.factories import TriggerInstanceFactory, WorkflowFactory
-from triggers.models import TriggerStatus
+from triggers.models import TriggerInstance, TriggerStatus
 from workflows.definition import DefinitionError, validate_definition
 
 pytestmark = pytest.mark.django_db
@@ -107,3 +108,62 @@ def test_sms_to_e164_number_is_sent(dispatched):
     instance = _run(_sms_definition(), {"phone": "+15005550006"})
     assert instance.status == TriggerStatus.COMPLETED
     assert sms.outbox[0].to == "+15005550006"
+
+
+# --- the delivery guard: the row written once, with the outcome ---------------------
+
+ONE_SMS = {
+    "entry_node_id": "text",
+    "edges": [],
+    "nodes": [{"id": "text", "type": "sms", "config": {"to": "+15005550006", "body": "hi"}}],
+}
+
+
+class RecordedMeanwhileSmsBackend(sms.LocmemSmsBackend):
+    """Sends, and meanwhile an earlier attempt of the same step (its lease expired while
+    its provider hung) records the message sent first."""
+
+    def send(self, message: sms.SmsMessage) -> sms.SmsSendResult:
+        instance = TriggerInstance.objects.get(status=TriggerStatus.PROCESSING)
+        Delivery.objects.create(
+            instance=instance,
+            node_id="text",
+            channel="sms",
+            status=DeliveryStatus.SENT,
+            provider_message_id="first",
+            output={"message_id": "first"},
+            attempts=1,
+        )
+        return super().send(message)
+
+
+@pytest.mark.both_databases
+def test_a_send_recorded_sent_meanwhile_by_another_attempt_stays_as_that_attempt_wrote_it(
+    settings,
+):
+    settings.SMS_BACKEND = "tests.executions.test_deliveries.RecordedMeanwhileSmsBackend"
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=ONE_SMS))
+
+    engine.step_execute(instance_id=instance.pk)
+
+    delivery = Delivery.objects.get(instance=instance)
+    assert (delivery.status, delivery.provider_message_id) == (DeliveryStatus.SENT, "first")
+    assert delivery.output == {"message_id": "first"}
+    # This attempt's provider call is on the record all the same, on that row.
+    (attempt,) = DeliveryAttempt.objects.filter(delivery=delivery)
+    assert attempt.provider == settings.SMS_BACKEND and attempt.message_id != "first"
+
+
+@pytest.mark.both_databases
+def test_a_send_after_a_crashed_attempt_counts_that_attempt_too():
+    # A worker killed mid-send leaves the instance 'processing' and no delivery record;
+    # the lease's recovery counts the attempt (attempts=1) and the next one sends.
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=ONE_SMS), attempts=1)
+
+    engine.step_execute(instance_id=instance.pk)
+
+    delivery = Delivery.objects.get(instance=instance)
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.SENT, 2)
+    assert list(
+        DeliveryAttempt.objects.filter(delivery=delivery).values_list("attempt", flat=True)
+    ) == [2]

@@ -90,7 +90,7 @@ def test_outcome_write_gives_up_before_the_soft_time_limit_or_the_lease(settings
         engine.step_execute(instance_id=instance.pk)
 
     assert 20 <= writes[-1] - writes[0] < 30  # within the soft limit, less the margin
-    # Left to the lease: still claimed, its send waiting in 'sending' for the sweeper.
+    # Left to the lease: still claimed; the sweeper recovers it and the send is retried.
     assert TriggerInstance.objects.get(pk=instance.pk).status == TriggerStatus.PROCESSING
 
 
