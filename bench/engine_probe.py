@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench import scenarios
     from bench.scenarios import profile
+    from bench.scenarios.drain import close_out, step_rate, wait_terminal
 
     procs = Procs(run_dir)
     rounds: list[dict[str, Any]] = []
@@ -181,13 +182,13 @@ def main(argv: list[str] | None = None) -> int:
                     raw = run_dir / "worker.collapsed.txt"
                     if profile.py_spy(workers[0].pid, args.spy, raw):
                         profile.summarize_collapsed(raw, run_dir / "worker.top.txt")
-                scenarios.wait_terminal(wf, args.n, 600, since=since, procs=workers, poll_s=0.1)
+                wait_terminal(wf, args.n, 600, since=since, procs=workers, poll_s=0.1)
                 cpu1 = {p.pid: _cpu_ms(p.pid) for p in workers}
                 with connection.cursor() as cur:
                     after = _db_counters(cur, DB_NAME)
             finally:
                 procs.stop_workers(workers)
-            rate = scenarios.step_rate(wf, since)
+            rate = step_rate(wf, since)
             steps = rate["steps"] or 1
             pg_ms = sum(
                 after["pg_cpu"].get(pid, 0.0) - ms
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             rounds.append(row)
             print(json.dumps(row), flush=True)
-            scenarios.close_out(wf)
+            close_out(wf)
     finally:
         procs.stop_all()
         try:

@@ -11,7 +11,7 @@ end of this module (``in_subquery``, ``uuid_in``, ``set_local``, ...).
 Prepared statements for the engine's few hot statements (PostgreSQL).
 
 Django's psycopg cursors bind client-side, so PostgreSQL parses and plans every
-statement again. A step's statements (the claim, the delivery's 'sending' marker, the
+statement again. A step's statements (the claim, a push's 'sending' marker, the
 outcome) are large CTEs whose planning was a large share of PostgreSQL's CPU per step
 (docs/measurements.md, "Prepared statements and parsing"; bench/engine_probe.py
 --inproc): they are prepared once per connection and shape. Every other query keeps

@@ -11,6 +11,8 @@ class TriggersConfig(AppConfig):
     def ready(self) -> None:
         from workflows.models import Workflow
 
+        from . import checks  # noqa: F401 - registers its system check
+
         post_save.connect(
             _forget_workflows, sender=Workflow, dispatch_uid="triggers_forget_workflows"
         )

@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from notifyflow import metrics
 from notifyflow.celery import app as celery_app
 from status_webhooks.delivery import pending_backlog
+from triggers.checks import autovacuum_warnings
 from triggers.selectors import queue_figures
 
 logger = logging.getLogger("notifyflow.health")
@@ -51,7 +52,11 @@ def readyz(request: HttpRequest) -> JsonResponse:
     """``/healthz`` plus the due backlog and the oldest due instance's age, in all and
     per lane (``lanes``), so a load balancer or an alert sees a stuck fleet. 503 when
     the database or the broker is down, or when the oldest due instance has waited
-    longer than NOTIFYFLOW_READYZ_MAX_DUE_AGE_S (if set)."""
+    longer than NOTIFYFLOW_READYZ_MAX_DUE_AGE_S (if set).
+
+    On PostgreSQL, ``autovacuum`` is "ok" or "warning: ..." naming what the queue table
+    lacks (``triggers.checks``: the server's autovacuum off, its per-table settings
+    missing): a warning for an operator, never a reason to take the node out."""
     checks: dict[str, object] = dict(_checks())
     ready = all(v == "ok" for v in checks.values())
     if checks["database"] == "ok":
@@ -71,6 +76,9 @@ def readyz(request: HttpRequest) -> JsonResponse:
             checks["queue"] = f"stuck: the oldest due instance has waited over {limit:g} s"
         else:
             checks["queue"] = "ok"
+        warnings = autovacuum_warnings()
+        if warnings is not None:
+            checks["autovacuum"] = ("warning: " + "; ".join(warnings)) if warnings else "ok"
     return JsonResponse(
         {"status": "ok" if ready else "unavailable", **checks}, status=200 if ready else 503
     )

@@ -105,3 +105,61 @@ def test_error_shape_is_documented_where_it_applies():
     assert documented("/api/v1/triggers/", "get") == {"400"} | keyed
     # Answered by the HTTP server (gunicorn) before the app: documented, no error shape.
     assert "content" not in paths["/api/v1/triggers/"]["get"]["responses"]["414"]
+
+
+_QUEUE_TABLE_OPTIONS = (
+    "autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay,"
+    " autovacuum_analyze_scale_factor, autovacuum_vacuum_insert_scale_factor,"
+    " autovacuum_vacuum_insert_threshold"
+)
+
+
+@pytest.mark.postgres
+def test_readyz_warns_of_missing_queue_table_autovacuum_settings_and_stays_ready():
+    from django.db import connection
+
+    with connection.cursor() as cursor:  # rolled back with the test's transaction
+        cursor.execute(f"ALTER TABLE triggers_triggerinstance RESET ({_QUEUE_TABLE_OPTIONS})")
+    response = Client().get("/readyz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok" and body["database"] == "ok"
+    assert body["autovacuum"].startswith("warning: ")
+    assert "lacks its autovacuum settings" in body["autovacuum"]
+    assert "autovacuum_vacuum_threshold" in body["autovacuum"]
+
+
+@pytest.mark.postgres
+def test_readyz_warns_when_autovacuum_is_off_for_the_queue_table():
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE triggers_triggerinstance SET (autovacuum_enabled = off)")
+    response = Client().get("/readyz")
+    assert response.status_code == 200
+    # The server's own autovacuum may be off too (this machine's is): either finding.
+    assert response.json()["autovacuum"].startswith("warning: ")
+    assert "is off" in response.json()["autovacuum"]
+
+
+@pytest.mark.postgres
+def test_readyz_reads_the_autovacuum_settings_at_most_once_a_minute():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as first:
+        answer = Client().get("/readyz").json()["autovacuum"]
+    with CaptureQueriesContext(connection) as second:
+        assert Client().get("/readyz").json()["autovacuum"] == answer
+    reads = [
+        q["sql"] for q in first.captured_queries if "current_setting('autovacuum')" in q["sql"]
+    ]
+    assert len(reads) == 1
+    assert not [q for q in second.captured_queries if "autovacuum" in q["sql"]]
+
+
+def test_readyz_has_no_autovacuum_entry_on_other_databases():
+    from notifyflow import db
+
+    body = Client().get("/readyz").json()
+    assert ("autovacuum" in body) is db.is_postgres()
