@@ -216,6 +216,21 @@ def status_events_select(
     return status_events_sql(tuple(guard for _, guard in events)), params
 
 
+# Columns a claimed step never reads: not returned by the claim (deferred on the
+# instance it returns). Fewer columns to send and convert on every step (issue 44).
+CLAIM_UNREAD = frozenset(
+    {"available_at", "dispatched_at", "last_error", "finished_at", "created_by_key"}
+)
+
+
+@functools.cache
+def _claim_read(written: tuple[str, ...]) -> list[Any]:
+    """The fields the claim returns: all but those it writes (their values are the
+    change's) and CLAIM_UNREAD."""
+    skipped = {_FIELDS[name].attname for name in written} | CLAIM_UNREAD
+    return [f for f in _CONCRETE if f.attname not in skipped]
+
+
 def _from_db(field: Any, value: Any, conn: Any) -> Any:
     """A claimed row's column as the ORM would load it (JSON arrives as text)."""
     if value is not None and hasattr(field, "from_db_value"):
@@ -387,15 +402,16 @@ class PostgresInstanceStore(shapes.InstanceStore):
         return applied
 
     def claim(self, change: Change, join: Join | None) -> TriggerInstance | None:
+        read = _claim_read(tuple(change.values))
         columns = ", ".join(
-            [*(f"{CLAIMED}.{c}" for c in _COLUMNS), *(join.columns if join else ())]
+            [*(f'{CLAIMED}."{f.column}"' for f in read), *(join.columns if join else ())]
         )
         select = f"SELECT {columns} FROM {CLAIMED} {join.clause if join else ''}"
         sql, params = _statement(
             change,
             (),
             select,
-            returning=", ".join(_COLUMNS),
+            returning=", ".join(f'"{f.column}"' for f in read),
             extra_where=f"{NOT_PAUSED} AND {CONCURRENCY_ADMITS}",
         )
         with connection.cursor() as cursor:
@@ -403,13 +419,14 @@ class PostgresInstanceStore(shapes.InstanceStore):
             row = db.execute(cursor, sql, params).fetchone()
         if row is None:
             return None
-        count = len(_CONCRETE)
+        count = len(read)
         conn = db.current()
-        instance = TriggerInstance.from_db(
-            conn.alias,
-            [f.attname for f in _CONCRETE],
-            [_from_db(f, value, conn) for f, value in zip(_CONCRETE, row[:count], strict=True)],
-        )
+        loaded = {f.attname: _from_db(f, value, conn) for f, value in zip(read, row, strict=False)}
+        # The columns the claim wrote have its values; the ones no step reads are left
+        # deferred (read from the row if anything asks).
+        loaded |= {_FIELDS[name].attname: value for name, value in change.values.items()}
+        names = [f.attname for f in _CONCRETE if f.attname in loaded]
+        instance = TriggerInstance.from_db(conn.alias, names, [loaded[name] for name in names])
         for column, value in zip(join.columns if join else (), row[count:], strict=True):
             setattr(instance, column.rpartition(" AS ")[2], value)
         return instance

@@ -66,3 +66,15 @@ def test_the_prepared_claims_generic_plan_uses_the_primary_key(settings):
     assert "triggers_triggerinstance_pkey" in plan, plan
     assert "trigger_due_enqueued" not in plan, plan
     assert "Seq Scan on triggers_triggerinstance" not in plan, plan
+
+
+def test_a_claimed_instance_reads_every_field_as_its_row_does():
+    """The claim returns only what a step reads and knows what it wrote; whatever it
+    did not return still reads right (from the row) when asked for."""
+    instance = TriggerInstanceFactory(last_error="an earlier attempt's error", attempts=1)
+    claimed = state.claim(instance_id=instance.pk, worker="w-1", now=timezone.now())
+    assert claimed is not None
+    row = TriggerInstance.objects.get(pk=instance.pk)
+    for field in TriggerInstance._meta.concrete_fields:
+        assert getattr(claimed, field.attname) == getattr(row, field.attname), field.name
+    assert (claimed.status, claimed.locked_by) == (TriggerStatus.PROCESSING, "w-1")
