@@ -30,7 +30,7 @@ from notifyflow.redaction import redact
 from triggers.models import TriggerStatusChange
 from workflows.definition import node_types
 
-from .instances.inlines import run_label, skip_rule, step_outcome
+from .instances.inlines import run_label, skip_rule, step_locale, step_outcome
 from .support import (
     LargeTableAdminMixin,
     LeanChangeListMixin,
@@ -156,6 +156,7 @@ class StepExecutionLogAdmin(
                     "finished",
                     "duration",
                     "outcome",
+                    "locale",
                     "success",
                     "skip_reason",
                     "error_kind",
@@ -171,6 +172,7 @@ class StepExecutionLogAdmin(
     readonly_fields = (
         "instance_display",
         "outcome",
+        "locale",
         "run",
         "started",
         "finished",
@@ -216,6 +218,10 @@ class StepExecutionLogAdmin(
     @admin.display(description="outcome")
     def outcome(self, obj: StepExecutionLog) -> SafeString:
         return step_outcome(obj)
+
+    @admin.display(description="locale")
+    def locale(self, obj: StepExecutionLog) -> SafeString | str:
+        return step_locale(obj)
 
     @admin.display(description="instance")
     def instance_display(self, obj: StepExecutionLog) -> SafeString:

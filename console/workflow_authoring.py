@@ -9,8 +9,9 @@ recipient.
   column, and the drawing of a valid definition (``svg`` null otherwise: the page keeps
   its last drawing). Nothing is saved. Called by ``notifyflow/workflow_authoring.js``,
   which debounces the textarea; without JavaScript the save's own errors remain.
-- ``<workflow>/test-send/``: a recipient id and a payload; creates a real instance
-  marked test (``triggers.services.workflow_test_send``, the API's service) and opens it.
+- ``<workflow>/test-send/``: a recipient id, a payload and optionally a locale;
+  creates a real instance marked test (``triggers.services.workflow_test_send``, the
+  API's service) and opens it.
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ class TestSendForm(forms.Form):
         required=False,
         widget=forms.Textarea(attrs={"rows": 10, "class": "vLargeTextField"}),
         help_text="The trigger payload, a JSON object.",
+    )
+    locale = forms.CharField(
+        max_length=35,
+        required=False,
+        widget=forms.TextInput(attrs={"class": "vTextField", "placeholder": "pt-BR"}),
+        help_text="Render every message in this locale, over the recipient's and their "
+        "devices' own. Empty: as a send would choose.",
     )
 
     def clean_payload(self) -> dict[str, Any]:
@@ -178,6 +186,7 @@ class WorkflowAuthoringMixin(admin.ModelAdmin):
                     recipient_id=form.cleaned_data["recipient_id"],
                     payload=form.cleaned_data["payload"],
                     actor=request.user.get_username(),
+                    locale=form.cleaned_data["locale"] or None,
                 )
             except ApplicationError as exc:
                 field = exc.field if exc.field in form.fields else None

@@ -163,7 +163,7 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
     audience = claimed.audience
     unsubscribe_url = audiences.link(audience, workflow_key=version.workflow_key)
     context = build_context(instance, version, started, audience, unsubscribe_url)
-    locale = send_locale(audience)
+    locale = send_locale(audience, instance.locale)  # a test send's locale first
     context.update(locale_scope(audience, workflow_key=version.workflow_key, locale=locale))
     step: StepContext | None = None
     result: NodeResult | None = None
@@ -200,7 +200,7 @@ def _run(claimed: Claimed, task_id: str, worker: str) -> StepRecord:
         started_at=started,
         finished_at=finished,
         input_context=logged_context(context),
-        output=translation_output(context, outcome.output),
+        output=translation_output(context, outcome.output, step),
         success=outcome.success,
         error=outcome.error,
         error_kind=outcome.error_kind,

@@ -20,6 +20,7 @@ from workflows.templating import TemplateError, render
 from .providers.base import ProviderError
 
 if TYPE_CHECKING:
+    from translations.translator import Translator
     from triggers.models import TriggerInstance
 
 
@@ -116,6 +117,9 @@ class StepContext:
     # Preview: render and choose the path, but send and write nothing.
     preview: bool = False
     delivery: DeliveryState = field(default_factory=DeliveryState)
+    # The translators of its renders in a locale other than its own (a push device's,
+    # ``locales.other_locale_scope``): the step log reports what they lacked too.
+    other_renders: list[Translator] = field(default_factory=list)
 
     @property
     def instance_id(self) -> uuid.UUID:

@@ -233,6 +233,12 @@ class PreviewInputSerializer(InputSerializer):
 class TestSendInputSerializer(InputSerializer):
     recipient_id = StrictCharField(max_length=MAX_RECIPIENT_ID_LENGTH)
     payload = JsonObjectField()
+    locale = StrictCharField(
+        required=False,
+        max_length=35,
+        help_text="Render in this locale (BCP 47: pt-BR), over the recipient's and a push "
+        "device's own; default: as a send would choose",
+    )
 
 
 class PreviewNodeSerializer(serializers.Serializer):

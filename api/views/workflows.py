@@ -200,7 +200,8 @@ class WorkflowPreviewView(ApiView):
 
 class WorkflowTestSendView(ApiView):
     """Run the workflow for real to one existing recipient, marked test (``test: true``,
-    left out of the stats): 202 with the new instance; 404 for an unknown recipient."""
+    left out of the stats), in ``locale`` if given: 202 with the new instance; 404 for an
+    unknown recipient, 400 ``invalid_locale``."""
 
     serializer_class = TriggerOutputSerializer
     required_scope = {"POST": "trigger"}
@@ -216,6 +217,7 @@ class WorkflowTestSendView(ApiView):
             payload=data["payload"],
             actor=actor(api_key),
             api_key=api_key,
+            locale=data.get("locale"),
         )
         return Response(self.get_serializer(instance).data, status=status.HTTP_202_ACCEPTED)
 

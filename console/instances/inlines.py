@@ -12,7 +12,7 @@ from django.db.models import Case, CharField, F, Q, QuerySet, Value, When, Windo
 from django.db.models.fields.json import KT
 from django.db.models.functions import RowNumber
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from executions.history import STEP_LOG
@@ -84,6 +84,33 @@ def step_outcome(obj: StepExecutionLog) -> SafeString:
     return status_badge("failed", "failed")
 
 
+def step_locale(obj: StepExecutionLog) -> SafeString | str:
+    """The locale the step's templates used ``t`` in and a push device's own locales that
+    lacked keys (``translation_missing_by_locale``), each with how many keys it lacked
+    (named in the title); "-" for a step that used no ``t``."""
+    output = obj.output if isinstance(obj.output, dict) else {}
+    missing: dict[str, list[Any]] = {}
+    if output.get("locale"):
+        missing[str(output["locale"])] = list(output.get("translation_missing") or [])
+    others = output.get("translation_missing_by_locale")
+    if isinstance(others, dict):
+        missing.update({str(locale): list(keys) for locale, keys in others.items()})
+    if not missing:
+        return "-"
+    return format_html_join(", ", "{}", ((_locale_label(*item),) for item in missing.items()))
+
+
+def _locale_label(locale: str, keys: list[Any]) -> SafeString:
+    if not keys:
+        return format_html("<code>{}</code>", locale)
+    return format_html(
+        '<code>{}</code> <span class="nf-translation-missing" title="{}">{} missing</span>',
+        locale,
+        ", ".join(map(str, keys)),
+        len(keys),
+    )
+
+
 class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = StepExecutionLog
     fk_name = "trigger"
@@ -96,6 +123,7 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
         "started",
         "duration",
         "outcome",
+        "locale",
         "error_kind",
         "error_short",
         "output_json",
@@ -135,6 +163,10 @@ class StepLogInline(ReadOnlyAdminMixin, admin.TabularInline):
     @admin.display(description="outcome")
     def outcome(self, obj: StepExecutionLog) -> SafeString:
         return step_outcome(obj)
+
+    @admin.display(description="locale")
+    def locale(self, obj: StepExecutionLog) -> SafeString | str:
+        return step_locale(obj)
 
     started = timestamp_column("started_at", "started")
 

@@ -9,7 +9,9 @@ recipient's quiet hours - in the devices' time zone when they all have the same 
 dead (by its error code) is removed at once (``device_remove_dead``: audited, a
 ``recipient.device_removed`` event); the others still get the message. No device, or
 every one dead: skipped ``missing_channel_data``. A device that names a locale gets the
-message rendered in it (once per locale), the others the recipient's."""
+message rendered in it (once per locale; the keys each such render lacked are in the step
+log's ``translation_missing_by_locale``), the others the recipient's - unless the instance
+is a test send with a locale: that one wins over every device's."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from workflows.definition.variables import json_strings
 from workflows.templating import speaks_locale
 
 from .. import audience
-from ..locales import locale_scope, send_locale
+from ..locales import other_locale_scope, send_locale
 from ..models import SkipReason
 from ..providers.base import ProviderError
 from ..providers.push import PushMessage, apns, fcm, send_push, webpush
@@ -87,18 +89,20 @@ def execute(step: StepContext) -> NodeResult:
 def device_messages(
     step: StepContext, message: PushMessage, devices: Sequence[PushDevice]
 ) -> dict[str, PushMessage]:
-    """The message of each device that names a locale other than the step's (the
-    recipient's): rendered once per such locale, when a template of the node speaks
-    locale (``speaks_locale``). The others get ``message``."""
-    rendered: dict[str, PushMessage] = {send_locale(step.audience): message}
+    """The message of each device that names a locale other than the step's (a test
+    send's, else the recipient's): rendered once per such locale, when a template of the
+    node speaks locale (``speaks_locale``). The others get ``message``. A test send's
+    locale wins over the devices' own: every device then gets ``message``."""
+    override = step.instance.locale
+    rendered: dict[str, PushMessage] = {send_locale(step.audience, override): message}
     own: dict[str, PushMessage] = {}
     templates = {k: v for k, v in step.config.items() if NODE.fields[k].is_template}
     if not any(speaks_locale(text) for _, text in json_strings(templates, "config")):
         return own
     for device in devices:
-        locale = send_locale(step.audience, device.locale)
+        locale = send_locale(step.audience, override, device.locale)
         if locale not in rendered:
-            scope = locale_scope(step.audience, workflow_key=step.workflow_key, locale=locale)
+            scope = other_locale_scope(step, locale=locale)
             rendered[locale] = _message(replace(step, context={**step.context, **scope}))
         own[str(device.pk)] = rendered[locale]
     return own

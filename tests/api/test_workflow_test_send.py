@@ -59,6 +59,44 @@ def test_test_send_validates_its_body(api):
     assert fields == {("recipient_id", "required"), ("payload", "not_an_object")}
 
 
+def test_test_send_takes_a_locale(api, dispatched):
+    workflow = WorkflowFactory()
+    RecipientFactory(id="ada", locale="en")
+
+    response = api.post(
+        f"/api/v1/workflows/{workflow.key}/test/",
+        {"recipient_id": "ada", "payload": {}, "locale": "pt-BR"},
+        format="json",
+    )
+
+    assert response.status_code == 202, response.json()
+    assert TriggerInstance.objects.get(pk=response.json()["id"]).locale == "pt-BR"
+
+
+@pytest.mark.parametrize(
+    ("locale", "code"),
+    [
+        ("klingon", "invalid_locale"),
+        ("pt_BR", "invalid_locale"),
+        (7, "invalid"),
+        ("x" * 36, "too_long"),
+    ],
+)
+def test_test_send_with_a_bad_locale_is_400_naming_it(api, locale, code):
+    workflow = WorkflowFactory()
+    RecipientFactory(id="ada")
+
+    response = api.post(
+        f"/api/v1/workflows/{workflow.key}/test/",
+        {"recipient_id": "ada", "payload": {}, "locale": locale},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert [(e["field"], e["code"]) for e in response.json()["errors"]] == [("locale", code)]
+    assert not TriggerInstance.objects.exists()
+
+
 def test_test_send_needs_a_trigger_key_for_the_workflow(dispatched):
     workflow = WorkflowFactory(key="allowed")
     other = WorkflowFactory(key="other")

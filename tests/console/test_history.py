@@ -264,3 +264,38 @@ def test_a_push_deliverys_page_shows_each_devices_result(rows):
     # An email's delivery has no per-target table.
     email = console.get(reverse("admin:executions_delivery_change", args=[rows["delivery"].pk]))
     assert "nf-targets" not in email.content.decode()
+
+
+def test_step_logs_show_the_locale_a_step_used_and_the_keys_it_lacked(dispatched):
+    from translations.services import catalogue_put
+
+    catalogue_put(locale="en", namespace="common", messages={"hi": "Hi", "bye": "Bye"})
+    catalogue_put(locale="fr", namespace="common", messages={"hi": "Salut"})
+    definition = {
+        "entry_node_id": "bell",
+        "nodes": [
+            {
+                "id": "bell",
+                "type": "in_app",
+                "config": {"title": '{{ "hi" | t }}', "body": '{{ "bye" | t }}'},
+            }
+        ],
+        "edges": [],
+    }
+    instance = TriggerInstanceFactory(
+        workflow=WorkflowFactory(definition=definition),
+        recipient=RecipientFactory(locale="fr"),
+    )
+    engine.step_execute(instance_id=instance.pk)
+    log = StepExecutionLog.objects.get(trigger_id=instance.pk)
+    client = client_for(make_operator())
+
+    def locale_cell(url: str) -> str:
+        page = client.get(url).content.decode()
+        (cell,) = re.findall(r'class="[^"]*field-locale[^"]*">(.*?)</(?:td|div)>', page, re.S)
+        return cell
+
+    shown = locale_cell(reverse("admin:triggers_triggerinstance_change", args=[instance.pk]))
+    assert "<code>fr</code>" in shown and 'title="bye">1 missing' in shown
+    detail = locale_cell(reverse("admin:executions_stepexecutionlog_change", args=[log.pk]))
+    assert "<code>fr</code>" in detail and "1 missing" in detail

@@ -107,6 +107,22 @@ def test_test_send_creates_a_test_instance_and_opens_it(root, dispatched):
     assert b">TEST<" in listing
 
 
+def test_test_send_form_takes_a_locale(root, dispatched):
+    workflow = WorkflowFactory()
+    RecipientFactory(id="ada", locale="en")
+    url = reverse("admin:workflows_workflow_test_send", args=[workflow.pk])
+    assert b'name="locale"' in root.get(url).content
+
+    refused = root.post(url, {"recipient_id": "ada", "payload": "{}", "locale": "klingon"})
+    assert refused.status_code == 200
+    assert "not a locale" in str(refused.context["form"].errors["locale"])
+    assert not TriggerInstance.objects.exists()
+
+    response = root.post(url, {"recipient_id": "ada", "payload": "{}", "locale": "pt-BR"})
+    assert response.status_code == 302
+    assert TriggerInstance.objects.get().locale == "pt-BR"
+
+
 def test_test_send_to_an_unknown_recipient_is_a_form_error(root):
     workflow = WorkflowFactory()
     url = reverse("admin:workflows_workflow_test_send", args=[workflow.pk])

@@ -167,3 +167,19 @@ def test_preview_refuses_an_unknown_locale(shipped):
     with pytest.raises(ApplicationError) as caught:
         workflow_preview(key="shipped", payload={}, locale="klingon")
     assert caught.value.code == "invalid_locale"
+
+
+def test_a_test_sends_locale_wins_over_the_recipients(shipped):
+    person = RecipientFactory(locale="pt-BR", timezone="UTC", properties={"name": "Ana"})
+    instance = TriggerInstanceFactory(
+        workflow=shipped,
+        recipient=person,
+        payload={"parcels": 2, "at": "2026-03-05T10:00:00Z"},
+        is_test=True,
+        locale="fr",
+    )
+    engine.step_execute(instance_id=instance.pk)
+    log = StepExecutionLog.objects.get(trigger_id=instance.pk)
+    assert log.output["title"] == "Votre commande est partie, Ana"
+    assert log.output["locale"] == "fr"
+    assert log.output["translation_missing"] == ["order.parcels"]

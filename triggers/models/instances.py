@@ -134,6 +134,10 @@ class TriggerInstance(models.Model):
     # shown as a test and left out of the workflow's stats (which subtract the few test
     # rows, found through the partial index trigger_test_workflow_status).
     is_test = models.BooleanField(default=False, db_default=False)
+    # A test send's explicit locale (docs/workflows.md, translations): when set, every
+    # render of this instance uses it, over the recipient's and a push device's own
+    # locale. Null for every other instance.
+    locale = models.CharField(max_length=35, null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

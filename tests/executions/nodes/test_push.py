@@ -18,6 +18,7 @@ from executions.models import Delivery, DeliveryAttempt, SkipReason, StepExecuti
 from executions.nodes.push import shared_timezone
 from executions.outcomes import StepOutcome
 from executions.preview import workflow_preview
+from notifyflow import metrics
 from recipients.models import ChannelDataRemoval, PushDevice
 from tests.factories import (
     PushDeviceFactory,
@@ -414,3 +415,57 @@ def test_each_device_gets_the_message_in_its_own_locale(fakes, dispatched):
     assert message["notification"]["title"] == "Commande expédiée"
     ((_, _, payload),) = apns.received
     assert payload["aps"]["alert"]["title"] == "Order shipped"
+
+
+def translation_missing(locale: str) -> float:
+    value = metrics.REGISTRY.get_sample_value(
+        "notifyflow_translation_missing_total", {"locale": locale}
+    )
+    return value or 0
+
+
+def test_keys_a_devices_own_locale_lacks_are_counted_and_named_in_the_step_log(fakes, dispatched):
+    from translations.services import catalogue_put
+
+    fcm, apns, _ = fakes
+    catalogue_put(locale="en", namespace="common", messages={"shipped": "Shipped", "eta": "Soon"})
+    catalogue_put(locale="fr", namespace="common", messages={"shipped": "Expédiée"})
+    ada = RecipientFactory(id="ada", locale="en")
+    phone(ada, locale="fr")
+    iphone(ada)
+    before_fr, before_en = translation_missing("fr"), translation_missing("en")
+
+    instance = instance_for(ada, title='{{ "shipped" | t }}', body='{{ "eta" | t }}')
+    assert run(instance) == StepOutcome.ADVANCED
+
+    ((_, message),) = fcm.received
+    # Never blank: the French render falls back to the default's text.
+    assert message["notification"] == {"title": "Expédiée", "body": "Soon"}
+    output = StepExecutionLog.objects.get(trigger_id=instance.pk, node_id="notify").output
+    assert output["locale"] == "en" and "translation_missing" not in output
+    assert output["translation_missing_by_locale"] == {"fr": ["eta"]}
+    assert translation_missing("fr") == before_fr + 1
+    assert translation_missing("en") == before_en
+
+
+def test_a_test_sends_locale_wins_over_each_devices_own(fakes, dispatched):
+    from translations.services import catalogue_put
+
+    fcm, apns, _ = fakes
+    catalogue_put(locale="en", namespace="common", messages={"shipped": "Order shipped"})
+    catalogue_put(locale="fr", namespace="common", messages={"shipped": "Commande expédiée"})
+    catalogue_put(locale="es", namespace="common", messages={"shipped": "Pedido enviado"})
+    ada = RecipientFactory(id="ada", locale="en")
+    phone(ada, locale="fr")
+    iphone(ada)
+    instance = instance_for(ada, title='{{ "shipped" | t }}')
+    TriggerInstance.objects.filter(pk=instance.pk).update(is_test=True, locale="es")
+
+    assert run(instance) == StepOutcome.ADVANCED
+
+    ((_, message),) = fcm.received
+    assert message["notification"]["title"] == "Pedido enviado"
+    ((_, _, payload),) = apns.received
+    assert payload["aps"]["alert"]["title"] == "Pedido enviado"
+    output = StepExecutionLog.objects.get(trigger_id=instance.pk, node_id="notify").output
+    assert output["locale"] == "es" and "translation_missing_by_locale" not in output

@@ -62,3 +62,28 @@ def test_an_ordinary_trigger_is_not_a_test(dispatched):
     )
     assert not TriggerInstance.objects.get(pk=result.instances[0].id).is_test
     assert created_count() == before + 1
+
+
+def test_test_send_renders_in_the_locale_it_names(dispatched):
+    workflow = WorkflowFactory()
+    RecipientFactory(id="ada", locale="en")
+
+    named = workflow_test_send(
+        workflow=workflow, recipient_id="ada", payload={}, actor="root", locale="pt-BR"
+    )
+    plain = workflow_test_send(workflow=workflow, recipient_id="ada", payload={}, actor="root")
+
+    assert TriggerInstance.objects.get(pk=named.pk).locale == "pt-BR"
+    assert named.locale == "pt-BR" and plain.locale is None
+    assert {instance_id for instance_id, _ in dispatched} == {str(named.pk), str(plain.pk)}
+
+
+def test_test_send_refuses_an_unknown_locale_and_creates_nothing():
+    workflow = WorkflowFactory()
+    RecipientFactory(id="ada")
+    with pytest.raises(ApplicationError) as error:
+        workflow_test_send(
+            workflow=workflow, recipient_id="ada", payload={}, actor="root", locale="klingon"
+        )
+    assert (error.value.code, error.value.field) == ("invalid_locale", "locale")
+    assert not TriggerInstance.objects.exists()
