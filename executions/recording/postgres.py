@@ -200,13 +200,12 @@ def _step_log_insert(rec: StepRecord, *, only_if_applied: bool) -> state.Stateme
     the error columns when the transition did not apply)."""
     lost, cancelled = rec.not_applied(cancelled=False), rec.not_applied(cancelled=True)
     params: list[Any] = []
-    conn = db.current()
     for name, field in _LOG_FIELDS.items():
         if name in lost:
             params += [rec.log[name], rec.log["trigger_id"], TriggerStatus.CANCELLED]
             params += [cancelled[name], lost[name]]
         else:
-            params.append(field.get_db_prep_save(rec.log[name], conn))
+            params.append(db.prep_save(field)(rec.log[name]))
     sql = step_log_insert_sql(tuple(lost), only_if_applied)
     return state.Statement(sql, params, name="step_log")
 
@@ -273,8 +272,7 @@ def _outcome_upsert(step: StepContext) -> state.Statement:
     fields = _DELIVERY_FIELDS
     now = timezone.now()
     values = {**step.delivery.pending, "created_at": now, "updated_at": now}
-    conn = db.current()
-    params = [fields[name].get_db_prep_save(value, conn) for name, value in values.items()]
+    params = [db.prep_save(fields[name])(value) for name, value in values.items()]
     return state.Statement(
         _outcome_upsert_sql(tuple(values)),
         [step.instance_id, step.node_id, *params],
@@ -300,10 +298,9 @@ def _attempts_insert(step: StepContext, only_if_applied: bool) -> list[state.Sta
     names = [name for name in _ATTEMPT_FIELDS if name != "delivery"]
     placeholders = ", ".join(["%s"] * len(names))
     rows: list[list[Any]] = []
-    conn = db.current()
     for attempt in step.delivery.attempts:
         values = {"attempt": step.delivery.attempt, **attempt}
-        rows.append([_ATTEMPT_FIELDS[n].get_db_prep_save(values[n], conn) for n in names])
+        rows.append([db.prep_save(_ATTEMPT_FIELDS[n])(values[n]) for n in names])
     key = [step.instance_id, step.node_id]
     columns = ", ".join(f'"{_ATTEMPT_FIELDS[n].column}"' for n in names)
     insert = (

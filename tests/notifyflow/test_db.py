@@ -110,3 +110,37 @@ def test_outcome_replayed_after_its_commit_landed_writes_nothing_twice(settings,
     assert [c.from_status for c in history].count("processing") == 1
     assert not TriggerStatusChange.objects.filter(instance=instance).exists()
     assert Delivery.objects.get(instance=instance).attempts == 1
+
+
+@pytest.mark.both_databases
+@pytest.mark.django_db
+def test_prep_save_gives_what_djangos_get_db_prep_save_gives_for_the_step_tables():
+    """The hot statement builders' shortcut stores exactly what Django would: every
+    field of the instance, step log, delivery and attempt rows, with a value of each
+    kind the engine passes (a UUID also as its text)."""
+    import uuid as uuid_module
+    from datetime import UTC, datetime
+
+    from executions.models import DeliveryAttempt
+    from notifyflow import db
+    from triggers.models import TriggerInstance
+
+    samples = {
+        "UUIDField": [uuid_module.uuid4(), str(uuid_module.uuid4()), None],
+        "CharField": ["processing", "", None],
+        "TextField": ["an error", ""],
+        "PositiveIntegerField": [0, 3],
+        "BooleanField": [True, False],
+        "DateTimeField": [datetime(2026, 1, 1, tzinfo=UTC), None],
+        "JSONField": [{"a": [1, "b"]}, {}],
+    }
+    for model in (TriggerInstance, StepExecutionLog, Delivery, DeliveryAttempt):
+        for field in model._meta.concrete_fields:
+            target = field.target_field if field.is_relation else field
+            for value in samples.get(target.get_internal_type(), []):
+                expected = field.get_db_prep_save(value, connection)
+                got = db.prep_save(field)(value)
+                if target.get_internal_type() == "JSONField":
+                    assert type(got) is type(expected) and got.obj == expected.obj, field
+                else:
+                    assert got == expected, (model.__name__, field.name, value)

@@ -145,10 +145,9 @@ def _update(change: Change, extra_where: str = "") -> tuple[str, list[Any]]:
         for lookup, value in change.conditions.items()
     )
     sql = update_sql(shape, tuple(change.values), extra_where)
-    conn = db.current()
-    params = [_FIELDS[name].get_db_prep_save(value, conn) for name, value in change.values.items()]
+    params = [db.prep_save(_FIELDS[name])(value) for name, value in change.values.items()]
     params += [
-        _FIELDS[lookup.partition("__")[0]].get_db_prep_value(value, conn)
+        db.prep_save(_FIELDS[lookup.partition("__")[0]])(value)
         for lookup, value in change.conditions.items()
         if not lookup.endswith("__isnull")
     ]
