@@ -11,9 +11,13 @@ in alternating chunks of the same run:
   client (google-auth's token cached, httpx over HTTP/2 and TLS) to the FCM fake;
 - **push, 3 devices**: the same node to an Android phone, an iPhone (APNs over HTTP/2
   and TLS) and a browser (Web Push: VAPID and the RFC 8291 encryption, over a kept-alive
-  HTTPS connection) - three provider calls, an accepted one recorded before the next.
+  HTTPS connection) - three provider calls, an accepted one recorded before the next;
+- **chat** (``bench.scenarios.chat``): a ``chat`` step to one Slack channel
+  (``slack_sdk``'s ``chat.postMessage``) and one to a Teams incoming webhook (httpx),
+  each against the chat fakes (TLS) of the same process.
 
-Targets: a 1-device push step ≤ 1.3× an email step, a 3-device one ≤ 2× (wall medians).
+Targets: a 1-device push step ≤ 1.3× an email step, a 3-device one ≤ 2× (wall medians);
+the chat steps' ratios are reported without a target.
 Also reported: the TLS connections the push clients opened over every step (target: per
 process and provider, not per device) and the queries per step.
 """
@@ -36,6 +40,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from bench.infra import ROOT
+from bench.scenarios.chat import CHAT_GROUPS, chat_instances, chat_rows, chat_workflows
 from bench.scenarios.common import Ctx, S, ms
 from bench.scenarios.in_process import due_instances, timed_steps
 from executions.providers import connections
@@ -60,7 +65,9 @@ DEFINITIONS = {
         "collapse_key": "order-{{ payload.order }}",
     },
 }
-GROUPS = ("email", "push1", "push3")
+GROUPS = ("email", "push1", "push3", *CHAT_GROUPS)
+PUSH_CLIENTS = ("fcm", "apns", "webpush")
+CLIENTS = (*PUSH_CLIENTS, "slack", "msteams")
 
 
 def _workflow(kind: str) -> Workflow:
@@ -89,6 +96,7 @@ class Fakes:
             raise RuntimeError("push: the fakes' process did not start")
         os.environ["SSL_CERT_FILE"] = ready["ca"]
         self.subscription: dict[str, Any] = ready["subscription"]
+        self.chat: dict[str, str] = ready["chat"]
         self.settings: dict[str, Any] = {
             **ready["settings"],
             "NOTIFYFLOW_PUBLIC_URL": settings.NOTIFYFLOW_PUBLIC_URL or "http://127.0.0.1:8000",
@@ -109,6 +117,8 @@ class Fakes:
 def _instances(
     fakes: Fakes, flows: dict[str, Workflow], group: str, n: int, tag: str
 ) -> list[uuid.UUID]:
+    if group in CHAT_GROUPS:
+        return chat_instances(fakes.chat, flows[group], group, n, tag, PAYLOAD)
     people = [
         Recipient(id=f"{tag}-{group}-{i}", email=f"{tag}-{group}-{i}@example.com") for i in range(n)
     ]
@@ -142,7 +152,7 @@ def _measure(ctx: Ctx, fakes: Fakes, flows: dict[str, Workflow]) -> dict[str, An
         with CaptureQueriesContext(connection) as captured:
             timed_steps(_instances(fakes, flows, group, 10, f"{tag}-q"))
         queries[group] = len(captured.captured_queries) / 10
-    opened_before = {p: connections.connections_opened(p) for p in ("fcm", "apns", "webpush")}
+    opened_before = {p: connections.connections_opened(p) for p in CLIENTS}
     wall: dict[str, list[float]] = {g: [] for g in GROUPS}
     cpu: dict[str, list[float]] = {g: [] for g in GROUPS}
     chunk = 25
@@ -165,9 +175,7 @@ def _measure(ctx: Ctx, fakes: Fakes, flows: dict[str, Workflow]) -> dict[str, An
         "cpu_median_s": {g: statistics.median(t) for g, t in cpu.items()},
         "queries_per_step": queries,
         "connections_opened_while_measured": opened,
-        "connections_opened_total": {
-            p: connections.connections_opened(p) for p in ("fcm", "apns", "webpush")
-        },
+        "connections_opened_total": {p: connections.connections_opened(p) for p in CLIENTS},
     }
 
 
@@ -176,7 +184,7 @@ def scenario_push(ctx: Ctx) -> None:
         fakes = Fakes(Path(directory))
         try:
             with override_settings(**fakes.settings):
-                flows = {kind: _workflow(kind) for kind in DEFINITIONS}
+                flows = {kind: _workflow(kind) for kind in DEFINITIONS} | chat_workflows()
                 result = _measure(ctx, fakes, flows)
         finally:
             fakes.close()
@@ -186,7 +194,10 @@ def scenario_push(ctx: Ctx) -> None:
     result["ratio_push1_to_email"], result["ratio_push3_to_email"] = one, three
     ctx.results["push"] = result
     steps = result["steps_per_group"]
-    opened, total = result["connections_opened_while_measured"], result["connections_opened_total"]
+    opened, total = (
+        {p: result[key][p] for p in PUSH_CLIENTS}
+        for key in ("connections_opened_while_measured", "connections_opened_total")
+    )
     ctx.row(
         "41 push",
         "push step, 1 device (FCM), wall median",
@@ -207,7 +218,7 @@ def scenario_push(ctx: Ctx) -> None:
         "41 push",
         "CPU median email / push1 / push3",
         f"{ms(cpu['email'])} / {ms(cpu['push1'])} / {ms(cpu['push3'])}",
-        "queries/step " + ", ".join(f"{g} {q:.1f}" for g, q in result["queries_per_step"].items()),
+        "queries/step " + ", ".join(f"{g} {result['queries_per_step'][g]:.1f}" for g in GROUPS[:3]),
     )
     ctx.row(
         "41 push",
@@ -218,6 +229,7 @@ def scenario_push(ctx: Ctx) -> None:
         f"the fakes accepted (TLS): {fakes.seen.get('tls_connections')}; SMTP "
         f"connections {fakes.seen.get('smtp_connections')} (one per email)",
     )
+    chat_rows(ctx, result, fakes.seen)
     ctx.target(
         "push: 1-device push step <= 1.3x email step",
         f"{one:.2f}x",

@@ -15,12 +15,14 @@ import ast
 import importlib
 import json
 import os
+import ssl
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 from types import ModuleType
 
+import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,9 +223,26 @@ def test_push_fakes_starts_its_fake_providers_and_reports_what_they_saw(tmp_path
         assert process.stdout is not None and process.stdin is not None
         ready = json.loads(process.stdout.readline())
         assert "NOTIFYFLOW_EMAIL_BACKENDS" in ready["settings"] and ready["subscription"]
+        assert ready["settings"]["NOTIFYFLOW_SLACK_API_URL"].startswith("https://127.0.0.1:")
+        # The chat fakes answer over TLS, trusting the CA it wrote.
+        trust = ssl.create_default_context(cafile=ready["ca"])
+        answer = httpx.post(
+            ready["chat"]["msteams_webhook"],
+            json={"type": "message"},
+            verify=trust,
+            trust_env=False,
+        )
+        assert answer.status_code == 202
         process.stdin.close()
         seen = json.loads(process.stdout.readline())
-        assert seen["received"] == {"fcm": 0, "apns": 0, "webpush": 0, "smtp": 0}
+        assert seen["received"] == {
+            "fcm": 0,
+            "apns": 0,
+            "webpush": 0,
+            "smtp": 0,
+            "slack": 0,
+            "msteams": 1,
+        }
         assert process.wait(timeout=30) == 0
     finally:
         if process.poll() is None:
