@@ -11,9 +11,8 @@ idempotency key (the email Message-ID header; Twilio's Messages API takes none).
 The claim is the mark that a send is under way: the instance is ``processing`` on this
 node under one lease, and the delivery row is written once, with the outcome (an
 upsert that never overwrites ``sent``; its ``attempts`` is the node's attempt number,
-counting a crashed one). A send to several targets marks its row ``sending`` first
-(``mark=True``): each accepted target's result is written to it while the others'
-answers are awaited.
+counting a crashed one). A send to several targets (``target_sends``) writes the row
+``sending`` with each accepted target's result while the others' answers are awaited.
 
 Every send holds one of its channel's send slots (``channel_slots``): a hung provider
 holds only its channel's share of the worker.
@@ -26,10 +25,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from django.db import connection
 from django.utils import timezone
 
-from notifyflow import db, metrics
+from notifyflow import metrics
 from status_webhooks import events as status_events
 from status_webhooks.outbox import NewEvent, record
 
@@ -41,30 +39,6 @@ from .providers.failover import collect_attempts
 if TYPE_CHECKING:
     from .step import StepContext
 
-_DELIVERY = Delivery._meta
-
-
-def _q(name: str) -> str:
-    return f'"{_DELIVERY.get_field(name).column}"'  # type: ignore[union-attr]
-
-
-_TABLE = f'"{_DELIVERY.db_table}"'
-# One statement: create the row, or mark a not-yet-sent one as sending again. Returns
-# nothing when the row is already 'sent' (then we must not send). Parameters: instance,
-# node, channel, recipient, created_at, updated_at.
-_BEGIN_SQL = (
-    f"INSERT INTO {_TABLE} ({_q('instance')}, {_q('node_id')}, {_q('channel')},"
-    f" {_q('recipient')}, {_q('status')}, {_q('provider_message_id')}, {_q('output')},"
-    f" {_q('attempts')}, {_q('created_at')}, {_q('updated_at')})"
-    " VALUES (%s, %s, %s, %s, 'sending', '', '{}', 1, %s, %s)"
-    f" ON CONFLICT ({_q('instance')}, {_q('node_id')}) DO UPDATE"
-    f" SET {_q('status')} = 'sending', {_q('attempts')} = {_TABLE}.{_q('attempts')} + 1,"
-    f" {_q('recipient')} = excluded.{_q('recipient')},"
-    f" {_q('updated_at')} = excluded.{_q('updated_at')}"
-    f" WHERE {_TABLE}.{_q('status')} <> 'sent'"
-    f" RETURNING {_q('id')}, {_q('attempts')}"
-)
-
 
 def guarded_send(
     *,
@@ -72,12 +46,10 @@ def guarded_send(
     channel: str,
     recipient: str,
     send: Callable[[], dict],
-    mark: bool = False,
 ) -> dict[str, Any]:
     """Call ``send`` unless this node's message was already sent; return its output.
     ``recipient`` (the rendered address or number) is recorded, normalized, on the
-    delivery row. ``mark``: write the row ``sending`` before the send (a send to several
-    targets writes its results to it as they come).
+    delivery row.
 
     The outcome is not written here: ``step.delivery.pending`` (and every provider call,
     ``step.delivery.attempts``) carries it to the step's outcome transaction
@@ -90,38 +62,9 @@ def guarded_send(
     # A send slot of the channel first (ChannelBusy if none: nothing begun, nothing to
     # record), held until the provider call returns.
     with channel_slot(channel):
-        if mark:
-            deduplicated = _mark_sending(step, channel, recipient)
-            if deduplicated is not None:
-                return deduplicated
-        else:
-            step.delivery.attempt = step.instance.attempts + 1
+        step.delivery.attempt = step.instance.attempts + 1
         step.delivery.channel = channel
         return _send_recorded(step, recipient, send)
-
-
-def _mark_sending(step: StepContext, channel: str, recipient: str) -> dict[str, Any] | None:
-    """The row ``sending`` (its id and attempt on ``step.delivery``); the output of the
-    send instead when an attempt that finished after our claim read it has sent it."""
-    now = timezone.now()
-    # The column's own adaptation (a UUID on PostgreSQL, its hex on SQLite).
-    instance_id = _DELIVERY.get_field("instance").get_db_prep_value(step.instance_id, connection)
-    with connection.cursor() as cursor:
-        # By unique key: prepared (notifyflow/db.py).
-        began = db.execute(
-            cursor,
-            _BEGIN_SQL,
-            (instance_id, step.node_id, channel, normalize_recipient(recipient), now, now),
-        ).fetchone()
-    if began is None:  # sent by an attempt that finished after our claim read it
-        output = (
-            Delivery.objects.filter(instance_id=step.instance_id, node_id=step.node_id)
-            .values_list("output", flat=True)
-            .get()
-        )
-        return {**output, "deduplicated": True}
-    step.delivery.id, step.delivery.attempt = began[0], began[1]
-    return None
 
 
 def _send_recorded(step: StepContext, recipient: str, send: Callable[[], dict]) -> dict[str, Any]:

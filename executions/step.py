@@ -84,9 +84,8 @@ class DeliveryState:
     output: dict[str, Any] | None = None
     # The outcome to record with the step's result.
     pending: dict[str, Any] = field(default_factory=dict)
-    # This delivery's row, its attempt number and channel, and one entry per provider
-    # call (failover), written as DeliveryAttempt rows with the outcome.
-    id: int | None = None
+    # Its attempt number (the node's, a crashed attempt counted) and channel, and one
+    # entry per provider call (failover), written as DeliveryAttempt rows with the outcome.
     attempt: int = 0
     channel: str = ""
     attempts: list[dict[str, Any]] = field(default_factory=list)

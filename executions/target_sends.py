@@ -2,8 +2,7 @@
 connections - as one delivery with a result per target.
 
 The delivery guard (``deliveries.guarded_send``) holds around the whole send: one
-``Delivery`` row per (instance, node), marked ``sending`` first when there are several
-targets, the channel's send slot,
+``Delivery`` row per (instance, node), the channel's send slot,
 one ``DeliveryAttempt`` row per provider call. Inside it each target gets its own
 result (``providers.targets.TargetResult``), kept by target id in the delivery's
 ``targets`` column:
@@ -19,13 +18,13 @@ result (``providers.targets.TargetResult``), kept by target id in the delivery's
   41); the results are handled, and the database touched, in the step's thread only,
   as each answer comes;
 - **the guard per target**: an accepted result is written durably (its own statement,
-  fenced on the row still being ``sending``) as soon as it comes while other answers
-  are awaited, so a worker killed mid-send resends to no target that had accepted. The
-  last answer goes with the step's outcome (``record_delivery``), as a single send's
-  does; the window left is the guard's own, per target: a worker that dies between a
-  provider's acceptance and its record sends to that one target again on the retry. A
-  call that raises (a bug, not a provider's answer) is raised once the others are in
-  and recorded;
+  an upsert of the row marked ``sending``, never over a ``sent`` one) as soon as it
+  comes while other answers are awaited, so a worker killed mid-send resends to no
+  target that had accepted. The last answer goes with the step's outcome
+  (``record_delivery``), as a single send's does; the window left is the guard's own,
+  per target: a worker that dies between a provider's acceptance and its record sends
+  to that one target again on the retry. A call that raises (a bug, not a provider's
+  answer) is raised once the others are in and recorded;
 - **dead** targets (an unregistered token, a deleted webhook, by the provider's error
   code) are removed at once by the node's ``remove_dead`` (audited, a status event), and
   the others still get the message;
@@ -125,9 +124,7 @@ def send_to_targets(
     were dead. ``noun`` names a target in errors ("device", "connection")."""
     step.delivery.secrets = [secret for target in targets for secret in target.secrets]
     run = partial(_send_all, step, list(targets), send, remove_dead, noun)
-    # Several targets: the row is marked first, each accepted target's result written to
-    # it while the others are awaited.
-    return guarded_send(step=step, channel=channel, recipient="", send=run, mark=len(targets) > 1)
+    return guarded_send(step=step, channel=channel, recipient="", send=run)
 
 
 def _send_all(
@@ -212,8 +209,10 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def _earlier_results(step: StepContext) -> dict[str, dict[str, Any]]:
-    """The delivery's results so far: none on its first attempt (no read)."""
-    if step.delivery.attempt <= 1:
+    """The delivery's results so far: none when the claim saw no delivery row (no
+    read). Not by the attempt number: an operator's retry of a failed instance starts
+    it again at 1, and its earlier accepted targets must not be sent to again."""
+    if step.delivery.status is None:
         return {}
     saved = (
         Delivery.objects.filter(instance_id=step.instance_id, node_id=step.node_id)
@@ -247,22 +246,42 @@ def _result(
 
 
 _DELIVERY = Delivery._meta
-# By primary key, fenced on the row still sending; prepared: it runs on most steps that
-# send to several targets (bench/RESULTS.md, issue 41).
+_TABLE = f'"{_DELIVERY.db_table}"'
+
+
+def _q(name: str) -> str:
+    return f'"{_DELIVERY.get_field(name).column}"'  # type: ignore[union-attr]
+
+
+# The delivery's row with the results so far, marked 'sending': created by the first
+# save of an attempt, or updated (a retry's, whose row an earlier attempt wrote), never
+# over a 'sent' row; by unique key, prepared (it runs on most steps that send to several
+# targets: bench/RESULTS.md, issue 41). Parameters: instance, node, channel, attempts,
+# created_at, updated_at, targets.
 _SAVE_SQL = (
-    f'UPDATE "{_DELIVERY.db_table}" SET "targets" = %s'
-    f' WHERE "id" = %s AND "status" = \'{DeliveryStatus.SENDING}\''
+    f"INSERT INTO {_TABLE} ({_q('instance')}, {_q('node_id')}, {_q('channel')},"
+    f" {_q('recipient')}, {_q('status')}, {_q('provider_message_id')}, {_q('output')},"
+    f" {_q('attempts')}, {_q('created_at')}, {_q('updated_at')}, {_q('targets')})"
+    f" VALUES (%s, %s, %s, '', '{DeliveryStatus.SENDING}', '', '{{}}', %s, %s, %s, %s)"
+    f" ON CONFLICT ({_q('instance')}, {_q('node_id')}) DO UPDATE"
+    f" SET {_q('status')} = '{DeliveryStatus.SENDING}', {_q('targets')} = excluded.{_q('targets')},"
+    f" {_q('attempts')} = CASE WHEN {_TABLE}.{_q('attempts')} > excluded.{_q('attempts')}"
+    f" THEN {_TABLE}.{_q('attempts')} ELSE excluded.{_q('attempts')} END,"
+    f" {_q('updated_at')} = excluded.{_q('updated_at')}"
+    f" WHERE {_TABLE}.{_q('status')} <> '{DeliveryStatus.SENT}'"
 )
 
 
 def _save(step: StepContext, results: Mapping[str, Any]) -> None:
     """The results so far, durably, while the other targets' answers are awaited
-    (autocommit: no transaction is open while a step sends)."""
-    if step.delivery.id is None:  # one target (no mark): its result goes with the outcome
-        return
+    (autocommit: no transaction is open while a step sends). The outcome's record
+    writes the row again, with the last answers."""
+    instance_id = _DELIVERY.get_field("instance").get_db_prep_value(step.instance_id, connection)
     targets = _DELIVERY.get_field("targets").get_db_prep_value(dict(results), connection)
+    now = timezone.now()
+    params = [instance_id, step.node_id, step.delivery.channel, step.delivery.attempt]
     with connection.cursor() as cursor:
-        db.execute(cursor, _SAVE_SQL, [targets, step.delivery.id])
+        db.execute(cursor, _SAVE_SQL, [*params, now, now, targets])
 
 
 def _outcome(counted: list[dict[str, Any]], noun: str) -> dict[str, Any]:

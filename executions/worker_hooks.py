@@ -70,7 +70,7 @@ def _worker_async_commit(**kwargs: Any) -> None:
     """Workers commit asynchronously by default; the engine turns synchronous commit
     back on for the one statement that must survive a PostgreSQL crash (a step's
     outcome). What may be lost in such a crash is only ever safe to lose: a claim (the
-    sweeper recovers the lease), a delivery's 'sending' marker (the documented
+    sweeper recovers the lease), a push or chat step's results so far (the documented
     at-least-once window), a sweeper pass (it runs again)."""
     if settings.NOTIFYFLOW_WORKER_ASYNC_COMMIT:
         db.commit_asynchronously()
