@@ -118,8 +118,10 @@ class CursorPagination(DrfCursorPagination):
 
 
 class NewestFirst(CursorPagination):
-    """Trigger instances; served by the (status, -created_at) and
-    (workflow, status, -created_at) indexes."""
+    """Trigger instances, newest first; served by the created_at index (unfiltered,
+    ?workflow= alone, ?status=enqueued), trigger_finished_status (?status= of a
+    finished status), trigger_workflow_status (?workflow=&status=) and
+    trigger_lease_processing (?status=processing)."""
 
     ordering = ("-created_at", "-id")
     page_size = 50

@@ -62,8 +62,11 @@ EXACT_COMPLETED_BELOW = 100_000
 def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
     """A few cheap queries over trigger instances.
 
-    - enqueued, processing and failed: one GROUP BY restricted to those statuses, index
-      ranges of trigger_status_created. These stay small in a healthy queue.
+    - enqueued: from the pass over trigger_due_enqueued below (due + not yet due).
+    - processing: an index-only count of trigger_lease_processing (partial: every
+      processing row). Failed and cancelled: one GROUP BY over the partial index of
+      finished rows, trigger_finished_status. These stay small in a healthy queue (no
+      index over every status: a step's updates would each write to it).
     - completed: the bulk of a long-lived table. Counting it exactly reads every index
       entry (bench/admin_changelist.py measures it), so on PostgreSQL above
       EXACT_COMPLETED_BELOW rows it is the table's planner estimate (pg_class.reltuples)
@@ -78,12 +81,22 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
     now = now or timezone.now()
     S = TriggerStatus
     active = [S.ENQUEUED, S.PROCESSING, S.FAILED, S.CANCELLED]
+    # Due and not yet due enqueued instances in one pass over trigger_due_enqueued.
+    due, later = Q(available_at__lte=now), Q(available_at__gt=now)
+    enqueued = TriggerInstance.objects.filter(status=S.ENQUEUED).aggregate(
+        backlog=Count("pk", filter=due),
+        oldest=Min("available_at", filter=due),
+        waiting=Count("pk", filter=later),
+        next=Min("available_at", filter=later),
+    )
     counts = dict(
-        TriggerInstance.objects.filter(status__in=active)
+        TriggerInstance.objects.filter(status__in=[S.FAILED, S.CANCELLED])
         .order_by()
         .values_list("status")
         .annotate(n=Count("*"))
     )
+    counts[S.ENQUEUED] = enqueued["backlog"] + enqueued["waiting"]
+    counts[S.PROCESSING] = TriggerInstance.objects.filter(status=S.PROCESSING).count()
     estimate = table_row_estimate(TriggerInstance)
     others = sum(counts.get(status, 0) for status in active)
     approximate = estimate is not None and estimate >= EXACT_COMPLETED_BELOW
@@ -94,14 +107,6 @@ def console_overview_get(*, now: datetime | None = None) -> ConsoleOverview:
     failed_last_hour = TriggerInstance.objects.filter(
         status=S.FAILED, finished_at__gte=now - FAILED_WINDOW
     ).count()
-    # Due and not yet due enqueued instances in one pass over trigger_due_enqueued.
-    due, later = Q(available_at__lte=now), Q(available_at__gt=now)
-    enqueued = TriggerInstance.objects.filter(status=S.ENQUEUED).aggregate(
-        backlog=Count("pk", filter=due),
-        oldest=Min("available_at", filter=due),
-        waiting=Count("pk", filter=later),
-        next=Min("available_at", filter=later),
-    )
     return ConsoleOverview(
         now=now,
         waiting=enqueued["waiting"],

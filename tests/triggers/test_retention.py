@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.admin_helpers import failed_instance
+from tests.factories import WorkflowFactory, bulk_instances
 from triggers import state
 from triggers.models import TriggerInstance, TriggerStatus
 from triggers.retention import finished_purge
@@ -212,3 +214,29 @@ def test_a_purge_keeps_a_throttle_counter_a_pass_is_writing():
     assert counts["throttle_counters"] == 0
     counter = ThrottleCounter.objects.get(subject="busy")
     assert len(counter.hits) == 1 and counter.updated_at > timezone.now() - timedelta(minutes=1)
+
+
+def test_a_purge_batch_reads_the_oldest_finished_instances_through_their_index():
+    """Each batch reads the oldest finished instances past the cutoff through the
+    partial index trigger_finished_at, not a scan of the table: many recent finished
+    instances and a queue of unfinished ones stay out of its way."""
+    S = TriggerStatus
+    bulk_instances(WorkflowFactory(), {S.COMPLETED: 4000, S.ENQUEUED: 1000})
+    now = timezone.now()
+    completed = TriggerInstance.objects.filter(status=S.COMPLETED)
+    completed.update(finished_at=now - timedelta(hours=1))
+    old = list(completed.values_list("pk", flat=True)[:20])
+    TriggerInstance.objects.filter(pk__in=old).update(finished_at=now - timedelta(days=40))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE triggers_triggerinstance")
+
+    with CaptureQueriesContext(connection) as queries:
+        counts = finished_purge(older_than=timedelta(days=30))
+
+    assert counts["instances"] == 20
+    batch = next(q["sql"] for q in queries.captured_queries if "SKIP LOCKED" in q["sql"])
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + batch)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "trigger_finished_at" in plan, plan
+    assert "Seq Scan on triggers_triggerinstance" not in plan, plan

@@ -101,6 +101,9 @@ class TriggerInstance(models.Model):
     parked_on = models.CharField(
         max_length=16, choices=ParkedOn.choices, blank=True, default="", db_default=""
     )
+    # Indexed: the console's instance list and GET /triggers/ (unfiltered, ?workflow=
+    # alone, ?status=enqueued, the console's created-date filter), newest first. No
+    # other index gives that order; without it a page is a sort of the whole table.
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -191,17 +194,36 @@ class TriggerInstance(models.Model):
                 name="trigger_concurrency_running",
                 condition=models.Q(status="processing", concurrency_key__isnull=False),
             ),
-            # Sweeper: processing instances whose lease has expired.
+            # Sweeper: processing instances whose lease has expired. Also every
+            # processing row for GET /triggers/?status=processing and the overview.
             models.Index(
                 fields=["locked_until"],
                 name="trigger_lease_processing",
                 condition=models.Q(status="processing"),
             ),
-            # API/admin filters: ?status= per workflow, newest first.
+            # GET /triggers/?workflow=&status= and the console's workflow + status
+            # filters, newest first; the workflow's stats (counts per status, an
+            # index-only scan); PROTECT's "any instance of this workflow?".
             models.Index(
                 fields=["workflow", "status", "-created_at"], name="trigger_workflow_status"
             ),
-            models.Index(fields=["status", "-created_at"], name="trigger_status_created"),
+            # GET /triggers/?status=completed|failed|cancelled and the console's status
+            # filter, newest first; the overview's failed and cancelled counts. Finished
+            # rows only: a step's claim and outcome change status (no HOT update), so an
+            # index over every status took an entry per update; this one takes one per
+            # instance, when it finishes. Enqueued and processing instances are listed
+            # through trigger_due_enqueued / trigger_lease_processing (both hold every
+            # row of their status) or the created_at index.
+            models.Index(
+                fields=["status", "-created_at"],
+                name="trigger_finished_status",
+                condition=models.Q(status__in=sorted(TERMINAL_STATUSES)),
+            ),
+            # GET /triggers/?idempotency_key= without a workflow, the console's search
+            # by key, cancel by key of a people trigger (every recipient's instance of
+            # (workflow, key): the unique indexes lead with the workflow for
+            # payload-only rows, with the recipient for the others) and erasure's
+            # instances sharing a key. Costs an entry per step update (bench/RESULTS.md).
             models.Index(fields=["idempotency_key"], name="trigger_idempotency_key"),
             # Sweeper: due instances that were never handed to the broker (long delays).
             models.Index(
@@ -214,6 +236,14 @@ class TriggerInstance(models.Model):
                 fields=["finished_at"],
                 name="trigger_failed_finished",
                 condition=models.Q(status="failed"),
+            ),
+            # Retention (triggers.retention.finished_purge): finished instances, oldest
+            # finish first; without it each batch of the purge was a scan of the table.
+            # One entry per instance, written when it finishes.
+            models.Index(
+                fields=["finished_at"],
+                name="trigger_finished_at",
+                condition=models.Q(status__in=sorted(TERMINAL_STATUSES)),
             ),
             # Workflow stats: the test sends to subtract per status (few rows), so the
             # main count stays an index-only scan of trigger_workflow_status.

@@ -16,7 +16,8 @@ from django.db import connection
 from django.utils import timezone
 
 from notifyflow import db
-from tests.factories import WorkflowFactory
+from tests.factories import TriggerInstanceFactory, WorkflowFactory
+from triggers import state
 from triggers.models import TriggerInstance, TriggerStatus
 
 pytestmark = pytest.mark.django_db
@@ -47,12 +48,77 @@ def test_instance_table_indexes_are_the_declared_ones() -> None:
             ("locked_until",),  # trigger_lease_processing (partial)
             ("workflow_id", "status", "created_at"),  # trigger_workflow_status
             ("workflow_id", "status"),  # trigger_test_workflow_status (partial)
-            ("status", "created_at"),  # trigger_status_created
+            ("status", "created_at"),  # trigger_finished_status (partial: finished rows)
             ("idempotency_key",),  # trigger_idempotency_key
             ("finished_at",),  # trigger_failed_finished (partial)
+            ("finished_at",),  # trigger_finished_at (partial: finished rows, retention)
             ("created_at",),  # default order of the admin and the API
         ]
     )
+
+
+def _indexes_holding(instance: TriggerInstance) -> set[str]:
+    """The instance table's indexes that hold an entry for ``instance``'s row: every
+    index without a WHERE, and each partial one whose WHERE the row satisfies."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, pg_get_expr(i.indpred, i.indrelid) FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = %s::regclass",
+            [TriggerInstance._meta.db_table],
+        )
+        indexes = cursor.fetchall()
+        holding = set()
+        for name, predicate in indexes:
+            if predicate is not None:
+                cursor.execute(
+                    f"SELECT EXISTS (SELECT 1 FROM {TriggerInstance._meta.db_table}"
+                    f" WHERE id = %s AND ({predicate}))",
+                    [instance.pk],
+                )
+                if not cursor.fetchone()[0]:
+                    continue
+            holding.add(name)
+    return holding
+
+
+@pytest.mark.postgres
+def test_a_steps_updates_write_no_entry_into_the_finished_row_indexes() -> None:
+    """A claim and a step's outcome change ``status``: no HOT update, so each writes an
+    entry into every index its row's new version is in. The list-by-status and
+    retention indexes hold finished rows only: an instance enters them once, when it
+    finishes."""
+    now = timezone.now()
+    instance = TriggerInstanceFactory(available_at=now, dispatched_at=now)
+    always = {
+        "triggers_triggerinstance_pkey",
+        "trigger_unique_workflow_idempotency_key",
+        "trigger_workflow_status",
+        "trigger_idempotency_key",
+        next(
+            name
+            for name, info in connection.introspection.get_constraints(
+                connection.cursor(), TriggerInstance._meta.db_table
+            ).items()
+            if info["columns"] == ["created_at"] and info["index"]
+        ),
+    }
+    assert _indexes_holding(instance) == always | {"trigger_due_enqueued"}
+
+    claimed = state.claim(instance_id=instance.pk, worker="w1", now=now)
+    assert claimed is not None
+    assert _indexes_holding(claimed) == always | {"trigger_lease_processing"}
+
+    TriggerInstance.objects.filter(pk=instance.pk).update(
+        status=TriggerStatus.COMPLETED,
+        lease_token=None,
+        locked_until=None,
+        finished_at=now,
+    )
+    instance.refresh_from_db()
+    assert _indexes_holding(instance) == always | {
+        "trigger_finished_status",
+        "trigger_finished_at",
+    }
 
 
 def _key_count(cursor, name: str, columns: list[str]) -> int:
