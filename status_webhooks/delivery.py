@@ -2,14 +2,15 @@
 schedule, disable an endpoint that keeps failing.
 
 One pass (``deliver_due``, the task ``notifyflow.deliver_status_webhooks``) claims due
-messages in batches: a short transaction takes up to NOTIFYFLOW_STATUS_WEBHOOK_BATCH
-pending rows with ``FOR UPDATE SKIP LOCKED`` (concurrent deliverers take different
-rows) and leases them (``locked_until``, NOTIFYFLOW_LEASE_S ahead); the POSTs run after
-commit, at once, on a keep-alive client that follows no redirect; each outcome is
-recorded in a short transaction of its own, fenced on the lease. A deliverer killed
-mid-POST leaves its messages leased: once the lease runs out the sweeper's kick (or any
-pass) takes them again and sends the same ``webhook-id`` - delivery is at least once,
-and the id is how a receiver deduplicates.
+messages in batches: a claim (``store``: one statement on PostgreSQL) takes up to
+NOTIFYFLOW_STATUS_WEBHOOK_BATCH pending rows with ``FOR UPDATE SKIP LOCKED``
+(concurrent deliverers take different rows) and leases them (``locked_until``,
+NOTIFYFLOW_LEASE_S ahead); the POSTs run after commit, at once, on connections kept
+alive per process (``transport``: no redirect followed, timeouts, verified TLS, bounded
+reads); the claim's outcomes are recorded together (one statement on PostgreSQL), each
+fenced on its lease. A deliverer killed mid-POST leaves its messages leased: once the
+lease runs out the sweeper's kick (or any pass) takes them again and sends the same
+``webhook-id`` - delivery is at least once, and the id is how a receiver deduplicates.
 
 2xx is delivered. Anything else - another status (a redirect too), a timeout, a refused
 connection, a host no longer allowed - is a failed attempt, retried
@@ -21,20 +22,18 @@ without a POST until it is enabled and they are replayed.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import httpx
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -42,7 +41,7 @@ from notifyflow import logs, metrics
 from notifyflow.celery import send_task_on_commit
 from notifyflow.errors import ApplicationError
 
-from . import signing
+from . import signing, transport
 from .endpoints import url_check
 from .models import (
     EndpointChange,
@@ -52,6 +51,7 @@ from .models import (
     WebhookMessage,
 )
 from .outbox import DELIVER_TASK
+from .store import DELIVERY_STORE, AttemptRecord
 
 logger = logging.getLogger("notifyflow.status_webhooks")
 
@@ -64,24 +64,7 @@ EXCERPT_CHARS = WebhookAttempt._meta.get_field("response_excerpt").max_length or
 ERROR_CHARS = WebhookAttempt._meta.get_field("error").max_length or 500
 USER_AGENT = "NotifyFlow-Webhooks/1"
 
-_client: httpx.Client | None = None
-_client_lock = threading.Lock()
-
-
-def _http() -> httpx.Client:
-    """One keep-alive client per process (created in the worker child, after the fork):
-    no redirects, no proxy or certificate settings from the environment."""
-    global _client
-    with _client_lock:
-        if _client is None:
-            _client = httpx.Client(
-                follow_redirects=False,
-                trust_env=False,
-                headers={"User-Agent": USER_AGENT},
-                # As many kept-alive connections as a claim has threads: each POST reuses one.
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=100),
-            )
-        return _client
+_pool_lock = threading.Lock()
 
 
 def timeout_s() -> float:
@@ -145,25 +128,7 @@ def messages_claim(*, now: datetime, limit: int) -> list[WebhookMessage]:
     """Lease up to ``limit`` due pending messages (oldest due first) and return them with
     their endpoints. Skips rows another deliverer holds, locked or leased."""
     lease = now + timedelta(seconds=settings.NOTIFYFLOW_LEASE_S)
-    free = Q(locked_until__isnull=True) | Q(locked_until__lte=now)
-    with transaction.atomic():
-        # Walks webhook_message_due (pending by next_attempt_at).
-        ids = list(
-            WebhookMessage.objects.select_for_update(skip_locked=True)
-            .filter(free, status=MessageStatus.PENDING, next_attempt_at__lte=now)
-            .order_by("next_attempt_at")
-            .values_list("pk", flat=True)[:limit]
-        )
-        if not ids:
-            return []
-        # The same conditions again: on SQLite (no row locks) a second deliverer may have
-        # read the same ids, and whoever writes first holds them.
-        WebhookMessage.objects.filter(free, pk__in=ids, status=MessageStatus.PENDING).update(
-            locked_until=lease
-        )
-    return list(
-        WebhookMessage.objects.filter(pk__in=ids, locked_until=lease).select_related("endpoint")
-    )
+    return DELIVERY_STORE.claim(now=now, lease=lease, limit=limit)
 
 
 def due_exists(*, now: datetime) -> bool:
@@ -196,33 +161,28 @@ def message_send(message: WebhookMessage) -> Outcome:
         body=body,
     )
     headers["Content-Type"] = "application/json"
+    headers["User-Agent"] = USER_AGENT
     started = time.monotonic()
     try:
-        with _http().stream(
-            "POST", endpoint.url, content=body, headers=headers, timeout=timeout_s()
-        ) as response:
-            excerpt = _read_excerpt(response)
-    except httpx.TimeoutException as exc:
+        response = transport.connections.post(
+            endpoint.url,
+            body=body,
+            headers=headers,
+            timeout=timeout_s(),
+            max_body=EXCERPT_CHARS * 4,
+        )
+    except TimeoutError as exc:
         error = f"timeout after {timeout_s():g} s ({type(exc).__name__})"
         return Outcome(attempted_at, None, _ms(started), error=error)
-    except httpx.HTTPError as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         error = f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
         return Outcome(attempted_at, None, _ms(started), error=error)
-    status = response.status_code
+    status = response.status
+    excerpt = response.body.decode("utf-8", "replace")[:EXCERPT_CHARS]
     error = "" if 200 <= status < 300 else f"HTTP {status}"
-    if 300 <= status < 400 and response.headers.get("location"):
-        error += f" (redirect to {response.headers['location']} not followed)"
+    if 300 <= status < 400 and response.location:
+        error += f" (redirect to {response.location} not followed)"
     return Outcome(attempted_at, status, _ms(started), excerpt, error[:ERROR_CHARS])
-
-
-def _read_excerpt(response: httpx.Response) -> str:
-    """The start of the body, reading no more than the excerpt needs."""
-    raw = b""
-    for chunk in response.iter_raw():
-        raw += chunk
-        if len(raw) >= EXCERPT_CHARS * 4:
-            break
-    return raw.decode("utf-8", "replace")[:EXCERPT_CHARS]
 
 
 def _ms(started: float) -> int:
@@ -239,7 +199,7 @@ def _threads(size: int) -> ThreadPoolExecutor:
     whatever the mix of endpoints. Kept between claims: starting threads per claim
     showed in a message's cost (bench/RESULTS.md, issue 28)."""
     global _pool, _pool_size
-    with _client_lock:
+    with _pool_lock:
         if _pool is None or _pool_size < size:
             if _pool is not None:
                 _pool.shutdown(wait=False)
@@ -261,96 +221,59 @@ def outcome_record(*, message: WebhookMessage, outcome: Outcome) -> str:
     return outcomes_record(results=[(message, outcome)])[0]
 
 
-def _next_state(message: WebhookMessage, outcome: Outcome, now: datetime) -> str:
-    """Set the leased ``message``'s fields after ``outcome``; returns its status."""
-    message.attempts += 1
-    message.locked_until = None
-    message.last_status_code = outcome.status_code
-    message.last_error = outcome.error
-    if outcome.delivered:
-        message.status, message.delivered_at = MessageStatus.DELIVERED, now
-        return message.status
-    delay = retry_delay(message.attempts)
-    message.status = MessageStatus.FAILED if delay is None else MessageStatus.PENDING
-    if delay is not None:
-        message.next_attempt_at = now + delay
-    return message.status
-
-
-_OUTCOME_FIELDS = (
-    "attempts",
-    "locked_until",
-    "last_status_code",
-    "last_error",
-    "status",
-    "delivered_at",
-    "next_attempt_at",
-)
-
-
-def _messages_update(messages: Sequence[WebhookMessage]) -> None:
-    """Write the messages' new states: one UPDATE per distinct state (a claim's are
-    mostly alike: delivered with a 200), not ``bulk_update``'s CASE per row and field,
-    whose compilation was most of a message's cost (bench/RESULTS.md, issue 28)."""
-    groups: dict[tuple[Any, ...], list[Any]] = defaultdict(list)
-    for message in messages:
-        groups[tuple(getattr(message, name) for name in _OUTCOME_FIELDS)].append(message.pk)
-    for values, pks in groups.items():
-        WebhookMessage.objects.filter(pk__in=pks).update(
-            **dict(zip(_OUTCOME_FIELDS, values, strict=True))
-        )
+def _attempt_record(message: WebhookMessage, outcome: Outcome, now: datetime) -> AttemptRecord:
+    """The attempt's row and the leased ``message``'s next state after ``outcome``:
+    delivered, pending again after the schedule's wait, or failed once it is spent."""
+    attempts = message.attempts + 1
+    status, next_attempt_at = MessageStatus.DELIVERED, message.next_attempt_at
+    delivered_at: datetime | None = now
+    if not outcome.delivered:
+        delay = retry_delay(attempts)
+        status = MessageStatus.FAILED if delay is None else MessageStatus.PENDING
+        next_attempt_at = message.next_attempt_at if delay is None else now + delay
+        delivered_at = None
+    return AttemptRecord(
+        message_id=message.pk,
+        lease=message.locked_until,
+        attempted_at=outcome.attempted_at,
+        status_code=outcome.status_code,
+        duration_ms=outcome.duration_ms,
+        excerpt=outcome.excerpt,
+        error=outcome.error,
+        attempts=attempts,
+        status=status,
+        next_attempt_at=next_attempt_at,
+        delivered_at=delivered_at,
+    )
 
 
 def outcomes_record(*, results: Sequence[tuple[WebhookMessage, Outcome]]) -> list[str]:
-    """Record the outcomes of a claim's messages in one transaction, set-based: their
-    attempt rows, each message's next state (delivered, pending again, or failed) where
-    its lease still holds, and each endpoint's health. Returns each message's status,
-    or "" where its lease was lost meanwhile (the attempt is recorded; the state belongs
-    to whoever holds the message now) or it was deleted with its endpoint."""
+    """Record the outcomes of a claim's messages at once, set-based
+    (``DELIVERY_STORE.record``): their attempt rows, each message's next state
+    (delivered, pending again, or failed) where its lease still holds, and each
+    endpoint's health. Returns each message's status, or "" where its lease was lost
+    meanwhile (the attempt is recorded; the state belongs to whoever holds the message
+    now) or it was deleted with its endpoint."""
+    if not results:
+        return []
     now = timezone.now()
-    attempt = {m.pk: m.attempts + 1 for m, _ in results}
-    with transaction.atomic():
-        # Locks the rows, so a replay or a second deliverer waits for this record.
-        rows = (
-            WebhookMessage.objects.select_for_update()
-            .filter(pk__in=list(attempt))
-            .values_list("pk", "locked_until", "status")
-        )
-        existing = {pk for pk, _, _ in rows}
-        leased = {pk: lease for pk, lease, status in rows if status == MessageStatus.PENDING}
-        held = [m for m, _ in results if m.pk in leased and leased[m.pk] == m.locked_until]
-        outcomes = {m.pk: o for m, o in results}
-        statuses = {m.pk: _next_state(m, outcomes[m.pk], now) for m in held}
-        _messages_update(held)
-        WebhookAttempt.objects.bulk_create(
-            WebhookAttempt(
-                message_id=message.pk,
-                attempted_at=outcome.attempted_at,
-                status_code=outcome.status_code,
-                duration_ms=outcome.duration_ms,
-                response_excerpt=outcome.excerpt,
-                error=outcome.error,
-            )
-            for message, outcome in results
-            if message.pk in existing
-        )
-        _endpoints_health(results, now)
-    for message, outcome in results:
-        _log(message, outcome, statuses.get(message.pk, "lease_lost"), attempt[message.pk])
-    return [statuses.get(message.pk, "") for message, _ in results]
-
-
-def _endpoints_health(results: Sequence[tuple[WebhookMessage, Outcome]], now: datetime) -> None:
-    """An endpoint with a delivered message in the claim is healthy again; one whose
-    every attempt failed notes the failure (and may be disabled)."""
-    endpoints = {m.endpoint_id: m.endpoint for m, _ in results}
+    records = [_attempt_record(message, outcome, now) for message, outcome in results]
     healthy = {m.endpoint_id for m, o in results if o.delivered}
-    if healthy:
-        WebhookEndpoint.objects.filter(pk__in=healthy, failing_since__isnull=False).update(
-            failing_since=None
-        )
-    for endpoint_id in endpoints.keys() - healthy:
-        endpoint_failure_record(endpoint=endpoints[endpoint_id], now=now)
+    held = DELIVERY_STORE.record(records=records, healthy=healthy)
+    statuses = {}
+    for (message, _), record in zip(results, records, strict=True):
+        if record.message_id in held:  # the leased message as it now is
+            message.attempts, message.locked_until = record.attempts, None
+            message.last_status_code, message.last_error = record.status_code, record.error
+            message.status, message.next_attempt_at = record.status, record.next_attempt_at
+            message.delivered_at = record.delivered_at
+            statuses[message.pk] = record.status
+    failing = {m.endpoint_id: m.endpoint for m, _ in results if m.endpoint_id not in healthy}
+    for endpoint in failing.values():
+        endpoint_failure_record(endpoint=endpoint, now=now)
+    for (message, outcome), record in zip(results, records, strict=True):
+        _log(message, outcome, statuses.get(message.pk, "lease_lost"), record.attempts)
+    return [statuses.get(message.pk, "") for message, _ in results]
 
 
 def endpoint_failure_record(*, endpoint: WebhookEndpoint, now: datetime) -> bool:
@@ -412,17 +335,19 @@ def _log(message: WebhookMessage, outcome: Outcome, status: str, attempt: int) -
 
 
 def deliver_due(*, max_seconds: float | None = None) -> dict[str, int]:
-    """Deliver due messages, batch after batch, until none is due or ``max_seconds``
-    (default: what the task's soft time limit leaves after one more batch) have passed;
-    then kick another pass if some are still due. A retry due within the broker horizon
-    gets a countdown kick; later ones wait for the sweeper. Returns counts by outcome."""
+    """Deliver due messages, batch after batch, until a claim finds fewer than a batch
+    due or ``max_seconds`` (default: what the task's soft time limit leaves after one
+    more batch) have passed; then kick another pass if some may still be due. A retry
+    due within the broker horizon gets a countdown kick; later ones wait for the
+    sweeper. Returns counts by outcome."""
     if max_seconds is None:
         max_seconds = max(0.0, settings.NOTIFYFLOW_STEP_SOFT_TIME_LIMIT_S - timeout_s() - 2)
     started = time.monotonic()
     counts: Counter[str] = Counter()
     next_retry: datetime | None = None
+    limit = settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH
     while True:
-        batch = messages_claim(now=timezone.now(), limit=settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH)
+        batch = messages_claim(now=timezone.now(), limit=limit)
         if not batch:
             break
         active = [m for m in batch if m.endpoint.is_active]
@@ -436,6 +361,10 @@ def deliver_due(*, max_seconds: float | None = None) -> dict[str, int]:
             if status == MessageStatus.PENDING:
                 due = message.next_attempt_at
                 next_retry = due if next_retry is None else min(next_retry, due)
+        if len(batch) < limit:
+            # Nothing else was due and free at the claim; what commits later kicks a
+            # pass of its own (no empty claim to end each pass).
+            break
         if time.monotonic() - started >= max_seconds:
             send_task_on_commit(DELIVER_TASK)  # the rest in a new task, under its limits
             counts["continued"] += 1

@@ -155,7 +155,7 @@ def test_a_timeout_and_a_refused_connection_are_failed_attempts(receiver, settin
     WebhookEndpoint.objects.update(url=f"http://127.0.0.1:{port}/")
     _completed()
     assert delivery.deliver_due() == {"pending": 1}
-    assert "ConnectError" in WebhookMessage.objects.get().last_error
+    assert "ConnectionRefusedError" in WebhookMessage.objects.get().last_error
 
 
 def test_a_redirect_is_not_followed(receiver, settings, kicks):
@@ -357,3 +357,24 @@ def test_a_deliverer_skips_rows_another_one_is_claiming_instead_of_waiting():
     thread.join()
     assert len(claimed) == 10 and not set(claimed) & set(locked)
     assert waited < 5  # not blocked behind the other transaction's row locks
+
+
+@pytest.mark.both_databases
+def test_a_pass_ends_with_a_claim_that_comes_back_short_not_an_empty_one(
+    receiver, kicks, settings, monkeypatch
+):
+    settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH = 2
+    WebhookEndpointFactory(url=receiver.url)
+    for _ in range(5):
+        _completed()
+    claims: list[int] = []
+    claim = delivery.messages_claim
+
+    def counted(**kwargs):
+        claims.append(len(batch := claim(**kwargs)))
+        return batch
+
+    monkeypatch.setattr(delivery, "messages_claim", counted)
+    assert delivery.deliver_due() == {"delivered": 5}
+    assert claims == [2, 2, 1]
+    assert len(receiver.received) == 5
