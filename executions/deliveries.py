@@ -11,8 +11,13 @@ idempotency key (the email Message-ID header; Twilio's Messages API takes none).
 The claim is the mark that a send is under way: the instance is ``processing`` on this
 node under one lease, and the delivery row is written once, with the outcome (an
 upsert that never overwrites ``sent``; its ``attempts`` is the node's attempt number,
-counting a crashed one). A send to several targets (``target_sends``) writes the row
-``sending`` with each accepted target's result while the others' answers are awaited.
+counting a crashed one, restarting after an operator's retry of a failed instance). A
+send to several targets (``target_sends``) writes the row ``sending`` with each
+accepted target's result while the others' answers are awaited. Not covered, as
+before: a worker frozen past its lease and its hard time limit (a paused VM) that
+resumes and records ``sent`` while the lease's next attempt is sending - two live
+attempts of one node; the claim reads the row once, not again before the provider
+call (a read per send for a case the time limits exclude).
 
 Every send holds one of its channel's send slots (``channel_slots``): a hung provider
 holds only its channel's share of the worker.

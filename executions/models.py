@@ -120,10 +120,12 @@ class DeliveryStatus(models.TextChoices):
 class Delivery(models.Model):
     """The guard around a provider call: one row per (instance, node).
 
-    ``sent`` means the provider accepted the message; it is never sent again.
-    ``sending`` means a send started and its outcome is unknown (the worker died or lost
-    its lease between the provider call and recording the result) - the one window
-    that stays at-least-once.
+    Written with the send's outcome (``executions.deliveries``): ``sent`` means the
+    provider accepted the message; it is never sent again. ``failed``: the last attempt
+    failed. ``sending``: a push or chat step's results so far, written while other
+    targets' answers were awaited - if it stays so, the worker died or lost its lease
+    before the outcome (the window that stays at-least-once). A single send cut off
+    the same way leaves no row until an attempt records one.
     """
 
     # No index of its own: delivery_unique_instance_node leads with it.

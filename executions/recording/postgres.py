@@ -21,7 +21,7 @@ PostgreSQL receives it, part by part::
        , delivery_outcome AS (INSERT ... ON       -- a send's outcome, APPLIED or not: the
            CONFLICT DO UPDATE ... WHERE           --   message was sent (SENT_RECORDED);
            status <> 'sent')                      --   the row's only write (_outcome_upsert)
-       , attempts AS (INSERT ... VALUES ...)      -- its provider calls (_attempts_insert)
+       , attempts AS (INSERT ... SELECT ...)      -- its provider calls (_attempts_insert)
        , inbox_consumed AS (INBOX_CONSUME)        -- a wait's event, if APPLIED
        , emitted AS (EMIT_INSERT)                 -- an emit's outbox row, if APPLIED
     SELECT EXISTS (SELECT 1 FROM moved)           -- APPLIED: the statement's answer
@@ -281,48 +281,43 @@ def _outcome_upsert(step: StepContext) -> state.Statement:
 
 
 # The delivery's id for its attempt rows: the row the outcome wrote, else (a ``sent`` row
-# that stood) the one there already. Parameters: instance, node.
+# that stood) the one there already. Parameters: instance, node. NULL only when another
+# attempt's ``sent`` row was committed after this statement's snapshot was taken (two
+# live attempts of one node: a worker frozen past its lease): its attempt rows are
+# then not written, rather than failing the step's whole outcome.
 _DELIVERY_ID = (
-    f"COALESCE((SELECT {_q(_DELIVERY, 'id')} FROM {OUTCOME_CTE}),"
+    f"(SELECT COALESCE((SELECT {_q(_DELIVERY, 'id')} FROM {OUTCOME_CTE}),"
     f" (SELECT {_q(_DELIVERY, 'id')} FROM {_DELIVERY_TABLE}"
-    f" WHERE {_q(_DELIVERY, 'instance')} = %s AND {_q(_DELIVERY, 'node_id')} = %s))"
+    f" WHERE {_q(_DELIVERY, 'instance')} = %s AND {_q(_DELIVERY, 'node_id')} = %s)) AS id)"
 )
 
 
 def _attempts_insert(step: StepContext, only_if_applied: bool) -> list[state.Statement]:
-    """One ``INSERT ... SELECT`` of every provider call (``VALUES`` joined to the
-    delivery's id); on a replay one ``INSERT ... SELECT ... WHERE APPLIED`` each. None
-    when no provider was called."""
+    """One ``INSERT ... SELECT`` of the delivery's id (``_DELIVERY_ID``) joined to every
+    provider call, in the order they were made (``VALUES``, each column cast to its
+    type); on a replay only ``WHERE APPLIED``. None when no provider was called."""
     if not step.delivery.attempts:
         return []
     names = [name for name in _ATTEMPT_FIELDS if name != "delivery"]
-    placeholders = ", ".join(["%s"] * len(names))
-    rows: list[list[Any]] = []
+    conn = db.current()
+    casts = ", ".join(f"%s::{_ATTEMPT_FIELDS[n].cast_db_type(conn)}" for n in names)
+    columns = ", ".join(f'"{_ATTEMPT_FIELDS[n].column}"' for n in names)
+    rows = []
     for attempt in step.delivery.attempts:
         values = {"attempt": step.delivery.attempt, **attempt}
         rows.append([db.prep_save(_ATTEMPT_FIELDS[n])(values[n]) for n in names])
-    key = [step.instance_id, step.node_id]
-    columns = ", ".join(f'"{_ATTEMPT_FIELDS[n].column}"' for n in names)
-    insert = (
+    where = f"d.id IS NOT NULL AND {state.APPLIED}" if only_if_applied else "d.id IS NOT NULL"
+    aliases = ", ".join(f"c{index}" for index in range(len(names)))
+    sql = (
         f'INSERT INTO "{DeliveryAttempt._meta.db_table}"'
         f' ("{_ATTEMPT_FIELDS["delivery"].column}", {columns})'
+        f" SELECT d.id, v.* FROM {_DELIVERY_ID} d"
+        f" CROSS JOIN (VALUES {', '.join(f'({casts})' for _ in rows)}) AS v ({aliases})"
+        f" WHERE {where}"
     )
-    if only_if_applied:
-        return [
-            state.Statement(
-                f"{insert} SELECT {_DELIVERY_ID}, {placeholders} WHERE {state.APPLIED}",
-                [*key, *row],
-                name=f"attempt_{index}",
-            )
-            for index, row in enumerate(rows)
-        ]
-    return [
-        state.Statement(
-            f"{insert} VALUES {', '.join(f'({_DELIVERY_ID}, {placeholders})' for _ in rows)}",
-            [p for row in rows for p in (*key, *row)],
-            name="attempts",
-        )
-    ]
+    # In the statement's order: the delivery's key, then the calls' columns.
+    params = [step.instance_id, step.node_id, *(p for row in rows for p in row)]
+    return [state.Statement(sql, params, name="attempts")]
 
 
 # --- a wait's consumed event, an emit's outbox row -------------------------------------

@@ -4,6 +4,10 @@ recorded once, not sent again when the lease expires (issue: 12 s sent emails tw
 
 from __future__ import annotations
 
+import threading
+import time
+
+import psycopg
 import pytest
 from django.db import OperationalError
 
@@ -118,3 +122,52 @@ def test_outcome_write_is_retried_for_a_few_seconds_even_with_a_short_soft_limit
 
     assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
     assert writes[-1] - writes[0] >= 3 and len(sms.outbox) == 1
+
+
+class SentMeanwhileUncommittedSmsBackend(sms.LocmemSmsBackend):
+    """Sends; meanwhile another live attempt of the step (a worker frozen past its lease)
+    records the message sent in a transaction it commits only once this step's outcome
+    statement is waiting on it."""
+
+    other: threading.Thread | None = None
+
+    def send(self, message: sms.SmsMessage) -> sms.SmsSendResult:
+        from django.db import connection
+
+        instance = TriggerInstance.objects.get(status=TriggerStatus.PROCESSING)
+        settings = connection.settings_dict
+        other = psycopg.connect(
+            host=settings["HOST"] or "127.0.0.1",
+            port=settings["PORT"] or 5432,
+            user=settings["USER"] or "postgres",
+            dbname=settings["NAME"],
+        )
+        other.execute(
+            "INSERT INTO executions_delivery (instance_id, node_id, channel, recipient, status,"
+            " provider_message_id, output, attempts, created_at, updated_at)"
+            " VALUES (%s, 'text', 'sms', '', 'sent', 'first', '{}', 1, now(), now())",
+            [instance.pk],
+        )
+
+        def commit_once_waited_on() -> None:
+            time.sleep(1.0)
+            other.commit()
+            other.close()
+
+        type(self).other = threading.Thread(target=commit_once_waited_on)
+        type(self).other.start()
+        return super().send(message)
+
+
+def test_an_outcome_waiting_on_another_attempts_sent_record_keeps_that_record(settings):
+    settings.SMS_BACKEND = (
+        "tests.executions.recording.test_postgres.SentMeanwhileUncommittedSmsBackend"
+    )
+    instance = TriggerInstanceFactory(workflow=WorkflowFactory(definition=ONE_SMS))
+
+    assert engine.step_execute(instance_id=instance.pk) == StepOutcome.COMPLETED
+
+    SentMeanwhileUncommittedSmsBackend.other.join()
+    delivery = Delivery.objects.get(instance=instance)
+    assert (delivery.status, delivery.provider_message_id) == (DeliveryStatus.SENT, "first")
+    assert TriggerInstance.objects.get(pk=instance.pk).status == TriggerStatus.COMPLETED
