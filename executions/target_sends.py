@@ -19,8 +19,9 @@ result (``providers.targets.TargetResult``), kept by target id in the delivery's
   as each answer comes;
 - **the guard per target**: an accepted result is written durably (its own statement,
   an upsert of the row marked ``sending``, never over a ``sent`` one) as soon as it
-  comes while other answers are awaited, so a worker killed mid-send resends to no
-  target that had accepted. The last answer goes with the step's outcome
+  comes while other answers are awaited (those that come within ``SAVE_GRACE_S`` of the
+  first are written with it), so a worker killed mid-send resends to no target that had
+  accepted. The last answer goes with the step's outcome
   (``record_delivery``), as a single send's does; the window left is the guard's own,
   per target: a worker that dies between a provider's acceptance and its record sends
   to that one target again on the retry. A call that raises (a bug, not a provider's
@@ -67,6 +68,11 @@ from .step import StepContext
 
 # Provider calls of one step in flight at once (a person has at most 20 devices).
 SEND_THREADS = 8
+# How long the first answer waits for the others before it is written on its own: a
+# person's devices answer together (one round trip apart at most), and writing each
+# answer while the next was milliseconds away cost a statement a step (bench/RESULTS.md,
+# issue 44). A worker killed within this window sends to that target again.
+SAVE_GRACE_S = 0.05
 FINAL = frozenset({TargetOutcome.ACCEPTED, TargetOutcome.DEAD, TargetOutcome.FAILED})
 _ATTEMPT_OUTCOME = {
     TargetOutcome.ACCEPTED: DeliveryAttempt.Outcome.SENT,
@@ -178,8 +184,13 @@ def _answers(
         return
     # The first in this thread while the others are in flight: one thread hop less.
     futures = {_pool().submit(_timed, send, target): target for target in todo[1:]}
-    pending = set(futures)
-    yield [(todo[0], _timed(send, todo[0]))], bool(pending)
+    first = (todo[0], _timed(send, todo[0]))
+    if not futures:
+        yield [first], False
+        return
+    # Answers that come within SAVE_GRACE_S of the first go with it: no save between.
+    done, pending = wait(futures, timeout=SAVE_GRACE_S)
+    yield [first, *((futures[future], future.result()) for future in done)], bool(pending)
     while pending:
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
         yield [(futures[future], future.result()) for future in done], bool(pending)

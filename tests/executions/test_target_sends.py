@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from executions import target_sends
 from executions.deliveries import record_delivery
 from executions.models import Delivery, DeliveryStatus
 from executions.providers.base import ProviderError
@@ -206,3 +207,21 @@ def test_a_dead_target_that_is_not_removable_fails_instead():
     with pytest.raises(ProviderError) as failed:
         send(step_of(TriggerInstanceFactory()), answering({"webhook": A.DEAD}, []), fixed, removed)
     assert failed.value.permanent and not removed
+
+
+def test_answers_that_come_together_are_written_once_with_the_outcome(monkeypatch):
+    # Generous, so a loaded machine's thread scheduling stays inside it.
+    monkeypatch.setattr(target_sends, "SAVE_GRACE_S", 5.0)
+    instance = TriggerInstanceFactory()
+
+    def answers_a_moment_later(target: Target) -> TargetResult:
+        if target.id != "a":
+            time.sleep(0.05)  # the others' answers come while the first's is in
+        return TargetResult(A.ACCEPTED, "fcm", provider_message_id=f"msg-{target.id}")
+
+    step = step_of(instance)
+    assert send(step, answers_a_moment_later)["accepted"] == 3
+    # Nothing written while the send ran: the three results go with the outcome.
+    assert not Delivery.objects.filter(instance_id=instance.pk).exists()
+    record_delivery(step)
+    assert set(recorded(instance).targets) == {"a", "b", "c"}
