@@ -59,15 +59,16 @@ def reset() -> None:
 
 
 def slots_per_channel() -> int:
-    """NOTIFYFLOW_CHANNEL_SLOTS, or the worker's process count less one (at least 1);
-    0 outside a worker (no limit)."""
+    """NOTIFYFLOW_CHANNEL_SLOTS, or the worker's process count less one; 0 (no limit)
+    outside a worker and in a worker of one process, which never has two sends in
+    flight."""
     if _worker is None:
         return 0
     if settings.NOTIFYFLOW_CHANNEL_SLOTS > 0:
         return settings.NOTIFYFLOW_CHANNEL_SLOTS
     concurrency = getattr(_worker, "concurrency", 1)
     processes = concurrency if isinstance(concurrency, int) else 1
-    return max(1, processes - 1)
+    return processes - 1 if processes > 1 else 0
 
 
 @contextmanager

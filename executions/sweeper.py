@@ -11,11 +11,13 @@ parked beyond the broker horizon).
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from notifyflow import metrics
@@ -23,7 +25,7 @@ from notifyflow.celery import send_task_on_commit
 from status_webhooks import delivery as status_webhooks
 from status_webhooks.outbox import DELIVER_TASK
 from triggers import fanout, outbox, state
-from triggers.dispatch import dispatch_many_on_commit, dispatch_on_commit
+from triggers.dispatch import dispatch_many_on_commit, dispatch_on_commit, queued_messages
 from triggers.models import TriggerInstance, TriggerStatus
 from workflows.definition import node_by_id
 from workflows.models import WorkflowVersion
@@ -177,10 +179,13 @@ def redispatch_due(*, now: datetime, batch: int) -> int:
         )[:batch]
     )
     if len(rows) < batch:
-        rows += list(
-            enqueued.filter(available_at__lte=stale, dispatched_at__lte=stale).values_list(
-                "id", "lane"
-            )[: batch - len(rows)]
+        rows += lost_messages(
+            list(
+                enqueued.filter(available_at__lte=stale, dispatched_at__lte=stale).values_list(
+                    "id", "lane"
+                )[: batch - len(rows)]
+            ),
+            now=now,
         )
     if not rows:
         return 0
@@ -190,6 +195,49 @@ def redispatch_due(*, now: datetime, batch: int) -> int:
         dispatch_many_on_commit(rows)
     metrics.SWEEPER.labels("redispatch").inc(len(ids))
     return len(ids)
+
+
+def lost_messages(
+    candidates: list[tuple[uuid.UUID, str]], *, now: datetime
+) -> list[tuple[uuid.UUID, str]]:
+    """Of ``candidates`` (due enqueued instances dispatched long ago, oldest first), those
+    whose message cannot all be waiting in their lane's queue.
+
+    A deep backlog holds messages for longer than NOTIFYFLOW_REDISPATCH_AFTER_S; sending
+    them again there would only add load while the workers are behind (each copy then
+    runs a step or a failed claim; 27,158 copies were sent for 10,000 digests in the
+    bench before this rule). So a lane's queue is asked how many messages wait in it:
+    with ``queued`` messages and ``waiting`` due instances that were dispatched and not
+    yet claimed, at most ``waiting - queued`` messages can be lost, and that many of the
+    oldest candidates are sent again. A broker that cannot say (the embedded ones)
+    leaves every candidate."""
+    if not candidates:
+        return candidates
+    lanes = {lane for _, lane in candidates}
+    queued = queued_messages(lanes)
+    if queued is None:
+        return candidates
+    # Served by trigger_due_enqueued (status = 'enqueued', by available_at, INCLUDE
+    # lane); reached only when a candidate is NOTIFYFLOW_REDISPATCH_AFTER_S late.
+    waiting = dict(
+        TriggerInstance.objects.filter(
+            status=S.ENQUEUED, available_at__lte=now, lane__in=lanes, dispatched_at__isnull=False
+        )
+        .exclude(workflow__is_paused=True)
+        .values("lane")
+        .order_by()
+        .annotate(n=Count("id"))
+        .values_list("lane", "n")
+    )
+    room = {lane: max(0, waiting.get(lane, 0) - queued.get(lane, 0)) for lane in lanes}
+    lost = []
+    for instance_id, lane in candidates:
+        if room[lane] > 0:
+            room[lane] -= 1
+            lost.append((instance_id, lane))
+    if len(lost) < len(candidates):
+        metrics.SWEEPER.labels("redispatch_held").inc(len(candidates) - len(lost))
+    return lost
 
 
 def dispatch_upcoming(*, now: datetime, batch: int) -> int:

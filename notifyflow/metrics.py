@@ -161,7 +161,9 @@ SWEEPER = Counter(
     "notifyflow_sweeper_recoveries",
     "Sweeper recoveries: lease (a dead worker's instance), redispatch (a lost message), "
     "upcoming (a wait held in the database handed to the broker within its horizon) or "
-    "status_webhooks (a deliverer pass for due webhook messages no deliverer holds)",
+    "status_webhooks (a deliverer pass for due webhook messages no deliverer holds); "
+    "redispatch_held counts late messages not sent again because their lane's queue "
+    "still holds that many (a backlog, not a loss)",
     ["kind"],
     registry=REGISTRY,
 )

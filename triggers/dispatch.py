@@ -10,7 +10,14 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.db import transaction
 
-from notifyflow.celery import publish_context, send_task_on_commit, send_tasks, send_tasks_on_commit
+from notifyflow.broker.depth import ready_messages
+from notifyflow.celery import (
+    app,
+    publish_context,
+    send_task_on_commit,
+    send_tasks,
+    send_tasks_on_commit,
+)
 from workflows.models import Priority
 
 # The task that runs one step (executions.tasks); sent by name so nothing below the
@@ -61,6 +68,14 @@ def dispatch_many_on_commit(instances: Iterable[tuple[uuid.UUID | str, str]]) ->
     for name, messages in by_queue.items():
         if messages:
             send_tasks_on_commit(EXECUTE_NODE_TASK, messages, name)
+
+
+def queued_messages(lanes: Iterable[str]) -> dict[str, int] | None:
+    """Step messages waiting in each lane's queue, not yet taken by a worker (Redis,
+    RabbitMQ); None when the broker cannot say (the embedded ones)."""
+    by_queue = {lane_queue(lane): lane for lane in lanes}
+    ready = ready_messages(app, by_queue)
+    return None if ready is None else {by_queue[queue]: n for queue, n in ready.items()}
 
 
 class BackgroundDispatch:

@@ -82,6 +82,21 @@ def test_a_channel_whose_slots_are_all_busy_defers_the_step_without_an_attempt(
     assert len(mail.outbox) == 1
 
 
+@pytest.mark.parametrize(
+    ("processes", "setting", "slots"), [(1, 0, 0), (2, 0, 1), (4, 0, 3), (1, 2, 2)]
+)
+def test_slots_per_channel_follow_the_worker_s_processes(settings, processes, setting, slots):
+    """All but one process may send on one channel; a one-process worker (never two sends
+    in flight) takes no slot unless NOTIFYFLOW_CHANNEL_SLOTS asks for them."""
+    settings.NOTIFYFLOW_CHANNEL_SLOTS = setting
+    channel_slots.configure(worker=SimpleNamespace(concurrency=processes))
+    try:
+        assert channel_slots.slots_per_channel() == slots
+    finally:
+        channel_slots.reset()
+    assert channel_slots.slots_per_channel() == 0  # outside a worker
+
+
 def test_a_slot_held_by_a_killed_process_is_free_again(three_process_worker):
     holder = subprocess.Popen(
         [

@@ -5,15 +5,24 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from executions import engine, sweeper
 from executions.models import StepExecutionLog
 from executions.outcomes import StepOutcome
 from notifyflow.errors import ConflictError
-from tests.factories import TriggerInstanceFactory, WorkflowFactory
+from tests.factories import (
+    TriggerInstanceFactory,
+    WorkflowFactory,
+    bulk_instances,
+    email_definition,
+)
 from tests.fakes import email_node_stalling_past_its_lease
+from tests.worker import flush_broker
 from triggers import services
+from triggers.dispatch import dispatch_many_on_commit, queued_messages
 from triggers.models import TriggerInstance, TriggerStatus
 
 pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
@@ -186,3 +195,36 @@ def test_redispatched_and_recovered_instances_go_to_their_own_lanes(dispatched):
         str(lost["critical"].pk): "notifyflow.critical",
         str(held.pk): "notifyflow.high",
     }
+
+
+@pytest.mark.broker
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(
+    settings.NOTIFYFLOW_BROKER_KIND not in ("redis", "amqp"),
+    reason="reads a Redis or RabbitMQ queue's depth: set CELERY_BROKER_URL",
+)
+def test_late_messages_still_in_their_queue_are_not_sent_again(settings):
+    """A backlog deeper than NOTIFYFLOW_REDISPATCH_AFTER_S holds messages that are only
+    late: the sweeper re-sends no more than its lane's queue can be missing."""
+    flush_broker()
+    settings.NOTIFYFLOW_REDISPATCH_AFTER_S = 30
+    now = timezone.now()
+    long_ago = now - timedelta(minutes=5)
+    workflow = WorkflowFactory(definition=email_definition("late"))
+    late = bulk_instances(workflow, {TriggerStatus.ENQUEUED: 5})
+    TriggerInstance.objects.filter(pk__in=[i.pk for i in late]).update(
+        available_at=long_ago, dispatched_at=long_ago
+    )
+    lane = workflow.priority
+    with transaction.atomic():  # three of the five messages wait in the queue
+        dispatch_many_on_commit([(i.pk, lane) for i in late[:3]])
+    assert queued_messages([lane]) == {lane: 3}
+    assert sweeper.redispatch_due(now=now, batch=100) == 2
+    assert queued_messages([lane]) == {lane: 5}
+    # Every message queued now: none is sent again, however late.
+    assert sweeper.redispatch_due(now=now + timedelta(minutes=5), batch=100) == 0
+    # The broker flushed: every one is lost and sent again.
+    flush_broker()
+    assert sweeper.redispatch_due(now=now + timedelta(minutes=10), batch=100) == 5
+    assert queued_messages([lane]) == {lane: 5}
+    flush_broker()

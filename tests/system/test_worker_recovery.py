@@ -39,12 +39,15 @@ def test_kill_9_mid_run_every_instance_completes_without_double_sends(tmp_path, 
     with celery_worker(tmp_path, name="doomed", pool="prefork", concurrency=2, **slow) as w:
         for n in range(N):
             trigger_create(workflow=wf.key, idempotency_key=f"kill-{n}", payload=PAYLOAD)
-        # Kill while a step is mid-flight (inside the slow provider call), so the lease
-        # recovery path is what brings it back.
+        # Kill while a step is mid-flight inside the slow provider call (an SMS step: an
+        # email step seen in flight is over in milliseconds, and the 60 email messages
+        # queue ahead of every SMS one), so the lease recovery path is what brings it back.
         wait_until(
             lambda: (
                 StepExecutionLog.objects.count() >= N // 2
-                and TriggerInstance.objects.filter(status=TriggerStatus.PROCESSING).exists()
+                and TriggerInstance.objects.filter(
+                    status=TriggerStatus.PROCESSING, current_node_id="text"
+                ).exists()
             ),
             timeout=180,
             interval=0.02,
