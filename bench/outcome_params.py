@@ -78,8 +78,11 @@ def main() -> None:
     def as_parameters() -> None:
         cursor._convert_query(sql, params)
 
+    def encode(value: Any) -> str:
+        return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
     def as_one_json() -> None:
-        text = json.dumps(values, default=lambda o: o.isoformat() if hasattr(o, "isoformat") else str(o))
+        text = json.dumps(values, default=encode)
         cursor._convert_query("SELECT %s::jsonb", [text])
 
     for name, call in (("one per value", as_parameters), ("one JSON parameter", as_one_json)):

@@ -39,6 +39,7 @@ SCENARIOS = [
     "push_fanout",
     "digests",
     "translations",
+    "backlog",
 ]
 
 

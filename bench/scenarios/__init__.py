@@ -8,6 +8,7 @@ a scenario raises only when something really broke (a process died, a drain time
 an instance failed).
 """
 
+from bench.scenarios.backlog import scenario_backlog
 from bench.scenarios.bulk import scenario_bulk
 from bench.scenarios.common import (
     DISTURBANCES,
@@ -38,6 +39,7 @@ from bench.scenarios.status_webhooks import scenario_status_webhooks
 from bench.scenarios.translations import scenario_translations
 
 __all__ = [
+    "scenario_backlog",
     "DISTURBANCES",
     "EXPECTED_TARGETS",
     "Ctx",
