@@ -162,7 +162,8 @@ def _node_retry_policy(instance: TriggerInstance) -> dict[str, Any] | None:
 def redispatch_due(*, now: datetime, batch: int) -> int:
     """Send a message for due enqueued instances that have none in the broker: never
     dispatched (a long delay held in the database) or dispatched long enough ago that
-    the message must be lost (broker flushed or restarted)."""
+    the message must be lost (broker flushed or restarted) and not just waiting in a
+    deep queue (``lost_messages``)."""
     stale = now - timedelta(seconds=settings.NOTIFYFLOW_REDISPATCH_AFTER_S)
     # A paused workflow's instances wait for its resume, which dispatches them.
     enqueued = (
@@ -204,12 +205,15 @@ def lost_messages(
     whose message cannot all be waiting in their lane's queue.
 
     A deep backlog holds messages for longer than NOTIFYFLOW_REDISPATCH_AFTER_S; sending
-    them again there would only add load while the workers are behind (each copy then
-    runs a step or a failed claim; 27,158 copies were sent for 10,000 digests in the
-    bench before this rule). So a lane's queue is asked how many messages wait in it:
-    with ``queued`` messages and ``waiting`` due instances that were dispatched and not
-    yet claimed, at most ``waiting - queued`` messages can be lost, and that many of the
-    oldest candidates are sent again. A broker that cannot say (the embedded ones)
+    them again there would only add load while the workers are behind (each copy is one
+    more message a worker takes, claims for nothing or runs the step from, and acks:
+    bench scenario ``backlog``). So a lane's queue is asked how many messages wait in
+    it: with ``queued`` messages and ``waiting`` due instances that were dispatched and
+    not yet claimed, at most ``waiting - queued`` messages can be lost, and that many of
+    the oldest candidates are sent again. A message a worker holds (prefetched, or a
+    countdown it waits on) is no longer in the queue, so its instance still counts as
+    possibly lost, as before this rule: a killed worker's held messages must not wait
+    for the broker's visibility timeout. A broker that cannot say (the embedded ones)
     leaves every candidate."""
     if not candidates:
         return candidates
