@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -127,22 +128,77 @@ def _uuid(value: Any) -> Any:
     return value if value is None or isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
-@functools.cache
+def _aware_datetime(field: Any) -> Callable[[Any], Any]:
+    """A ``timestamptz`` column's value: an aware datetime (or None) as it is, which is
+    what Django hands psycopg for one; anything else (a naive datetime: Django warns
+    and makes it aware) through Django."""
+    slow = functools.partial(_prep_save, field)
+
+    def prep(value: Any) -> Any:
+        if value is None or (isinstance(value, datetime) and value.tzinfo is not None):
+            return value
+        return slow(value)
+
+    return prep
+
+
+def _jsonb(field: Any) -> Callable[[Any], Any]:
+    """A ``jsonb`` column's value as Django's PostgreSQL operations make it
+    (``adapt_json_value``: ``Jsonb`` with the field's encoder), without the five calls
+    into Django per value; None is SQL NULL, as in ``JSONField.get_db_prep_save``. An
+    expression goes through Django."""
+    from django.db.backends.postgresql.operations import get_json_dumps
+    from django.db.backends.postgresql.psycopg_any import Jsonb
+
+    dumps = get_json_dumps(field.encoder)
+    slow = functools.partial(_prep_save, field)
+
+    def prep(value: Any) -> Any:
+        if value is None:
+            return None
+        if hasattr(value, "as_sql") or hasattr(value, "resolve_expression"):
+            return slow(value)
+        return Jsonb(value, dumps=dumps)
+
+    return prep
+
+
 def prep_save(field: Any) -> Callable[[Any], Any]:
     """``field.get_db_prep_save`` for the default database, as a one-argument callable;
     for the field types PostgreSQL's driver takes as they are (``_PASSED_AS_IS``, a
-    foreign key to one of them) the value itself, with no call into Django. Only for
-    values of the field's Python type (or None), as the hot builders have."""
+    foreign key to one of them) the value itself, with no call into Django; for aware
+    datetimes and JSON what Django would make of them, directly (``_aware_datetime``,
+    ``_jsonb``: a step passes ~17 such values, each a walk through Django's field and
+    operations classes). Only for values of the field's Python type (or None), as the
+    hot builders have.
+
+    Kept on the field itself: a cache keyed by the field would hash it (Django's
+    ``Field.__hash__`` builds a tuple) for each of a step's ~70 values."""
+    try:
+        return field._notifyflow_prep_save
+    except AttributeError:
+        prep = _prep_save_for(field)
+        field._notifyflow_prep_save = prep
+        return prep
+
+
+def _prep_save_for(field: Any) -> Callable[[Any], Any]:
     target = getattr(field, "target_field", None) if field.is_relation else field
     django_type = (
         type(target).__name__
         if target is not None and type(target).__module__.startswith("django.db.models")
         else ""
     )
-    if is_postgres() and django_type == "UUIDField":
+    if not is_postgres():
+        return functools.partial(_prep_save, field)
+    if django_type == "UUIDField":
         return _uuid
-    if is_postgres() and django_type in _PASSED_AS_IS:
+    if django_type in _PASSED_AS_IS:
         return _as_is
+    if django_type == "DateTimeField" and settings.USE_TZ:
+        return _aware_datetime(field)
+    if django_type == "JSONField":
+        return _jsonb(field)
     return functools.partial(_prep_save, field)
 
 
@@ -188,6 +244,48 @@ def execute(cursor: CursorWrapper, sql: str, params: Sequence[Any]) -> Any:
     return raw
 
 
+def fetch_prepared(sql: str, params: Sequence[Any], *, many: bool = False) -> Any:
+    """The row (``many``: the rows) of one of the engine's prepared statements
+    (``execute``). When nothing watches the connection's statements (no query log, no
+    execute wrapper) it runs straight on psycopg's connection, on a cursor kept for the
+    connection: Django's cursor wrapper, made and closed for every statement, and a
+    new psycopg cursor each time were a few per cent of a step's CPU
+    (bench/RESULTS.md, "Issue 44, third round"). Same errors as any statement
+    (``wrap_database_errors``); a watched connection takes ``execute``'s path."""
+    wrapper = current()
+    if (
+        is_postgres(wrapper)
+        and settings.NOTIFYFLOW_DB_PREPARE
+        and not wrapper.queries_logged
+        and not wrapper.execute_wrappers
+    ):
+        wrapper.close_if_health_check_failed()
+        wrapper.ensure_connection()
+        cursor = _kept_cursor(wrapper)
+        with wrapper.wrap_database_errors:
+            cursor.execute(sql, params, prepare=True)
+            return cursor.fetchall() if many else cursor.fetchone()
+    with wrapper.cursor() as django_cursor:
+        found = execute(django_cursor, sql, params)
+        return found.fetchall() if many else found.fetchone()
+
+
+def _kept_cursor(wrapper: BaseDatabaseWrapper) -> Any:
+    """The psycopg cursor ``fetch_prepared`` keeps on ``wrapper`` for its current
+    connection (a new one after a reconnection)."""
+    import psycopg
+
+    conn = wrapper.connection
+    kept = getattr(wrapper, "_notifyflow_cursor", None)
+    if kept is None or kept.connection is not conn or kept.closed:
+        _raise_parse_cache_bound()
+        if conn.prepare_threshold is None:  # as in ``execute``
+            conn.prepare_threshold = _NEVER_AUTOMATICALLY
+        kept = psycopg.Cursor(conn)
+        wrapper._notifyflow_cursor = kept  # type: ignore[attr-defined]
+    return kept
+
+
 def polled_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
     """The one row of a polled read. On PostgreSQL straight on psycopg's connection,
     prepared once per connection: ``GET /feed/counts/`` is polled every few seconds by
@@ -218,7 +316,7 @@ def _edge_tolerant_loader() -> type:
     would make every page that lists the row answer 500."""
     global _edge_loader
     if _edge_loader is None:
-        from datetime import UTC, datetime
+        from datetime import UTC
 
         from django.db.backends.postgresql.psycopg_any import BaseTzLoader
         from psycopg import DataError
@@ -227,6 +325,17 @@ def _edge_tolerant_loader() -> type:
             timezone = UTC
 
             def load(self, data: Any) -> datetime:
+                # The session's own form (DateStyle ISO, TimeZone UTC: what Django
+                # sets) parsed in C: psycopg's Python parser under Django's subclass
+                # was a few per cent of a step (bench/RESULTS.md, "Issue 44, third
+                # round"). Anything else (another offset or DateStyle, BC, infinity)
+                # goes the general way.
+                try:
+                    value = datetime.fromisoformat(str(data, "ascii"))
+                except ValueError:
+                    value = None
+                if value is not None and value.tzinfo is UTC:
+                    return value
                 try:
                     return super().load(data)
                 except DataError:

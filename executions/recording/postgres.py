@@ -298,26 +298,36 @@ def _attempts_insert(step: StepContext, only_if_applied: bool) -> list[state.Sta
     type); on a replay only ``WHERE APPLIED``. None when no provider was called."""
     if not step.delivery.attempts:
         return []
-    names = [name for name in _ATTEMPT_FIELDS if name != "delivery"]
-    conn = db.current()
-    casts = ", ".join(f"%s::{_ATTEMPT_FIELDS[n].cast_db_type(conn)}" for n in names)
-    columns = ", ".join(f'"{_ATTEMPT_FIELDS[n].column}"' for n in names)
     rows = []
     for attempt in step.delivery.attempts:
         values = {"attempt": step.delivery.attempt, **attempt}
-        rows.append([db.prep_save(_ATTEMPT_FIELDS[n])(values[n]) for n in names])
-    where = f"d.id IS NOT NULL AND {state.APPLIED}" if only_if_applied else "d.id IS NOT NULL"
-    aliases = ", ".join(f"c{index}" for index in range(len(names)))
-    sql = (
-        f'INSERT INTO "{DeliveryAttempt._meta.db_table}"'
-        f' ("{_ATTEMPT_FIELDS["delivery"].column}", {columns})'
-        f" SELECT d.id, v.* FROM {_DELIVERY_ID} d"
-        f" CROSS JOIN (VALUES {', '.join(f'({casts})' for _ in rows)}) AS v ({aliases})"
-        f" WHERE {where}"
-    )
+        rows.append([db.prep_save(_ATTEMPT_FIELDS[n])(values[n]) for n in _ATTEMPT_NAMES])
+    sql = _attempts_insert_sql(len(rows), only_if_applied)
     # In the statement's order: the delivery's key, then the calls' columns.
     params = [step.instance_id, step.node_id, *(p for row in rows for p in row)]
     return [state.Statement(sql, params, name="attempts")]
+
+
+# An attempt row's columns but the delivery's, in the statement's order.
+_ATTEMPT_NAMES = [name for name in _ATTEMPT_FIELDS if name != "delivery"]
+
+
+@functools.cache
+def _attempts_insert_sql(rows: int, only_if_applied: bool) -> str:
+    """``_attempts_insert``'s statement for ``rows`` provider calls."""
+    names = _ATTEMPT_NAMES
+    conn = db.current()
+    casts = ", ".join(f"%s::{_ATTEMPT_FIELDS[n].cast_db_type(conn)}" for n in names)
+    columns = ", ".join(f'"{_ATTEMPT_FIELDS[n].column}"' for n in names)
+    where = f"d.id IS NOT NULL AND {state.APPLIED}" if only_if_applied else "d.id IS NOT NULL"
+    aliases = ", ".join(f"c{index}" for index in range(len(names)))
+    return (
+        f'INSERT INTO "{DeliveryAttempt._meta.db_table}"'
+        f' ("{_ATTEMPT_FIELDS["delivery"].column}", {columns})'
+        f" SELECT d.id, v.* FROM {_DELIVERY_ID} d"
+        f" CROSS JOIN (VALUES {', '.join(f'({casts})' for _ in range(rows))}) AS v ({aliases})"
+        f" WHERE {where}"
+    )
 
 
 # --- a wait's consumed event, an emit's outbox row -------------------------------------

@@ -3,6 +3,8 @@ replaced, and a step whose outcome met the dead connection records it once."""
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 from django.db import OperationalError, connection
 
@@ -132,7 +134,7 @@ def test_prep_save_gives_what_djangos_get_db_prep_save_gives_for_the_step_tables
         "PositiveIntegerField": [0, 3],
         "BooleanField": [True, False],
         "DateTimeField": [datetime(2026, 1, 1, tzinfo=UTC), None],
-        "JSONField": [{"a": [1, "b"]}, {}],
+        "JSONField": [{"a": [1, "b"]}, {}, [], "text", None],
     }
     for model in (TriggerInstance, StepExecutionLog, Delivery, DeliveryAttempt):
         for field in model._meta.concrete_fields:
@@ -140,7 +142,94 @@ def test_prep_save_gives_what_djangos_get_db_prep_save_gives_for_the_step_tables
             for value in samples.get(target.get_internal_type(), []):
                 expected = field.get_db_prep_save(value, connection)
                 got = db.prep_save(field)(value)
-                if target.get_internal_type() == "JSONField":
+                if target.get_internal_type() == "JSONField" and expected is not None:
                     assert type(got) is type(expected) and got.obj == expected.obj, field
+                    # The same encoder: dates, UUIDs and decimals written alike.
+                    assert got.dumps(got.obj) == expected.dumps(expected.obj), field
                 else:
                     assert got == expected, (model.__name__, field.name, value)
+
+
+@pytest.mark.both_databases
+@pytest.mark.django_db
+def test_prep_save_of_a_naive_datetime_is_made_aware_as_django_makes_it():
+    """Only an aware datetime is passed as it is: a naive one still gets Django's
+    warning and its conversion to the current time zone."""
+    from datetime import datetime
+
+    from notifyflow import db
+
+    field = StepExecutionLog._meta.get_field("started_at")
+    naive = datetime(2026, 1, 1, 12, 0)
+    with pytest.warns(RuntimeWarning):
+        expected = field.get_db_prep_save(naive, connection)
+    with pytest.warns(RuntimeWarning):
+        got = db.prep_save(field)(naive)
+    assert got == expected
+
+
+def test_a_prepared_fetch_on_a_connection_the_server_closed_fails_then_reconnects():
+    """The engine's statements on psycopg's own connection fail as any statement does
+    when the server closed it (Django's OperationalError: the task retries), and run
+    on the new connection once the dead one is dropped."""
+    from notifyflow import db
+
+    assert db.fetch_prepared("SELECT %s::int", [1]) == (1,)
+    terminate_backend(connection)
+    with pytest.raises(OperationalError):
+        db.fetch_prepared("SELECT %s::int", [2])
+    worker_health.close_dead_connections()
+    assert db.fetch_prepared("SELECT %s::int", [3]) == (3,)
+    assert db.fetch_prepared("SELECT generate_series(1, %s)", [2], many=True) == [(1,), (2,)]
+
+
+def test_a_prepared_fetch_shows_in_the_query_log_and_to_execute_wrappers():
+    """Tests capturing queries and execute wrappers still see the engine's statements."""
+    from django.test.utils import CaptureQueriesContext
+
+    from notifyflow import db
+
+    with CaptureQueriesContext(connection) as captured:
+        assert db.fetch_prepared("SELECT %s::int + 40", [2]) == (42,)
+    assert [q["sql"] for q in captured.captured_queries] == ["SELECT 2::int + 40"]
+    seen = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        assert db.fetch_prepared("SELECT %s::int", [7]) == (7,)
+    assert seen == ["SELECT %s::int"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-29 05:33:30.123456+00",
+        "2026-11-29 05:33:30+00",
+        "2026-11-29 05:33:30.12+00",
+        "0001-01-01 00:00:00+00",
+        "9999-12-31 23:59:59.999999+00",
+        "2026-11-29 05:33:30+05:30",
+        "2026-11-29 05:33:30.5-03:30:15",
+    ],
+)
+def test_timestamps_load_as_djangos_loader_loads_them(text):
+    """The session's ISO form is parsed directly; every value reads as Django's own
+    time zone loader reads it (UTC, same instant, same type)."""
+    from django.db.backends.postgresql.psycopg_any import BaseTzLoader
+    from psycopg import postgres, pq
+
+    connection.ensure_connection()
+    oid = postgres.types["timestamptz"].oid
+
+    class DjangoUtcLoader(BaseTzLoader):
+        timezone = UTC
+
+    registered = connection.connection.adapters.get_loader(oid, pq.Format.TEXT)
+    ours = registered(oid, connection.connection)
+    django_loader = DjangoUtcLoader(oid, connection.connection)
+    for data in (text.encode(), memoryview(text.encode())):
+        got, expected = ours.load(data), django_loader.load(data)
+        assert got == expected and got.tzinfo is expected.tzinfo is UTC, text

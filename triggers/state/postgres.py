@@ -393,9 +393,8 @@ class PostgresInstanceStore(shapes.InstanceStore):
         select += DURABLE if durable else ""
         sql, params = _statement(change, also, select)
         params += select_params
-        with connection.cursor() as cursor:
-            # By primary key: prepared (notifyflow/db.py).
-            applied = bool(db.execute(cursor, sql, params).fetchone()[0])
+        # By primary key: prepared (notifyflow/db.py).
+        applied = bool(db.fetch_prepared(sql, params)[0])
         if events and outbox.any_active_endpoint():
             outbox.kick_on_commit()
         return applied
@@ -413,9 +412,8 @@ class PostgresInstanceStore(shapes.InstanceStore):
             returning=", ".join(f'"{f.column}"' for f in read),
             extra_where=f"{NOT_PAUSED} AND {CONCURRENCY_ADMITS}",
         )
-        with connection.cursor() as cursor:
-            # By primary key: prepared (notifyflow/db.py).
-            row = db.execute(cursor, sql, params).fetchone()
+        # By primary key: prepared (notifyflow/db.py).
+        row = db.fetch_prepared(sql, params)
         if row is None:
             return None
         count = len(read)
