@@ -8,8 +8,8 @@ per process - its router, result and option bookkeeping, kombu's declare of the 
 (bench "bulk", bench/README.md) - and on kombu's Redis transport, once the queue is
 declared, the envelope kombu would write is built here and LPUSHed onto the queue's
 list, a batch in one LPUSH command. Whatever that mirror does not cover (another
-transport or serializer, a countdown, publish signal receivers, args that are not plain
-JSON...) goes through Celery's ``create_task_message`` and ``send_task_message`` as
+transport or serializer, publish signal receivers, args that are not plain JSON...)
+goes through Celery's ``create_task_message`` and ``send_task_message`` as
 ``send_task`` would. tests/notifyflow/broker/test_publish.py compares every path's
 messages with ``send_task``'s, field by field, so a Celery or kombu release that changes
 the format fails there.
@@ -27,6 +27,7 @@ from typing import Any
 from celery import Celery, signals
 from celery.utils import uuid
 from celery.utils.saferepr import saferepr
+from celery.utils.time import add_seconds_to_datetime, maybe_make_aware
 from django.conf import settings
 from kombu.entity import DELIVERY_MODES
 from kombu.exceptions import OperationalError as KombuOperationalError
@@ -240,22 +241,22 @@ class Publisher:
         producer (settings lookups, a JSON encoder built per call, retry wrappers,
         envelope copies).
 
+        A countdown is the ``eta`` header Celery computes from it (a delay's, a retry's
+        message: on kombu's Redis transport an ETA message is an ordinary one the
+        worker holds until then); Celery's builder for one cost ~0.3 ms of CPU a step
+        more than this (bench/RESULTS.md, "Issue 44, third round").
+
         False, having sent nothing, when this is not the plain case it mirrors
-        (``_envelope``), for a countdown (an ETA), with publish signal receivers, or
-        args that are not plain JSON: the caller then publishes the usual way. A Redis
-        error is raised as kombu's OperationalError (the caller's "left for the
-        sweeper" path)."""
-        if (
-            countdown is not None
-            or signals.before_task_publish.receivers
-            or signals.after_task_publish.receivers
-        ):
+        (``_envelope``), with publish signal receivers, or args that are not plain
+        JSON: the caller then publishes the usual way. A Redis error is raised as
+        kombu's OperationalError (the caller's "left for the sweeper" path)."""
+        if signals.before_task_publish.receivers or signals.after_task_publish.receivers:
             return False
         envelope = self._envelope(producer.channel, key, route)
         if envelope is None:
             return False
         try:
-            encoded = self._encode(envelope, messages, headers, parents)
+            encoded = self._encode(envelope, messages, headers, parents, self._eta(countdown))
         except (TypeError, ValueError):  # not plain JSON: kombu's encoder knows more types
             return False
         try:
@@ -270,17 +271,28 @@ class Publisher:
             raise KombuOperationalError(str(exc)) from exc
         return True
 
+    def _eta(self, countdown: float | None) -> str | None:
+        """The ``eta`` header ``send_task(countdown=...)`` writes (protocol 2): now in
+        the app's time zone plus the countdown, in ISO form; None without one."""
+        if not countdown:
+            return None
+        now = self.app.now()
+        return maybe_make_aware(
+            add_seconds_to_datetime(now, countdown), tz=self.app.timezone
+        ).isoformat()
+
     def _encode(
         self,
         envelope: _Envelope,
         messages: list[tuple[Any, ...]],
         headers: dict[str, str] | None,
         parents: tuple[str | None, str | None],
+        eta: str | None,
     ) -> list[str]:
         """Each message's envelope as kombu's Redis transport serializes it: the
         envelope is serialized once per call with placeholders (``_template``), then
         each message fills in its ids, argsrepr and body."""
-        fill = self._template(envelope, headers, parents).format
+        fill = self._template(envelope, headers, parents, eta).format
         tail = envelope.body_tail_json
         ids = _uuid4s(2 * len(messages))
         # A step's message: one plain id (``_PLAIN``: its JSON, repr and argsrepr need
@@ -308,6 +320,7 @@ class Publisher:
         envelope: _Envelope,
         headers: dict[str, str] | None,
         parents: tuple[str | None, str | None],
+        eta: str | None,
     ) -> str:
         """The serialized envelope of this call's messages as a ``str.format`` template
         whose fields are what differs per message (``_SLOTS``)."""
@@ -323,6 +336,7 @@ class Publisher:
                 "root_id": root_id or task,
                 "parent_id": parent_id,
                 "argsrepr": _SLOTS["argsrepr"],
+                "eta": eta,
                 **(headers or {}),
             },
             "properties": {

@@ -13,8 +13,10 @@ from datetime import datetime, timedelta
 import pytest
 from celery import signals
 from django.conf import settings
+from django.utils import timezone
 from kombu import Producer
 
+from executions.models import StepExecutionLog
 from notifyflow import logs
 from notifyflow.broker.publish import Publisher
 from notifyflow.celery import app, send_task_on_commit, send_tasks_on_commit
@@ -232,7 +234,7 @@ def test_the_switch_decides_whether_messages_bypass_kombus_producer(
 
 @redis_only
 def test_the_mirror_steps_aside_for_what_it_does_not_mirror(producer_publishes, settings):
-    """A countdown (an ETA) or a publish signal receiver: kombu's own producer."""
+    """A publish signal receiver: kombu's own producer, so the receiver sees it."""
     settings.NOTIFYFLOW_FAST_PUBLISH = True
     flush_broker()
     send_task_on_commit(TASK, "declares-the-queue")
@@ -241,16 +243,48 @@ def test_the_mirror_steps_aside_for_what_it_does_not_mirror(producer_publishes, 
     def receiver(sender=None, headers=None, **kwargs):
         seen.append(headers["id"])
 
+    before = len(producer_publishes)
     signals.before_task_publish.connect(receiver)
     try:
         send_task_on_commit(TASK, "with-a-receiver")
     finally:
         signals.before_task_publish.disconnect(receiver)
     assert len(seen) == 1
-    before = len(producer_publishes)
-    send_task_on_commit(TASK, "with-a-countdown", countdown=5)
     assert len(producer_publishes) == before + 1
-    assert _queued()[-1]["headers"]["eta"] is not None
+    flush_broker()
+
+
+@redis_only
+@pytest.mark.parametrize("countdown", [5, 0.25, 299.5])
+def test_a_countdown_message_is_send_tasks_eta_envelope_field_by_field(
+    producer_publishes, settings, countdown
+):
+    """A delay's or a retry's message (a countdown) takes the mirror too, once the queue
+    is declared, and is what ``send_task(countdown=...)`` writes: the same envelope and
+    an ``eta`` in the same form, the countdown ahead of the moment it was sent."""
+    settings.NOTIFYFLOW_FAST_PUBLISH = True
+    flush_broker()
+    send_task_on_commit(TASK, "declares-the-queue")
+    flush_broker()
+    before = len(producer_publishes)
+    sent_after = app.now()
+    app.send_task(TASK, args=("by-send-task",), countdown=countdown)
+    send_task_on_commit(TASK, "by-the-mirror", countdown=countdown)
+    sent_before = app.now()
+    # send_task's only: the mirror's message did not go through kombu's producer.
+    assert len(producer_publishes) == before + 1
+    reference, mirrored = _queued()
+    eta, reference_eta = (
+        datetime.fromisoformat(m["headers"].pop("eta")) for m in (mirrored, reference)
+    )
+    assert _without_ids(mirrored) == {
+        **_without_ids(reference),
+        "decoded_body": [["by-the-mirror"], *reference["decoded_body"][1:]],
+        "headers": {**_without_ids(reference)["headers"], "argsrepr": "('by-the-mirror',)"},
+    }
+    assert eta.utcoffset() == reference_eta.utcoffset() == app.now().utcoffset()
+    ahead = timedelta(seconds=countdown)
+    assert sent_after + ahead <= reference_eta <= eta <= sent_before + ahead
     flush_broker()
 
 
@@ -279,10 +313,13 @@ def test_a_real_worker_runs_what_either_switch_position_publishes(fast_publish, 
     flush_broker()
     lanes = ["critical", "high", "normal", "bulk"]
     instances = [TriggerInstanceFactory(lane=lane) for lane in lanes]
-    ids = [str(instance.pk) for instance in instances]
+    later = TriggerInstanceFactory(lane="normal")
+    ids = [str(instance.pk) for instance in (*instances, later)]
     with celery_worker(tmp_path, NOTIFYFLOW_FAST_PUBLISH="1" if fast_publish else "0"):
         dispatch_on_commit(ids[0], lane=lanes[0])
-        dispatch_many_on_commit(zip(ids[1:], lanes[1:], strict=True))
+        dispatch_many_on_commit(zip(ids[1:], lanes[1:], strict=False))
+        sent = timezone.now()  # the normal lane's queue is declared: the mirror's case
+        dispatch_on_commit(ids[-1], lane="normal", countdown=2)
         wait_until(
             lambda: (
                 TriggerInstance.objects.filter(pk__in=ids, status=TriggerStatus.COMPLETED).count()
@@ -291,4 +328,7 @@ def test_a_real_worker_runs_what_either_switch_position_publishes(fast_publish, 
             timeout=180,
             what="the dispatched instances to complete",
         )
+    # A countdown's message ran at its ETA, not when it arrived.
+    first_step = StepExecutionLog.objects.filter(trigger=later).earliest("started_at")
+    assert first_step.started_at >= sent + timedelta(seconds=2)
     flush_broker()
