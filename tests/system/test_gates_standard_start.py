@@ -147,7 +147,8 @@ def _digest(http: httpx.Client, smtp: FakeSmtpServer) -> None:
                     "type": "email",
                     "config": {
                         "subject": "{{ vars.batch_collect.count }} new comments",
-                        "body": "Latest: {{ vars.batch_collect.last.text }}",
+                        "body": "Latest: {{ vars.batch_collect.last.text }}. All: "
+                        "{{ vars.batch_collect.items | map: 'text' | join: ', ' }}",
                     },
                 },
             ],
@@ -182,7 +183,12 @@ def _digest(http: httpx.Client, smtp: FakeSmtpServer) -> None:
     wait_until(done, timeout=60, interval=0.5, what="the digest")
     digests = mailbox(smtp)[before:]
     assert [m["Subject"] for m in digests] == ["5 new comments"]
-    assert "Latest: comment 4" in digests[0].get_payload()
+    # Arrival order is the order the two worker processes reached the batch, not the
+    # POSTs' order: the last is the last of the items, whichever comment that was.
+    latest, _, listed = digests[0].get_payload().strip().partition(". All: ")
+    items = listed.split(", ")
+    assert sorted(items) == [f"comment {n}" for n in range(5)]
+    assert latest == f"Latest: {items[-1]}"
     (batch,) = http.get("/api/v1/batches/", params={"workflow": "thread-digest"}).json()["results"]
     assert (batch["status"], batch["item_count"]) == ("closed", 5)
     flushed = http.post(f"/api/v1/batches/{batch['id']}/flush/")
