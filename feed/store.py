@@ -91,7 +91,7 @@ COUNTS = (
 def read_counts(recipient_id: str) -> FeedCounts:
     """The recipient's counts: one primary-key read of its counter row (never a count
     of its items); zeros without one."""
-    row = db.polled_row(COUNTS, [recipient_id])
+    row = db.fetch_prepared(COUNTS, [recipient_id])
     return NO_FEED if row is None else FeedCounts(int(row[0]), int(row[1]), int(row[2]))
 
 

@@ -125,7 +125,7 @@ def feed_token_counts(*, claims: FeedClaims) -> FeedCounts:
     """The token's recipient's feed counts (``feed.feed_counts``) and the token's
     generation check, in one statement: FeedTokenError ``token_revoked`` as
     ``feed_token_check``."""
-    row = db.polled_row(_checked_counts_sql(), [claims.recipient_id])
+    row = db.fetch_prepared(_checked_counts_sql(), [claims.recipient_id])
     if row is None or row[0] != claims.generation:
         raise _revoked()
     if row[1] is None:  # no counter row: no item yet

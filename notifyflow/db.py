@@ -250,8 +250,11 @@ def fetch_prepared(sql: str, params: Sequence[Any], *, many: bool = False) -> An
     execute wrapper) it runs straight on psycopg's connection, on a cursor kept for the
     connection: Django's cursor wrapper, made and closed for every statement, and a
     new psycopg cursor each time were a few per cent of a step's CPU
-    (bench/RESULTS.md, "Issue 44, third round"). Same errors as any statement
-    (``wrap_database_errors``); a watched connection takes ``execute``'s path."""
+    (bench/RESULTS.md, "Issue 44, third round") and a third of a polled read's
+    (``GET /feed/counts/``, polled every few seconds by every open page:
+    bench/scenarios/feed.py). Same errors as any statement (``wrap_database_errors``:
+    a lost database is a 503 as anywhere); a watched connection takes ``execute``'s
+    path (tests/feed/test_services.py compares the two)."""
     wrapper = current()
     if (
         is_postgres(wrapper)
@@ -284,24 +287,6 @@ def _kept_cursor(wrapper: BaseDatabaseWrapper) -> Any:
         kept = psycopg.Cursor(conn)
         wrapper._notifyflow_cursor = kept  # type: ignore[attr-defined]
     return kept
-
-
-def polled_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
-    """The one row of a polled read. On PostgreSQL straight on psycopg's connection,
-    prepared once per connection: ``GET /feed/counts/`` is polled every few seconds by
-    every open page, and Django's cursor wrapper (client-side binding, the execute
-    wrappers) was a third of its cost (bench/scenarios/feed.py). Same statement, same
-    errors (``wrap_database_errors``: a lost database is a 503 as anywhere); a logged
-    connection (tests capturing queries, DEBUG) takes Django's cursor
-    (tests/feed/test_services.py compares the two)."""
-    wrapper = current()
-    if is_postgres(wrapper) and not wrapper.queries_logged:
-        wrapper.ensure_connection()
-        with wrapper.wrap_database_errors:
-            return wrapper.connection.execute(sql, params, prepare=True).fetchone()
-    with wrapper.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone()
 
 
 # --- timestamps past the calendar ------------------------------------------------------
