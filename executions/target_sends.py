@@ -11,9 +11,9 @@ result (``providers.targets.TargetResult``), kept by target id in the delivery's
   targets with no final result yet - a device that accepted never gets the message
   twice from a retry;
 - **the provider calls overlap**: one target's call runs in the step's own thread,
-  several go out at once from the process's send threads (over the provider's one
-  kept-alive connection: HTTP/2 multiplexes them), so against providers tens of ms
-  away a person's three devices wait about one round trip, not three (on loopback,
+  several go out at once from the process's send threads (each on a kept-alive
+  connection of its own: ``connections.ConnectionPerSender``), so against providers
+  tens of ms away a person's three devices wait about one round trip, not three (on loopback,
   where client and provider are CPU-bound, it buys nothing: bench/RESULTS.md, issue
   41); the results are handled, and the database touched, in the step's thread only,
   as each answer comes;

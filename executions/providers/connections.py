@@ -2,8 +2,9 @@
 trusting what ``SSL_CERT_FILE`` names, and counting the connections they open.
 
 A 100,000-device push must not open 100,000 TLS connections: each worker process builds
-one client per provider on first use (HTTP/2 for APNs and FCM, so one connection carries
-every concurrent request) and keeps it. ``connections_opened()`` (and the metric
+one client per provider on first use and keeps it, with as many kept-alive connections
+as it has had requests in flight at once (``ConnectionPerSender``): one for a process that
+sends one at a time. ``connections_opened()`` (and the metric
 ``notifyflow_provider_connections_total{provider}``) counts the TCP connections actually
 opened, so a bench or an operator can check that it stays per process, not per device.
 
@@ -17,7 +18,7 @@ import os
 import ssl
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import certifi
@@ -78,19 +79,91 @@ def tracer(provider: str) -> Callable[[str, dict[str, Any]], None]:
     return trace
 
 
+class ConnectionPerSender(httpx.BaseTransport):
+    """Transports of which each carries one request at a time: as many kept-alive
+    connections as requests this process has had in flight at once, each reused.
+
+    httpcore's synchronous HTTP/2 connection is not safe for threads that share it: it
+    takes a stream id and sends that stream's headers under different locks (stream 5
+    can reach the server before stream 3, a connection error by RFC 9113 §5.1.1), and
+    one thread reads the TLS socket while another writes it. Threads multiplexing one
+    connection lost about 1 request in 20 to "Server disconnected"
+    (``tests/executions/providers/test_connections.py``). A step's sends to several
+    devices overlap from the send threads (``executions.target_sends``), so each of them
+    takes a connection of its own, and gives it back once the answer is read; a process
+    sending one request at a time keeps one connection.
+    """
+
+    def __init__(self, make: Callable[[], httpx.BaseTransport]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._free: list[httpx.BaseTransport] = []
+        self._made: list[httpx.BaseTransport] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        with self._lock:
+            transport = self._free.pop() if self._free else None
+        if transport is None:
+            transport = self._make()
+            with self._lock:
+                self._made.append(transport)
+        try:
+            response = transport.handle_request(request)
+        except BaseException:
+            self._give_back(transport)
+            raise
+        response.stream = _GivenBackOnClose(response.stream, lambda: self._give_back(transport))
+        return response
+
+    def _give_back(self, transport: httpx.BaseTransport) -> None:
+        with self._lock:
+            if transport in self._made:  # not closed meanwhile
+                self._free.append(transport)  # the last given back is the next taken
+
+    def close(self) -> None:
+        with self._lock:
+            made, self._made, self._free = self._made, [], []
+        for transport in made:
+            transport.close()
+
+
+class _GivenBackOnClose(httpx.SyncByteStream):
+    def __init__(self, stream: Any, give_back: Callable[[], None]) -> None:
+        self._stream = stream
+        self._give_back: Callable[[], None] | None = give_back
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._stream
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            give_back, self._give_back = self._give_back, None
+            if give_back is not None:
+                give_back()
+
+
 def http_client(*, timeout_s: float, http2: bool = True) -> httpx.Client:
     """A kept-alive httpx client: HTTP/2 when the server offers it (ALPN), idle
     connections kept for minutes (APNs asks for long-lived connections), no redirects,
-    and no proxy or CA variables of the environment but ``SSL_CERT_FILE``."""
+    and no proxy or CA variables of the environment but ``SSL_CERT_FILE``; threads may
+    share it (``ConnectionPerSender``)."""
+    verify = tls_context()
+
+    def transport() -> httpx.BaseTransport:
+        return httpx.HTTPTransport(
+            verify=verify,
+            http2=http2,
+            trust_env=False,
+            limits=httpx.Limits(max_connections=1, keepalive_expiry=300),
+        )
+
     return httpx.Client(
-        http2=http2,
-        verify=tls_context(),
+        transport=ConnectionPerSender(transport),
         trust_env=False,
         follow_redirects=False,
         timeout=httpx.Timeout(timeout_s),
-        limits=httpx.Limits(
-            max_connections=100, max_keepalive_connections=20, keepalive_expiry=300
-        ),
     )
 
 

@@ -9,8 +9,9 @@ often than every 20 minutes, so it is made once per process and renewed after
 
 httpx with ``h2`` rather than ``aioapns``: aioapns is asyncio-only (a Celery prefork
 worker would run an event loop per send, or keep one in a thread) and returns its own
-result objects; httpx's synchronous client speaks HTTP/2 (ALPN), multiplexes every
-request of the process over one kept-alive TLS connection, is already the product's
+result objects; httpx's synchronous client speaks HTTP/2 (ALPN), keeps its TLS
+connections alive (one per request in flight: ``connections.ConnectionPerSender``), is
+already the product's
 HTTP client (timeouts, TLS trust, connection counting in ``connections``), and lets us
 read Apple's status and ``reason`` directly.
 
