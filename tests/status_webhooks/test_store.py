@@ -117,29 +117,6 @@ def test_a_claim_and_a_record_are_one_statement_each_on_postgresql():
     assert len(queries.captured_queries) == 2
 
 
-def _updates(cursor) -> tuple[int, int]:
-    """This transaction's updates of the message table so far, and how many were HOT."""
-    cursor.execute(
-        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relid = %s::regclass",
-        [WebhookMessage._meta.db_table],
-    )
-    return cursor.fetchone()
-
-
-@pytest.mark.postgres
-def test_a_claims_leases_write_no_index_entries():
-    """The lease is a HOT update: its version fits on the row's page (migration 0004),
-    however full the outbox's inserts left it."""
-    WebhookEndpointFactory()
-    _events(200)
-    now = timezone.now()
-    with connection.cursor() as cursor:
-        updates, hot = _updates(cursor)
-        claimed = DELIVERY_STORE.claim(now=now, lease=now + LEASE, limit=200)
-        assert len(claimed) == 200
-        assert _updates(cursor) == (updates + 200, hot + 200)
-
-
 @pytest.mark.both_databases
 def test_a_message_deleted_in_flight_loses_its_attempt_and_the_others_are_recorded():
     endpoint = WebhookEndpointFactory()
