@@ -25,11 +25,12 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import queue
 import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -63,6 +64,8 @@ SYSTEM_ACTOR = "system"
 EXCERPT_CHARS = WebhookAttempt._meta.get_field("response_excerpt").max_length or 1000
 ERROR_CHARS = WebhookAttempt._meta.get_field("error").max_length or 500
 USER_AGENT = "NotifyFlow-Webhooks/1"
+# A claim's POSTs still waiting after this long go out at once (``_send_all``).
+RAMP_S = 0.05
 
 _pool_lock = threading.Lock()
 
@@ -208,9 +211,34 @@ def _threads(size: int) -> ThreadPoolExecutor:
 
 
 def _send_all(messages: Sequence[WebhookMessage]) -> list[Outcome]:
+    """Every message's outcome, in order. The POSTs start one after another on one
+    thread; those not started within ``RAMP_S`` (a slow endpoint) go out at once, a
+    thread each, so a claim still takes about its slowest POST. Endpoints that answer
+    within a millisecond or so are served by that one thread: a thread per message
+    cost about a third more CPU per message in GIL handoffs (``bench/RESULTS.md``,
+    issue 44, fourth round)."""
     if len(messages) <= 1:
         return [message_send(message) for message in messages]
-    return list(_threads(settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH).map(message_send, messages))
+    outcomes: list[Outcome | None] = [None] * len(messages)
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for index in range(len(messages)):
+        todo.put(index)
+
+    def runner() -> None:
+        while True:
+            try:
+                index = todo.get_nowait()
+            except queue.Empty:
+                return
+            outcomes[index] = message_send(messages[index])
+
+    pool = _threads(settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH)
+    runners = [pool.submit(runner)]
+    if not wait(runners, timeout=RAMP_S).done:
+        runners += [pool.submit(runner) for _ in range(todo.qsize())]
+    for done in runners:
+        done.result()  # message_send never raises; a bug would, and shows here
+    return [outcome for outcome in outcomes if outcome is not None]
 
 
 # --- record ----------------------------------------------------------------------------

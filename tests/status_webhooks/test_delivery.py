@@ -139,6 +139,29 @@ def test_the_retry_schedule_then_failed_and_every_attempt_recorded(receiver, kic
     assert kicks == [pytest.approx(5.05, abs=0.2), pytest.approx(300.05, abs=0.2)]
 
 
+def test_a_claim_to_a_quick_endpoint_is_posted_one_message_at_a_time(receiver, kicks, monkeypatch):
+    monkeypatch.setattr(delivery, "RAMP_S", 30.0)  # however slow this machine is today
+    WebhookEndpointFactory(url=f"{receiver.url}/hooks")
+    for n in range(10):
+        _completed(n=n)
+    assert delivery.deliver_due() == {"delivered": 10}
+    assert receiver.peak["hooks"] == 1
+    assert sorted(json.loads(body)["data"]["n"] for *_, body in receiver.received) == list(
+        range(10)
+    )
+
+
+def test_a_claim_to_a_slow_endpoint_takes_about_one_answer_not_one_per_message(receiver, kicks):
+    receiver.delay_s = 0.4
+    WebhookEndpointFactory(url=f"{receiver.url}/hooks")
+    for n in range(10):
+        _completed(n=n)
+    started = time.monotonic()
+    assert delivery.deliver_due() == {"delivered": 10}
+    assert time.monotonic() - started < 2.0  # one after another: 4 s
+    assert receiver.peak["hooks"] >= 9  # the first, then the nine that waited, at once
+
+
 def test_a_timeout_and_a_refused_connection_are_failed_attempts(receiver, settings, kicks):
     settings.NOTIFYFLOW_STATUS_WEBHOOK_TIMEOUT_S = 0.3
     WebhookEndpointFactory(url=receiver.url)
