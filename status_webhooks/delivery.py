@@ -5,7 +5,7 @@ One pass (``deliver_due``, the task ``notifyflow.deliver_status_webhooks``) clai
 messages in batches: a claim (``store``: one statement on PostgreSQL) takes up to
 NOTIFYFLOW_STATUS_WEBHOOK_BATCH pending rows with ``FOR UPDATE SKIP LOCKED``
 (concurrent deliverers take different rows) and leases them (``locked_until``,
-NOTIFYFLOW_LEASE_S ahead); the POSTs run after commit, at once, on connections kept
+NOTIFYFLOW_LEASE_S ahead); the POSTs run after commit (``_send_all``), on connections kept
 alive per process (``transport``: no redirect followed, timeouts, verified TLS, bounded
 reads); the claim's outcomes are recorded together (one statement on PostgreSQL), each
 fenced on its lease. A deliverer killed mid-POST leaves its messages leased: once the
