@@ -141,6 +141,7 @@ def test_the_retry_schedule_then_failed_and_every_attempt_recorded(receiver, kic
 
 def test_a_claim_to_a_quick_endpoint_is_posted_one_message_at_a_time(receiver, kicks, monkeypatch):
     monkeypatch.setattr(delivery, "RAMP_S", 30.0)  # however slow this machine is today
+    receiver.delay_s = 0.02  # quick, but long enough for concurrent POSTs to overlap
     WebhookEndpointFactory(url=f"{receiver.url}/hooks")
     for n in range(10):
         _completed(n=n)
