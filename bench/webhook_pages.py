@@ -8,9 +8,9 @@ delivered.
 On the bench's database (as ``bench.run`` leaves it: run that first), for each
 fillfactor in turn: empty the outbox's tables, set the fillfactor, write ``--messages``
 messages the way a step's statement writes them (one instance each, one insert per
-statement), then deliver them all through the deliverer's store - a claim of
-NOTIFYFLOW_STATUS_WEBHOOK_BATCH and the record of a 204 for each, as a pass of
-``deliver_due`` does, without the POSTs. WAL and HOT counts are the server's own
+statement), then deliver them all through the deliverer: claims of
+NOTIFYFLOW_STATUS_WEBHOOK_BATCH (``messages_claim``) and the record of a 204 for each
+(``outcomes_record``), as a pass of ``deliver_due`` does, without the POSTs. WAL and HOT counts are the server's own
 (``pg_current_wal_lsn``, ``pg_stat_user_tables``): they do not depend on what else the
 machine is doing. The fillfactor the migrations set is put back at the end.
 """
@@ -21,7 +21,6 @@ import argparse
 import os
 import time
 import uuid
-from datetime import timedelta
 from typing import Any
 
 TABLE = "status_webhooks_webhookmessage"
@@ -66,39 +65,20 @@ def _write(messages: int) -> None:
 
 
 def _deliver_all() -> int:
-    """Claim and record until nothing is due; how many were delivered."""
+    """Claim and record, as a pass of ``deliver_due`` does but with a 204 for every
+    message instead of its POST, until nothing is due; how many were delivered."""
     from django.conf import settings
     from django.utils import timezone
 
-    from status_webhooks.models import MessageStatus
-    from status_webhooks.store import DELIVERY_STORE, AttemptRecord
+    from status_webhooks.delivery import Outcome, messages_claim, outcomes_record
 
     delivered = 0
     while True:
-        now = timezone.now()
-        lease = now + timedelta(seconds=settings.NOTIFYFLOW_LEASE_S)
-        claimed = DELIVERY_STORE.claim(
-            now=now, lease=lease, limit=settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH
-        )
+        claimed = messages_claim(now=timezone.now(), limit=settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH)
         if not claimed:
             return delivered
-        records = [
-            AttemptRecord(
-                message_id=m.pk,
-                lease=lease,
-                attempted_at=now,
-                status_code=204,
-                duration_ms=1,
-                excerpt="",
-                error="",
-                attempts=1,
-                status=MessageStatus.DELIVERED,
-                next_attempt_at=m.next_attempt_at,
-                delivered_at=now,
-            )
-            for m in claimed
-        ]
-        DELIVERY_STORE.record(records=records, healthy={claimed[0].endpoint_id})
+        answered = Outcome(attempted_at=timezone.now(), status_code=204, duration_ms=1)
+        outcomes_record(results=[(message, answered) for message in claimed])
         delivered += len(claimed)
 
 
