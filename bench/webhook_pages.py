@@ -10,9 +10,10 @@ fillfactor in turn: empty the outbox's tables, set the fillfactor, write ``--mes
 messages the way a step's statement writes them (one instance each, one insert per
 statement), then deliver them all through the deliverer: claims of
 NOTIFYFLOW_STATUS_WEBHOOK_BATCH (``messages_claim``) and the record of a 204 for
-each (``outcomes_record``), as a pass of ``deliver_due`` does, without the POSTs. WAL and HOT counts are the server's own
-(``pg_current_wal_lsn``, ``pg_stat_user_tables``): they do not depend on what else the
-machine is doing. The fillfactor the migrations set is put back at the end.
+each (``outcomes_record``), as a pass of ``deliver_due`` does, without the POSTs.
+WAL and HOT counts are the server's own (``pg_current_wal_lsn``,
+``pg_stat_user_tables``): they do not depend on what else the machine is doing. The
+fillfactor the migrations set is put back at the end.
 """
 
 from __future__ import annotations
