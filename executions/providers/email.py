@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import smtplib
 from dataclasses import dataclass
+from email.policy import Compat32
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
@@ -19,6 +20,37 @@ class EmailSendResult:
 
 
 _connections: dict[str, object] = {}
+
+
+class HeadersAsWritten(Compat32):
+    """The email package's ``compat32`` policy (what Django's messages use), but a
+    header that needs no folding or encoding - printable ASCII within the line length -
+    is written as it is, without the ``Header`` object folding builds. The bytes are
+    ``compat32``'s (tests/executions/providers/test_email.py compares them); the saving
+    is most of a message's serialisation (bench/RESULTS.md, "Issue 44, fifth round")."""
+
+    def fold_binary(self, name: str, value: str) -> bytes:
+        if (
+            type(value) is str
+            and len(name) + len(value) + 2 <= (self.max_line_length or 0)
+            and value.isascii()
+            and value.isprintable()
+        ):
+            return f"{name}: {value}{self.linesep}".encode("ascii")
+        return super().fold_binary(name, value)
+
+
+HEADERS_AS_WRITTEN = HeadersAsWritten()
+
+
+class _Email(EmailMultiAlternatives):
+    """Django's message, serialised with ``HeadersAsWritten`` (by SMTP, the file
+    backend, or an ESP that sends the raw message)."""
+
+    def message(self, *args, **kwargs):
+        msg = super().message(*args, **kwargs)
+        msg.policy = HEADERS_AS_WRITTEN
+        return msg
 
 
 def _get_connection(provider: ProviderSpec):
@@ -63,7 +95,7 @@ def send_email(
     re-send after an unknown outcome carries the same id and receivers can dedupe it.
     ``headers`` are added to the message (List-Unsubscribe, ...).
     """
-    message = EmailMultiAlternatives(
+    message = _Email(
         subject=subject,
         body=body,
         from_email=from_email or settings.DEFAULT_FROM_EMAIL,

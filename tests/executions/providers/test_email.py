@@ -3,13 +3,20 @@ connection errors are transient, 5xx rejections permanent; anymail's message id 
 
 from __future__ import annotations
 
+import email.errors
+import email.policy
 import socketserver
+import string
 import threading
 
 import pytest
+from django.conf import settings as django_settings
+from django.core.mail import EmailMultiAlternatives
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from executions.providers.base import ProviderError
-from executions.providers.email import send_email
+from executions.providers.email import HEADERS_AS_WRITTEN, send_email
 
 pytestmark = pytest.mark.both_databases
 
@@ -131,3 +138,69 @@ def test_anymail_message_id_is_kept(settings):
     mail.outbox = []
     # anymail's test backend uses the outbox index as the ESP message id.
     assert [send().message_id, send().message_id] == ["0", "1"]
+
+
+# --- serialisation: headers written as they are, the bytes compat32 would write ---------
+
+_header_names = st.text(alphabet=string.ascii_letters + "-", min_size=1, max_size=30).filter(
+    lambda name: name[0] != "-"
+)
+_header_values = st.one_of(
+    st.text(alphabet=string.printable + "\u00e9\u2019", max_size=120),
+    # What headers hold: words, addresses, ids; lengths around the 78-character line.
+    st.text(alphabet=string.ascii_letters + string.digits + " \t<>@.,;:=/-", max_size=100),
+    st.integers(min_value=60, max_value=80).map(lambda n: "x" * n),
+)
+
+
+@given(name=_header_names, value=_header_values, linesep=st.sampled_from(["\n", "\r\n"]))
+@settings(max_examples=2000, deadline=None)
+def test_a_header_is_serialised_as_compat32_serialises_it(name, value, linesep):
+    stock = email.policy.compat32.clone(linesep=linesep)
+    ours = HEADERS_AS_WRITTEN.clone(linesep=linesep)
+    try:
+        expected = stock.fold_binary(name, value)
+    except email.errors.HeaderParseError:
+        with pytest.raises(email.errors.HeaderParseError):
+            ours.fold_binary(name, value)
+        return
+    assert ours.fold_binary(name, value) == expected
+
+
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "Hello Ada",
+        "Caf\u00e9 \u2019 and a long subject " + "that goes on " * 8,
+        "Trailing space ",
+        "Double  space",
+    ],
+)
+def test_a_sent_message_has_the_bytes_django_would_send(smtp_settings, subject):
+    fake = FakeSmtp()
+    smtp_settings.EMAIL_PORT = fake.port
+    headers = {"List-Unsubscribe": "<https://example.com/u/" + "x" * 90 + ">"}
+    try:
+        send(subject=subject, headers=headers)
+    finally:
+        fake.close()
+    stock = EmailMultiAlternatives(
+        subject=subject,
+        body="b",
+        from_email=django_settings.DEFAULT_FROM_EMAIL,
+        to=["a@example.com"],
+        headers={
+            **headers,
+            "Message-ID": "<x.y@notifyflow>",
+            "X-NotifyFlow-Idempotency-Key": "x:y",
+        },
+    )
+    stock.attach_alternative("<p>b</p>", "text/html")
+    expected = stock.message().as_bytes(linesep="\r\n")
+
+    def without_varying(raw: bytes) -> list[bytes]:  # the Date and the MIME boundary
+        boundary = raw.split(b'boundary="', 1)[1].split(b'"', 1)[0]
+        lines = raw.replace(boundary, b"B").rstrip(b"\r\n").split(b"\r\n")
+        return [line for line in lines if not line.startswith(b"Date:")]
+
+    assert without_varying(fake.messages[0]) == without_varying(expected)
