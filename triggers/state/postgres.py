@@ -20,12 +20,14 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
+from django.db.models import DEFERRED
 
 from notifyflow import db
 from notifyflow.ids import UUID7_SQL
@@ -58,6 +60,7 @@ _CONCRETE = list(_INSTANCE.concrete_fields)
 _COLUMNS = [f'"{f.column}"' for f in _CONCRETE]
 _FIELDS = {f.name: f for f in _CONCRETE} | {f.attname: f for f in _CONCRETE}
 _FIELDS["pk"] = _INSTANCE.pk
+_ATTNAMES = [f.attname for f in _CONCRETE]
 
 # --- the names other modules' fragments use --------------------------------------------
 
@@ -103,6 +106,7 @@ CONCURRENCY_ADMITS = (
     f" OR notifyflow_concurrency_admits({TABLE}.{_q(_INSTANCE, 'workflow')},"
     f" {TABLE}.{_q(_INSTANCE, 'concurrency_key')}))"
 )
+_CLAIM_WHERE = f"{NOT_PAUSED} AND {CONCURRENCY_ADMITS}"
 
 # ``transition(durable=True)``: synchronous commit for this statement's transaction only.
 DURABLE = ", set_config('synchronous_commit', 'on', true)"
@@ -230,11 +234,37 @@ def _claim_read(written: tuple[str, ...]) -> list[Any]:
     return [f for f in _CONCRETE if f.attname not in skipped]
 
 
-def _from_db(field: Any, value: Any, conn: Any) -> Any:
-    """A claimed row's column as the ORM would load it (JSON arrives as text)."""
-    if value is not None and hasattr(field, "from_db_value"):
-        return field.from_db_value(value, None, conn)
-    return value
+@dataclass(frozen=True)
+class _ClaimShape:
+    """What a claim writing ``written`` (and reading ``join``) sends and how it loads
+    the row, worked out once per shape (a step's claim is one shape): the SELECT and
+    RETURNING lists; per read column the field's ``from_db_value`` (None where the value
+    is already what the ORM would load); the instance's concrete
+    attnames in model order, each with where its value comes from (an index into the
+    read columns, or the name of a written one), None for the deferred ones."""
+
+    select: str
+    returning: str
+    loaders: tuple[Callable[..., Any] | None, ...]
+    sources: tuple[int | str | None, ...]
+    joined: tuple[str, ...]
+
+
+@functools.cache
+def _claim_shape(written: tuple[str, ...], join: Join | None) -> _ClaimShape:
+    read = _claim_read(written)
+    columns = ", ".join(
+        [*(f'{CLAIMED}."{f.column}"' for f in read), *(join.columns if join else ())]
+    )
+    written_at = {_FIELDS[name].attname: name for name in written}
+    read_at = {f.attname: index for index, f in enumerate(read)}
+    return _ClaimShape(
+        select=f"SELECT {columns} FROM {CLAIMED} {join.clause if join else ''}",
+        returning=", ".join(f'"{f.column}"' for f in read),
+        loaders=tuple(getattr(f, "from_db_value", None) for f in read),
+        sources=tuple(read_at.get(f.attname, written_at.get(f.attname)) for f in _CONCRETE),
+        joined=tuple(column.rpartition(" AS ")[2] for column in (join.columns if join else ())),
+    )
 
 
 # --- creation --------------------------------------------------------------------------
@@ -400,32 +430,37 @@ class PostgresInstanceStore(shapes.InstanceStore):
         return applied
 
     def claim(self, change: Change, join: Join | None) -> TriggerInstance | None:
-        read = _claim_read(tuple(change.values))
-        columns = ", ".join(
-            [*(f'{CLAIMED}."{f.column}"' for f in read), *(join.columns if join else ())]
-        )
-        select = f"SELECT {columns} FROM {CLAIMED} {join.clause if join else ''}"
+        shape = _claim_shape(tuple(change.values), join)
         sql, params = _statement(
             change,
             (),
-            select,
-            returning=", ".join(f'"{f.column}"' for f in read),
-            extra_where=f"{NOT_PAUSED} AND {CONCURRENCY_ADMITS}",
+            shape.select,
+            returning=shape.returning,
+            extra_where=_CLAIM_WHERE,
         )
         # By primary key: prepared (notifyflow/db.py).
         row = db.fetch_prepared(sql, params)
         if row is None:
             return None
-        count = len(read)
         conn = db.current()
-        loaded = {f.attname: _from_db(f, value, conn) for f, value in zip(read, row, strict=False)}
-        # The columns the claim wrote have its values; the ones no step reads are left
-        # deferred (read from the row if anything asks).
-        loaded |= {_FIELDS[name].attname: value for name, value in change.values.items()}
-        names = [f.attname for f in _CONCRETE if f.attname in loaded]
-        instance = TriggerInstance.from_db(conn.alias, names, [loaded[name] for name in names])
-        for column, value in zip(join.columns if join else (), row[count:], strict=True):
-            setattr(instance, column.rpartition(" AS ")[2], value)
+        # As the ORM would load them (JSON arrives as text); the columns the claim wrote
+        # have its values; the ones no step reads are left deferred (read from the row if
+        # anything asks).
+        loaded = [
+            value if load is None or value is None else load(value, None, conn)
+            for load, value in zip(shape.loaders, row, strict=False)
+        ]
+        values = [
+            DEFERRED
+            if source is None
+            else loaded[source]
+            if isinstance(source, int)
+            else change.values[source]
+            for source in shape.sources
+        ]
+        instance = TriggerInstance.from_db(conn.alias, _ATTNAMES, values)
+        for name, value in zip(shape.joined, row[len(shape.loaders) :], strict=True):
+            setattr(instance, name, value)
         return instance
 
     def insert_many(self, rows: Sequence[NewInstance], now: datetime, actor: str) -> set[uuid.UUID]:
