@@ -4,6 +4,7 @@ ids only. Worker and beat start-up hooks belong to the apps that need them
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ from typing import Any
 
 from celery import Celery
 from django.db import transaction
-from kombu.exceptions import BatchPublishError
+from kombu.exceptions import BatchPublishError, LimitExceeded
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from . import logs
@@ -31,6 +32,23 @@ app.autodiscover_tasks()
 # How messages reach the broker: Celery's send_task, or its Redis mirror
 # (NOTIFYFLOW_FAST_PUBLISH, notifyflow/broker/publish.py).
 publisher = Publisher(app)
+
+
+@functools.cache
+def _acquire_timeout() -> float | None:
+    return app.conf.broker_pool_acquire_timeout
+
+
+def producer() -> Any:
+    """A producer of the app's pool, for ``with``: what ``app.producer_or_acquire()``
+    gives, read without its two configuration lookups a message (Django's settings
+    behind Celery's: ~15 us of a step's publish, bench/RESULTS.md "Issue 44, fifth
+    round"). A pool with no producer free within CELERY_BROKER_POOL_ACQUIRE_TIMEOUT
+    raises kombu's OperationalError, as Celery's does."""
+    try:
+        return app.producer_pool.acquire(block=True, timeout=_acquire_timeout())
+    except LimitExceeded as exc:
+        raise KombuOperationalError(f"no broker producer free: {exc}") from exc
 
 
 def send_task_on_commit(
@@ -56,8 +74,8 @@ def send_task_on_commit(
 
     def send() -> None:
         try:
-            with app.producer_or_acquire() as producer:
-                publisher.publish(producer, name, [args], headers, countdown=countdown, queue=queue)
+            with producer() as pooled:
+                publisher.publish(pooled, name, [args], headers, countdown=countdown, queue=queue)
         except KombuOperationalError as exc:
             logger.warning("broker unavailable, %s%s left for the sweeper: %s", name, args, exc)
 
@@ -98,7 +116,7 @@ def send_tasks(
     """Publish ``messages`` of task ``name`` to ``queue`` now (their rows are committed),
     with ``context`` (``publish_context``); see ``send_tasks_on_commit``."""
     try:
-        with app.producer_or_acquire() as producer:
+        with producer() as pooled:
             # One flush, when the batch closes: outside kombu's retrying publish
             # (a flush inside it would be retried on a new channel, which the batch
             # refuses), so the transport's own connection errors surface here, and on
@@ -107,13 +125,13 @@ def send_tasks(
             errors = (
                 KombuOperationalError,
                 BatchPublishError,
-                *producer.connection.connection_errors,
+                *pooled.connection.connection_errors,
             )
             try:
                 batch_size = BATCH_COMMANDS_PER_MESSAGE * len(messages)
-                with producer.batch(max_size=batch_size):
+                with pooled.batch(max_size=batch_size):
                     publisher.publish(
-                        producer,
+                        pooled,
                         name,
                         messages,
                         context.headers,
