@@ -239,9 +239,9 @@ class _ClaimShape:
     """What a claim writing ``written`` (and reading ``join``) sends and how it loads
     the row, worked out once per shape (a step's claim is one shape): the SELECT and
     RETURNING lists; per read column the field's ``from_db_value`` (None where the value
-    is already what the ORM would load); the instance's concrete
-    attnames in model order, each with where its value comes from (an index into the
-    read columns, or the name of a written one), None for the deferred ones."""
+    is already what the ORM would load); per concrete field, in model order, where its
+    value comes from (an index into the read columns, the name of a written one, None
+    for a deferred one); the joined columns' attribute names."""
 
     select: str
     returning: str

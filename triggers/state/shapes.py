@@ -51,10 +51,11 @@ class Statement:
 class Join:
     """Columns of another table read in the claim's statement (PostgreSQL): ``clause``
     joins on ``state.CLAIMED`` (the claimed row); ``columns`` are select expressions
-    with aliases, which become attributes of the claimed instance."""
+    with aliases, which become attributes of the claimed instance. Hashable: the
+    claim's statement is built once per join."""
 
     clause: str
-    columns: Sequence[str]
+    columns: tuple[str, ...]
 
 
 # A status event written with a transition, and when: "" - iff the transition applies;
