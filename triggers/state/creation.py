@@ -29,7 +29,7 @@ def create_bulk(*, rows: Sequence[NewInstance], now: datetime, actor: str) -> se
     Rows go in in (workflow, key) order, so concurrent calls with overlapping keys wait
     on each other in one order and never deadlock.
 
-    On PostgreSQL one statement whatever the number of rows (``postgres.instance_insert``);
+    On PostgreSQL one statement whatever the number of rows (``postgres_creation.instance_insert``);
     elsewhere the ORM, one savepoint per instance inside one transaction.
     """
     if not rows:
@@ -79,6 +79,6 @@ def create_or_find(
     committed while this ran (read it again).
 
     On PostgreSQL one statement: a POST of a new key or of a repeated one is one round
-    trip (``postgres.instance_insert``).
+    trip (``postgres_creation.instance_insert``).
     """
     return STATE_STORE.insert_or_find(row, now, actor, workflow)
