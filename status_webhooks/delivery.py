@@ -6,7 +6,7 @@ messages in batches: a claim (``store``: one statement on PostgreSQL) takes up t
 NOTIFYFLOW_STATUS_WEBHOOK_BATCH pending rows with ``FOR UPDATE SKIP LOCKED``
 (concurrent deliverers take different rows) and leases them (``locked_until``,
 NOTIFYFLOW_LEASE_S ahead); the POSTs run after commit (``_send_all``), on connections kept
-alive per process (``transport``: no redirect followed, timeouts, verified TLS, bounded
+alive per process (``notifyflow.http_client``: no redirect followed, timeouts, verified TLS, bounded
 reads); the claim's outcomes are recorded together (one statement on PostgreSQL), each
 fenced on its lease. A deliverer killed mid-POST leaves its messages leased: once the
 lease runs out the sweeper's kick (or any pass) takes them again and sends the same
@@ -41,8 +41,9 @@ from django.utils import timezone
 from notifyflow import logs, metrics
 from notifyflow.celery import send_task_on_commit
 from notifyflow.errors import ApplicationError
+from notifyflow.http_client import Connections
 
-from . import signing, transport
+from . import signing
 from .endpoints import url_check
 from .models import (
     EndpointChange,
@@ -68,6 +69,8 @@ USER_AGENT = "NotifyFlow-Webhooks/1"
 RAMP_S = 0.05
 
 _pool_lock = threading.Lock()
+# This process's kept-alive connections to the endpoints.
+CONNECTIONS = Connections()
 
 
 def timeout_s() -> float:
@@ -167,7 +170,7 @@ def message_send(message: WebhookMessage) -> Outcome:
     headers["User-Agent"] = USER_AGENT
     started = time.monotonic()
     try:
-        response = transport.connections.post(
+        response = CONNECTIONS.post(
             endpoint.url,
             body=body,
             headers=headers,

@@ -1,11 +1,13 @@
-"""Local fakes of APNs and FCM, for driving the real clients (httpx over HTTP/2,
-google-auth) - nothing mocked in the process:
+"""Local fakes of APNs and FCM, for driving the real clients (httpx over HTTP/2 for
+APNs, the kept-alive HTTP/1.1 client for FCM, google-auth) - nothing mocked in the
+process:
 
 - ``FakeApns``: APNs over HTTP/2 and TLS (a test CA), checking the ES256 provider token,
   the topic and the path; answers Apple's shapes (``apns-id``; ``{"reason": ...}``).
 - ``FakeFcm``: the OAuth token endpoint a service account's ``token_uri`` names (the JWT
-  assertion's RS256 signature checked) and the HTTP v1 ``messages:send`` over HTTP/2 and
-  TLS, answering FCM's error bodies (``google.firebase.fcm.v1.FcmError`` details).
+  assertion's RS256 signature checked) and the HTTP v1 ``messages:send`` over TLS, HTTP/2
+  or HTTP/1.1 as FCM's own endpoint, answering FCM's error bodies
+  (``google.firebase.fcm.v1.FcmError`` details).
 
 Web Push's fake is ``tests/fake_webpush.py``. Answers are scripted: ``script`` in order, else
 ``by_token``, else success. Each counts the TLS connections it accepted.
@@ -217,7 +219,8 @@ def service_account_key() -> rsa.RSAPrivateKey:
 
 
 class FakeFcm:
-    """FCM: ``POST /v1/projects/{project}/messages:send`` over HTTP/2 (``url``) and the
+    """FCM: ``POST /v1/projects/{project}/messages:send`` over HTTP/2 or HTTP/1.1
+    (``url``) and the
     OAuth token endpoint over HTTP/1.1 (``token_uri``). An answer is an ``FCM_ERRORS``
     name, optionally with extra headers: ``("QUOTA_EXCEEDED", {"Retry-After": "30"})``.
     ``received``: (token, message) of every authorised send; ``tokens_issued``: access
@@ -235,7 +238,8 @@ class FakeFcm:
         self.assertions: list[dict[str, Any]] = []
         self.received: list[tuple[str, dict[str, Any]]] = []
         self._lock = threading.Lock()
-        self.server = H2Server(self._handle, ca.server_context(["h2"]))
+        alpn = ("h2", "http/1.1")
+        self.server = H2Server(self._handle, ca.server_context(list(alpn)), alpn=alpn)
         self.url = self.server.url
         self.token_server = NoDelayHTTPServer(("127.0.0.1", 0), self._token_handler())
         self.token_uri = f"http://127.0.0.1:{self.token_server.server_address[1]}/token"

@@ -13,7 +13,7 @@ import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import h2.config
@@ -129,13 +129,20 @@ class H2Answer:
 
 
 class H2Server:
-    """HTTP/2 over TLS on 127.0.0.1 (ALPN ``h2`` only). Each request, once its stream
-    ends, goes to ``handler``, whose answer is sent on the same stream.
+    """HTTP/2 over TLS on 127.0.0.1, and HTTP/1.1 (kept alive) on connections whose
+    client asked for it when ``context`` offers ``http/1.1`` too. Each request, once its
+    stream (or body) ends, goes to ``handler``, whose answer is sent back on it.
     ``tls_connections``: TLS handshakes completed (a kept-alive client makes one)."""
 
-    def __init__(self, handler: Callable[[H2Request], H2Answer], context: ssl.SSLContext) -> None:
+    def __init__(
+        self,
+        handler: Callable[[H2Request], H2Answer],
+        context: ssl.SSLContext,
+        alpn: tuple[str, ...] = ("h2",),
+    ) -> None:
         self.handler = handler
         self.context = context
+        self.alpn = alpn
         self.tls_connections = 0
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
@@ -180,6 +187,8 @@ class H2Server:
         try:
             if tls.selected_alpn_protocol() == "h2":
                 self._converse(tls)
+            elif "http/1.1" in self.alpn:
+                self._converse_http1(tls)
         except (OSError, h2.exceptions.ProtocolError):
             pass
         finally:
@@ -208,6 +217,30 @@ class H2Server:
                     tls.sendall(conn.data_to_send())
                     return
             tls.sendall(conn.data_to_send())
+
+    def _converse_http1(self, tls: ssl.SSLSocket) -> None:
+        """HTTP/1.1 requests on one kept-alive connection, each handed to ``handler``
+        (header names in lower case, as HTTP/2 has them)."""
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                answer = server.handler(H2Request("POST", self.path, headers, body))
+                self.send_response(answer.status)
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer.body)))
+                self.end_headers()
+                self.wfile.write(answer.body)
+
+        Handler(tls, tls.getpeername(), None)  # type: ignore[arg-type]
 
     def _answer(
         self, conn: h2.connection.H2Connection, stream_id: int, headers: dict[str, str], body: bytes

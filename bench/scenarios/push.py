@@ -8,7 +8,7 @@ in alternating chunks of the same run:
   to the SMTP fake (``tests/fake_smtp.py``: a connection per message, as Django's SMTP
   backend makes one per send);
 - **push, 1 device**: one push node to the recipient's Android phone, FCM's HTTP v1
-  client (google-auth's token cached, httpx over HTTP/2 and TLS) to the FCM fake;
+  client (google-auth's token cached, the kept-alive HTTP/1.1 client over TLS) to the FCM fake;
 - **push, 3 devices**: the same node to an Android phone, an iPhone (APNs over HTTP/2
   and TLS) and a browser (Web Push: VAPID and the RFC 8291 encryption, over a kept-alive
   HTTPS connection) - three provider calls, an accepted one recorded before the next;

@@ -10,13 +10,14 @@ provider ``fcm``, a token of its own). A workflow with one ``push`` node (scenar
 config: title, body, url, data, collapse key). The usual 2 worker nodes (``-P solo``,
 one process each, consuming every queue as a plain worker does, so one of them runs the
 fan-out job too) are idle when one trigger to the list is made; every instance's push
-step sends through the real FCM client (google-auth's cached token, httpx over HTTP/2 and
-TLS) to the FCM fake of the test suite (``tests/fake_push.py``), which runs in a process
-of its own (``bench.push_fakes``, via scenario 41's ``Fakes``). The workers reach it
-through their environment: ``NOTIFYFLOW_FCM_CREDENTIALS`` (the service account's key,
-whose ``token_uri`` is the fake's token endpoint), ``NOTIFYFLOW_FCM_URL`` and
-``SSL_CERT_FILE`` (the fakes' CA). instances/s = N / (the trigger call -> the last
-instance's ``finished_at``): the fan-out and the drain together, as people's drain.
+step sends through the real FCM client (google-auth's cached token, the kept-alive
+HTTP/1.1 client over TLS) to the FCM fake of the test suite (``tests/fake_push.py``),
+which runs in a process of its own (``bench.push_fakes``, via scenario 41's ``Fakes``).
+The workers reach it through their environment: ``NOTIFYFLOW_FCM_CREDENTIALS`` (the
+service account's key, whose ``token_uri`` is the fake's token endpoint),
+``NOTIFYFLOW_FCM_URL`` and ``SSL_CERT_FILE`` (the fakes' CA). instances/s = N / (the
+trigger call -> the last instance's ``finished_at``): the fan-out and the drain
+together, as people's drain.
 
 **The reference ("the plain execution rate").** What people's drain (issue 26) compares
 against, in the same run: scenario 2's step on a single-node ``email`` workflow,

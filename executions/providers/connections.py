@@ -30,6 +30,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from notifyflow import metrics
+from notifyflow.http_client import Connections
 
 T = TypeVar("T")
 
@@ -164,6 +165,24 @@ def http_client(*, timeout_s: float, http2: bool = True) -> httpx.Client:
         trust_env=False,
         follow_redirects=False,
         timeout=httpx.Timeout(timeout_s),
+    )
+
+
+# How long a push service's idle HTTP/1.1 connection is kept for the next send (one
+# closed by the server meanwhile is noticed before reuse: notifyflow.http_client).
+KEEPALIVE_S = 120.0
+# Most of an answer's body read (FCM's and the push services' answers are small JSON).
+MAX_ANSWER_BYTES = 64 * 1024
+
+
+def http1_client(provider: str) -> Connections:
+    """A kept-alive HTTP/1.1 client (``notifyflow.http_client``) for a provider that
+    speaks it (FCM's v1 API, Web Push): no redirects, no proxy variables, trusting what
+    ``SSL_CERT_FILE`` names, each connection it makes counted. A quarter of httpx's CPU
+    per request (bench/RESULTS.md, issue 44); threads may share it (a connection per
+    request in flight, as ``ConnectionPerSender``)."""
+    return Connections(
+        cafile=ca_bundle, keepalive_s=KEEPALIVE_S, on_connect=lambda: connection_opened(provider)
     )
 
 

@@ -1,9 +1,10 @@
 """Push and chat through a real ``celery worker``, PostgreSQL and a broker, with the real
-provider clients against the local fakes (FCM and APNs over HTTP/2 and TLS, a Web Push
-service that decrypts, Slack's Web API): a person with an Android phone, an iPhone, two
-browsers and a Slack user, given inline in a trigger, gets one workflow's ``push`` and
-``chat`` steps on each, with the per-device results in the API and the console; and a
-worker killed in the middle of a push resends to no device that had accepted."""
+provider clients against the local fakes (APNs over HTTP/2 and TLS, FCM over HTTP/1.1
+and TLS, a Web Push service that decrypts, Slack's Web API): a person with an Android
+phone, an iPhone, two browsers and a Slack user, given inline in a trigger, gets one
+workflow's ``push`` and ``chat`` steps on each, with the per-device results in the API
+and the console; and a worker killed in the middle of a push resends to no device that
+had accepted."""
 
 from __future__ import annotations
 

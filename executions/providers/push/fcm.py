@@ -7,7 +7,8 @@ key's ``token_uri``; the token is cached per process and refreshed a few minutes
 it expires. ``google-auth`` rather than ``firebase-admin``: the Admin SDK brings its own
 HTTP stack (and Firestore, Storage... as dependencies) and hides the HTTP answer behind
 exceptions whose classification we would have to undo; the v1 API is one POST, which our
-own kept-alive HTTP/2 client makes and classifies by FCM's ``errorCode``.
+own kept-alive HTTP/1.1 client makes (``connections.http1_client``: a quarter of httpx's
+CPU over HTTP/2, bench/RESULTS.md issue 44) and classifies by FCM's ``errorCode``.
 
 Dead tokens, by error code (never by message text): ``UNREGISTERED`` (404), and
 ``INVALID_ARGUMENT`` whose ``google.rpc.BadRequest`` detail names the field
@@ -17,18 +18,20 @@ field is a bad payload: failed, the token kept).
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import requests
 from django.conf import settings
 from google.auth import exceptions as auth_exceptions
 
+from notifyflow.http_client import Connections
+
 from ..base import ProviderError
-from ..connections import clients, http_client, requests_session, tracer
+from ..connections import MAX_ANSWER_BYTES, clients, http1_client, requests_session
 from ..targets import (
     TargetOutcome,
     TargetResult,
@@ -56,7 +59,7 @@ class FcmClient:
 
     credentials: Any  # google.oauth2.service_account.Credentials
     token_session: requests.Session
-    http: httpx.Client
+    http: Connections
     send_url: str
     lock: threading.Lock
 
@@ -75,7 +78,7 @@ class FcmClient:
             self.credentials.token = None
 
     def close(self) -> None:
-        self.http.close()
+        self.http.close_all()
         self.token_session.close()
 
 
@@ -100,7 +103,7 @@ def build() -> FcmClient:
     return FcmClient(
         credentials=credentials,
         token_session=token_session,
-        http=http_client(timeout_s=settings.NOTIFYFLOW_PUSH_TIMEOUT_S),
+        http=http1_client(PROVIDER),
         send_url=f"{base}/v1/projects/{project_id}/messages:send",
         lock=threading.Lock(),
     )
@@ -144,16 +147,18 @@ def send(*, token: str, message: PushMessage) -> TargetResult:
         bearer = fcm.access_token()
     except auth_exceptions.GoogleAuthError as exc:
         return counted(token_refused(exc))
+    body = json.dumps({"message": fcm_message(token, message)}, separators=(",", ":"))
     try:
         response = fcm.http.post(
             fcm.send_url,
-            json={"message": fcm_message(token, message)},
-            headers={"Authorization": f"Bearer {bearer}"},
-            extensions={"trace": tracer(PROVIDER)},
+            body=body.encode(),
+            headers={"Authorization": f"Bearer {bearer}", "Content-Type": "application/json"},
+            timeout=settings.NOTIFYFLOW_PUSH_TIMEOUT_S,
+            max_body=MAX_ANSWER_BYTES,
         )
-    except httpx.HTTPError as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # a timeout is an OSError
         return counted(unreachable(PROVIDER, exc))
-    result = classify(response.status_code, response.content, response.headers.get("Retry-After"))
+    result = classify(response.status, response.body, response.headers.get("retry-after"))
     if result.code == "UNAUTHENTICATED":
         fcm.forget_token()  # revoked or expired early: the next send fetches a new one
     return counted(result)

@@ -1,16 +1,18 @@
 """Web Push (browsers): VAPID (RFC 8292) and the payload encrypted for the subscription
-(RFC 8291, ``aes128gcm``): ``pywebpush`` encrypts, the process's kept-alive httpx client
-posts.
+(RFC 8291, ``aes128gcm``): ``pywebpush`` encrypts, the process's kept-alive HTTP/1.1
+client posts.
 
 A subscription is what the browser's ``PushManager.subscribe()`` gave:
 ``{endpoint, keys: {p256dh, auth}}``. The VAPID key (``NOTIFYFLOW_VAPID_PRIVATE_KEY``: a
 PEM file, PEM text, or the base64url private key that ``web-push generate-vapid-keys``
 prints) is loaded once per process; its signed ``Authorization`` header is kept per push
 service (the JWT's audience) for an hour, so a send costs one encryption and no signature.
-Every send goes through one httpx client per process (HTTP/2 where the push service
-offers it, as FCM's, Mozilla's and Apple's do): a kept-alive connection per push
-service, not one per subscription. Not pywebpush's own ``send`` over a requests session:
-the same post cost a third more of the worker's CPU (bench/RESULTS.md, issue 41).
+Every send goes through one client per process (``connections.http1_client``): a
+kept-alive connection per push service (per send in flight), not one per subscription.
+HTTP/1.1, which every push service speaks, rather than httpx over HTTP/2: httpx cost
+388-461 us of CPU a send against 115-125 us (bench/RESULTS.md, issue 44). Not
+pywebpush's own ``send`` over a requests session: the same post cost a third more of the
+worker's CPU than httpx (issue 41).
 
 Dead subscriptions, by status: 404 and 410 (RFC 8030: expired or unsubscribed). An
 endpoint whose host NOTIFYFLOW_WEBPUSH_ALLOWED_HOSTS does not allow is never called
@@ -19,6 +21,7 @@ endpoint whose host NOTIFYFLOW_WEBPUSH_ALLOWED_HOSTS does not allow is never cal
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import threading
@@ -28,14 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from django.conf import settings
 
+from notifyflow.http_client import Connections, Response
 from recipients.channel_inputs import webpush_endpoint_problem
 
 from ..base import ProviderError
-from ..connections import clients, http_client, tracer
+from ..connections import MAX_ANSWER_BYTES, clients, http1_client
 from ..targets import TargetOutcome, TargetResult, by_status, counted, not_configured, unreachable
 from .message import PushMessage
 
@@ -57,7 +60,7 @@ class WebPushClient:
 
     vapid: Any  # py_vapid.Vapid02
     subject: str
-    http: httpx.Client
+    http: Connections
     lock: threading.Lock = field(default_factory=threading.Lock)
     signed: dict[str, tuple[dict[str, str], float]] = field(default_factory=dict)
 
@@ -76,7 +79,7 @@ class WebPushClient:
             return headers
 
     def close(self) -> None:
-        self.http.close()
+        self.http.close_all()
 
 
 def load_vapid(value: str) -> Any:
@@ -109,7 +112,7 @@ def build() -> WebPushClient:
     return WebPushClient(
         vapid=vapid,
         subject=settings.NOTIFYFLOW_VAPID_SUBJECT,
-        http=http_client(timeout_s=settings.NOTIFYFLOW_PUSH_TIMEOUT_S),
+        http=http1_client(PROVIDER),
     )
 
 
@@ -183,25 +186,29 @@ def send(*, subscription: Mapping[str, Any] | str, message: PushMessage) -> Targ
             headers["Topic"] = message.collapse_key
     try:
         response = client.http.post(
-            info["endpoint"], content=body, headers=headers, extensions={"trace": tracer(PROVIDER)}
+            info["endpoint"],
+            body=body,
+            headers=headers,
+            timeout=settings.NOTIFYFLOW_PUSH_TIMEOUT_S,
+            max_body=MAX_ANSWER_BYTES,
         )
-    except httpx.HTTPError as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # a timeout is an OSError
         return counted(unreachable(PROVIDER, exc))
     return counted(classify(response))
 
 
-def classify(response: httpx.Response) -> TargetResult:
+def classify(response: Response) -> TargetResult:
     """The push service's answer, by status: 201 (200, 202) accepted; 404 and 410 dead."""
-    if response.status_code in (200, 201, 202):
+    if response.status in (200, 201, 202):
         return TargetResult(
             TargetOutcome.ACCEPTED,
             PROVIDER,
-            provider_message_id=response.headers.get("Location", "")[:255],
+            provider_message_id=response.location[:255],
         )
     return by_status(
         PROVIDER,
-        response.status_code,
-        retry_after=response.headers.get("Retry-After"),
-        detail=response.text[:300],
+        response.status,
+        retry_after=response.headers.get("retry-after"),
+        detail=response.body.decode("utf-8", "replace")[:300],
         dead=frozenset({404, 410}),
     )

@@ -1,5 +1,5 @@
-"""The FCM HTTP v1 client (google-auth for the OAuth token, httpx over HTTP/2) against a
-local FCM fake: its token endpoint (the service account's ``token_uri``, the JWT
+"""The FCM HTTP v1 client (google-auth for the OAuth token, the kept-alive HTTP/1.1
+client) against a local FCM fake: its token endpoint (the service account's ``token_uri``, the JWT
 assertion checked) and ``messages:send`` answering FCM's real error bodies."""
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""The deliverer's HTTP client against real local servers: one kept-alive connection per
-origin, a connection the server closed while idle replaced without a failed POST, a body
+"""The kept-alive HTTP/1.1 client (status webhooks, FCM, Web Push) against real local
+servers: one kept-alive connection per origin, a connection the server closed while idle
+replaced without a failed POST, a connection idle past the keep-alive replaced, a body
 read no further than the cap (and its connection not reused), an untrusted certificate
-refused, a redirect returned, not followed."""
+refused and the caller's CA trusted, a redirect returned, not followed, the answer's
+headers, every connection made reported."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from status_webhooks.transport import Connections
+from notifyflow.http_client import Connections
 from tests.fake_tls import make_local_ca, wrap_handler_socket
 
 
@@ -51,6 +53,7 @@ class Receiver:
                     receiver.posts += 1
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("Retry-After", "7")
                 if self.path == "/moved":
                     self.send_header("Location", "http://127.0.0.1:1/elsewhere")
                 self.end_headers()
@@ -126,12 +129,48 @@ def test_a_redirect_is_returned_not_followed(receivers):
     assert receiver.posts == 1
 
 
+def test_the_answers_headers_come_back_by_lower_case_name(receivers):
+    response = _post(Connections(), receivers().url + "/x")
+    assert response.headers["retry-after"] == "7"
+    assert response.headers["content-length"] == "0"
+    assert response.location == ""
+
+
+def test_a_connection_idle_past_the_keep_alive_is_replaced(receivers):
+    receiver = receivers()
+    client = Connections(keepalive_s=0.1)
+    _post(client, receiver.url)
+    _post(client, receiver.url)
+    time.sleep(0.15)
+    _post(client, receiver.url)
+    assert receiver.connections == 2
+
+
+def test_every_connection_made_is_reported(receivers):
+    made: list[int] = []
+    client = Connections(on_connect=lambda: made.append(1))
+    first, second = receivers(), receivers(close_idle=True)
+    for _ in range(2):
+        _post(client, first.url)
+        _post(client, second.url)
+        time.sleep(0.05)  # the second server's close reaches its idle connection
+    assert len(made) == first.connections + second.connections == 3
+
+
 def test_a_certificate_no_trusted_authority_signed_is_refused(receivers, tmp_path):
     ca = make_local_ca(tmp_path)
     receiver = receivers(tls=ca.server_context(["http/1.1"]))
     with pytest.raises(ssl.SSLCertVerificationError):
         _post(Connections(), receiver.url + "/hooks")
     assert receiver.posts == 0
+
+
+def test_the_callers_certificate_authority_is_trusted(receivers, tmp_path):
+    ca = make_local_ca(tmp_path)
+    receiver = receivers(tls=ca.server_context(["http/1.1"]))
+    client = Connections(cafile=lambda: str(ca.ca_file))
+    assert _post(client, receiver.url + "/hooks").status == 200
+    assert receiver.posts == 1
 
 
 def test_a_server_that_does_not_answer_in_time_raises_a_timeout(receivers):

@@ -1,14 +1,18 @@
-"""The deliverer's HTTP client: one POST on a kept-alive connection, nothing more.
+"""One POST on a kept-alive HTTP/1.1 connection, nothing more: the client of the status
+webhook deliverer (``status_webhooks.delivery``) and of the push services that speak
+HTTP/1.1 (FCM's v1 API, Web Push: ``executions.providers.push``).
 
-Built on the standard library's ``http.client`` because a status webhook needs none of
-what a general client adds and pays for per request (measured with the bench receiver,
-CPU per POST on a kept-alive connection: httpx ~4x, urllib3's pool ~2x this client):
+Built on the standard library's ``http.client`` because these POSTs need none of what a
+general client adds and pays for per request (measured with the bench receiver, CPU per
+POST on a kept-alive connection: httpx ~4x, urllib3's pool ~2x this client; against the
+Web Push fake, 388-461 us with httpx against 115-125 us, bench/RESULTS.md issue 44):
 
 - **No redirects**: ``http.client`` never follows one; a 3xx is an answer like another.
 - **Timeouts**: the socket's, so the connect and each send and read wait at most
   ``timeout`` seconds.
-- **TLS**: verified against certifi's bundle with the host name checked (what httpx did
-  with ``trust_env`` off); no proxy or CA variables of the environment are read.
+- **TLS**: verified against the CA file ``cafile`` names (certifi's bundle unless the
+  caller says otherwise) with the host name checked (what httpx did with ``trust_env``
+  off); no proxy variables of the environment are read.
 - **Bounded reads**: at most ``max_body`` bytes of a body are read (http.client bounds
   the status line and headers); a connection whose body was not read to its end is
   closed, never reused.
@@ -16,7 +20,8 @@ CPU per POST on a kept-alive connection: httpx ~4x, urllib3's pool ~2x this clie
   origin, last used first: a connection goes back to its origin's stack after a
   complete exchange and is taken again only if it was idle less than ``KEEPALIVE_S``
   and the server has not closed it meanwhile (a readable idle socket is a closed one,
-  or one that sent what nobody asked for).
+  or one that sent what nobody asked for). ``on_connect`` is called for each connection
+  made (the providers count them: ``executions.providers.connections``).
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ import select
 import ssl
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
 import certifi
@@ -46,23 +51,37 @@ _ASCII = "".join(chr(code) for code in range(0x21, 0x7F))
 
 @dataclass(frozen=True)
 class Response:
-    """What came back: the status, the ``Location`` header (a redirect not followed)
-    and the start of the body (at most ``max_body`` bytes)."""
+    """What came back: the status, the start of the body (at most ``max_body`` bytes)
+    and the headers (names in lower case)."""
 
     status: int
-    location: str
     body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def location(self) -> str:
+        """The ``Location`` header: where a redirect (not followed) pointed."""
+        return self.headers.get("location", "")
 
 
 class Connections:
     """Kept-alive connections of this process by origin (thread-safe; rebuilt in a
     forked child, whose parent's sockets are not its own)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        cafile: Callable[[], str] = certifi.where,
+        keepalive_s: float = KEEPALIVE_S,
+        on_connect: Callable[[], None] | None = None,
+    ) -> None:
         self._idle: dict[Origin, list[tuple[http.client.HTTPConnection, float]]] = {}
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._tls: ssl.SSLContext | None = None
+        self._cafile = cafile
+        self._keepalive_s = keepalive_s
+        self._on_connect = on_connect
 
     def post(
         self,
@@ -91,7 +110,7 @@ class Connections:
             connection.request("POST", target, body=body, headers=dict(headers))
             response = connection.getresponse()
             data = response.read(max_body)
-            location = response.getheader("Location") or ""
+            answered = {name.lower(): value for name, value in response.getheaders()}
             status = response.status
             complete = response.isclosed()
         except BaseException:
@@ -101,7 +120,7 @@ class Connections:
             self._give_back(origin, connection)
         else:  # unread body left, or the server said it closes: never reused
             connection.close()
-        return Response(status, location, data)
+        return Response(status, data, answered)
 
     def close_all(self) -> None:
         """Close every idle connection of this process."""
@@ -121,7 +140,7 @@ class Connections:
             stack = self._idle.get(origin)
             if stack:
                 taken, since = stack.pop()
-                if now - since >= KEEPALIVE_S:  # the last used is stale: all are
+                if now - since >= self._keepalive_s:  # the last used is stale: all are
                     stale = [taken, *(connection for connection, _ in stack)]
                     stack.clear()
                     taken = None
@@ -146,6 +165,8 @@ class Connections:
 
     def _new(self, origin: Origin, timeout: float) -> http.client.HTTPConnection:
         scheme, host, port = origin
+        if self._on_connect is not None:
+            self._on_connect()
         if scheme == "https":
             return http.client.HTTPSConnection(
                 host, port, timeout=timeout, context=self._tls_context()
@@ -155,7 +176,7 @@ class Connections:
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:
             # Certificate and host name checked (create_default_context's defaults).
-            self._tls = ssl.create_default_context(cafile=certifi.where())
+            self._tls = ssl.create_default_context(cafile=self._cafile())
         return self._tls
 
 
@@ -168,6 +189,3 @@ def _dropped(connection: http.client.HTTPConnection) -> bool:
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     return bool(poller.poll(0))
-
-
-connections = Connections()
