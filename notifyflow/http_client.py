@@ -18,10 +18,11 @@ Web Push fake, 388-461 us with httpx against 115-125 us, bench/RESULTS.md issue 
   closed, never reused.
 - **Connections kept per process** (made after the fork, in the worker child), per
   origin, last used first: a connection goes back to its origin's stack after a
-  complete exchange and is taken again only if it was idle less than ``KEEPALIVE_S``
-  and the server has not closed it meanwhile (a readable idle socket is a closed one,
-  or one that sent what nobody asked for). ``on_connect`` is called for each connection
-  made (the providers count them: ``executions.providers.connections``).
+  complete exchange and is taken again only if it was idle less than ``keepalive_s``
+  (``KEEPALIVE_S`` unless the caller says otherwise) and the server has not closed it
+  meanwhile (a readable idle socket is a closed one, or one that sent what nobody asked
+  for). ``on_connect`` is called for each connection made (the providers count them:
+  ``executions.providers.connections``).
 """
 
 from __future__ import annotations
