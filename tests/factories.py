@@ -5,8 +5,10 @@ import base64
 import factory
 from django.utils import timezone
 
+from notifyflow.ids import uuid7
 from status_webhooks.signing import secret_generate
 from triggers.models import TriggerInstance, TriggerStatus
+from triggers.state import NewInstance
 from workflows.models import Workflow
 from workflows.services import workflow_save
 
@@ -55,6 +57,20 @@ def render_error_definition() -> dict:
 
 
 PAYLOAD = {"name": "Ada", "email": "ada@example.com", "phone": "+15005550006"}
+
+
+def new_instance(wf: Workflow, key: str, **fields: object) -> NewInstance:
+    """An instance for the state machine's creation (``triggers.state.NewInstance``) of
+    ``wf``'s current version under ``key``: PAYLOAD, entry node ``hello``."""
+    return NewInstance(
+        id=uuid7(),
+        workflow_id=wf.pk,
+        workflow_version_id=wf.current_version_id,
+        idempotency_key=key,
+        payload=dict(PAYLOAD),
+        entry_node_id="hello",
+        **fields,  # type: ignore[arg-type]
+    )
 
 
 class WorkflowFactory(factory.django.DjangoModelFactory):

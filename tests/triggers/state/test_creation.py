@@ -11,8 +11,7 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from notifyflow.ids import uuid7
-from tests.factories import PAYLOAD, RecipientFactory, WorkflowFactory
+from tests.factories import PAYLOAD, RecipientFactory, WorkflowFactory, new_instance
 from triggers import state
 from triggers.models import TriggerInstance, TriggerStatus, TriggerStatusChange
 from triggers.models.inbox import Interest
@@ -20,22 +19,13 @@ from triggers.models.inbox import Interest
 pytestmark = [pytest.mark.both_databases, pytest.mark.django_db]
 
 
-def new(wf, key: str, **fields) -> state.NewInstance:
-    return state.NewInstance(
-        id=uuid7(),
-        workflow_id=wf.pk,
-        workflow_version_id=wf.current_version_id,
-        idempotency_key=key,
-        payload=dict(PAYLOAD),
-        entry_node_id="hello",
-        **fields,
-    )
-
-
 def test_create_bulk_writes_each_instance_with_its_audit_and_interest_rows():
     wf = WorkflowFactory()
     now = timezone.now()
-    rows = [new(wf, "a", interests=["order:1", "order:2"]), new(wf, "b", lane="high")]
+    rows = [
+        new_instance(wf, "a", interests=["order:1", "order:2"]),
+        new_instance(wf, "b", lane="high"),
+    ]
     assert state.create_bulk(rows=rows, now=now, actor="ann") == {rows[0].id, rows[1].id}
     a, b = (TriggerInstance.objects.get(pk=row.id) for row in rows)
     assert (a.status, a.current_node_id, a.available_at) == (TriggerStatus.ENQUEUED, "hello", now)
@@ -50,9 +40,9 @@ def test_create_bulk_writes_each_instance_with_its_audit_and_interest_rows():
 def test_create_bulk_skips_a_taken_key_and_returns_only_what_it_inserted():
     wf = WorkflowFactory()
     now = timezone.now()
-    first = new(wf, "a")
+    first = new_instance(wf, "a")
     state.create_bulk(rows=[first], now=now, actor="t")
-    again, other = new(wf, "a"), new(wf, "b")
+    again, other = new_instance(wf, "a"), new_instance(wf, "b")
     assert state.create_bulk(rows=[again, other], now=now, actor="t") == {other.id}
     assert not TriggerInstance.objects.filter(pk=again.id).exists()
     assert TriggerStatusChange.objects.filter(instance_id=first.id).count() == 1
@@ -62,9 +52,11 @@ def test_create_bulk_skips_a_taken_key_and_returns_only_what_it_inserted():
 def test_create_or_find_inserts_a_new_key_and_finds_the_holder_of_a_taken_one():
     wf = WorkflowFactory()
     now = timezone.now()
-    first = new(wf, "k")
+    first = new_instance(wf, "k")
     assert state.create_or_find(row=first, now=now, actor="t", workflow=wf) == (True, None)
-    created, existing = state.create_or_find(row=new(wf, "k"), now=now, actor="t", workflow=wf)
+    created, existing = state.create_or_find(
+        row=new_instance(wf, "k"), now=now, actor="t", workflow=wf
+    )
     assert not created and existing is not None
     assert existing.pk == first.id and existing.workflow.key == wf.key
     assert existing.workflow_version_id == wf.current_version_id

@@ -11,11 +11,9 @@ import pytest
 from django.utils import timezone
 
 from notifyflow.db import is_postgres
-from notifyflow.ids import uuid7
-from tests.factories import PAYLOAD, RecipientFactory, WorkflowFactory
+from tests.factories import RecipientFactory, WorkflowFactory, new_instance
 from triggers.models import TriggerInstance, TriggerStatusChange
 from triggers.models.inbox import Interest
-from triggers.state import NewInstance
 from triggers.state.orm import OrmInstanceStore
 
 pytestmark = [
@@ -27,22 +25,10 @@ pytestmark = [
 STORE = OrmInstanceStore()
 
 
-def row(wf, key: str, **fields) -> NewInstance:
-    return NewInstance(
-        id=uuid7(),
-        workflow_id=wf.pk,
-        workflow_version_id=wf.current_version_id,
-        idempotency_key=key,
-        payload=dict(PAYLOAD),
-        entry_node_id="hello",
-        **fields,
-    )
-
-
 def test_each_instance_is_written_with_its_audit_row_and_interests():
     wf = WorkflowFactory()
     now = timezone.now()
-    new = row(wf, "k", interests=["order:1"], lane="high", concurrency_key="t1")
+    new = new_instance(wf, "k", interests=["order:1"], lane="high", concurrency_key="t1")
     assert STORE.insert_many([new], now, "ann") == {new.id}
     instance = TriggerInstance.objects.get(pk=new.id)
     assert (instance.lane, instance.concurrency_key, instance.created_at) == ("high", "t1", now)
@@ -59,10 +45,10 @@ def test_a_taken_key_inserts_nothing_and_finds_its_holder():
     store = STORE
     wf = WorkflowFactory()
     now = timezone.now()
-    first = row(wf, "k")
+    first = new_instance(wf, "k")
     assert store.insert_or_find(first, now, "t", wf) == (True, None)
-    assert store.insert_many([row(wf, "k")], now, "t") == set()
-    created, holder = store.insert_or_find(row(wf, "k"), now, "t", wf)
+    assert store.insert_many([new_instance(wf, "k")], now, "t") == set()
+    created, holder = store.insert_or_find(new_instance(wf, "k"), now, "t", wf)
     assert not created and holder is not None and holder.pk == first.id
     assert TriggerInstance.objects.count() == 1
 
@@ -73,8 +59,10 @@ def test_a_fan_out_batch_gets_one_instance_per_recipient_not_yet_served():
     for recipient_id in ("a", "b"):
         RecipientFactory(id=recipient_id)
     now = timezone.now()
-    made = store.insert_for_recipients(row(wf, "issue", lane="bulk"), ["a", "b"], now, "fanout")
+    made = store.insert_for_recipients(
+        new_instance(wf, "issue", lane="bulk"), ["a", "b"], now, "fanout"
+    )
     assert len(made) == 2
-    assert store.insert_for_recipients(row(wf, "issue"), ["a", "b"], now, "fanout") == []
+    assert store.insert_for_recipients(new_instance(wf, "issue"), ["a", "b"], now, "fanout") == []
     rows = TriggerInstance.objects.filter(idempotency_key="issue")
     assert sorted(rows.values_list("recipient_id", "lane")) == [("a", "bulk"), ("b", "bulk")]

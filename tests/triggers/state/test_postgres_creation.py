@@ -11,9 +11,7 @@ from dataclasses import replace
 import pytest
 from django.utils import timezone
 
-from notifyflow.ids import uuid7
-from tests.factories import PAYLOAD, RecipientFactory, WorkflowFactory
-from triggers import state
+from tests.factories import PAYLOAD, RecipientFactory, WorkflowFactory, new_instance
 from triggers.models import TriggerInstance, TriggerStatusChange
 from triggers.models.inbox import Interest
 from triggers.state.postgres import PostgresInstanceStore
@@ -23,23 +21,11 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 STORE = PostgresInstanceStore()
 
 
-def new(wf, key: str, **fields) -> state.NewInstance:
-    return state.NewInstance(
-        id=uuid7(),
-        workflow_id=wf.pk,
-        workflow_version_id=wf.current_version_id,
-        idempotency_key=key,
-        payload=dict(PAYLOAD),
-        entry_node_id="hello",
-        **fields,
-    )
-
-
 def test_one_triggers_recipients_get_ids_made_by_postgresql_and_a_served_one_is_skipped():
     wf = WorkflowFactory()
     people = [RecipientFactory() for _ in range(4)]
     now = timezone.now()
-    row = new(wf, "launch", lane="bulk")
+    row = new_instance(wf, "launch", lane="bulk")
 
     first = STORE.insert_for_recipients(row, [p.pk for p in people[:3]], now, "fanout")
     again = STORE.insert_for_recipients(row, [people[1].pk, people[3].pk], now, "fanout")
@@ -59,9 +45,11 @@ def test_a_batch_whose_rows_differ_keeps_each_rows_own_values_and_interests():
     first_wf, second_wf = WorkflowFactory(), WorkflowFactory()
     person = RecipientFactory()
     rows = [
-        new(first_wf, "a", concurrency_key="tenant-1", interests=["order:1"]),
-        new(second_wf, "b", lane="high", recipient_id=person.pk, interests=["order:2", "x"]),
-        replace(new(first_wf, "c"), payload={"n": 3}),
+        new_instance(first_wf, "a", concurrency_key="tenant-1", interests=["order:1"]),
+        new_instance(
+            second_wf, "b", lane="high", recipient_id=person.pk, interests=["order:2", "x"]
+        ),
+        replace(new_instance(first_wf, "c"), payload={"n": 3}),
     ]
 
     assert STORE.insert_many(rows, timezone.now(), "api") == {row.id for row in rows}
@@ -82,10 +70,10 @@ def test_a_batch_whose_rows_differ_keeps_each_rows_own_values_and_interests():
 def test_a_taken_key_is_answered_with_its_holder_and_nothing_is_written():
     wf = WorkflowFactory()
     now = timezone.now()
-    holder = new(wf, "once")
+    holder = new_instance(wf, "once")
     assert STORE.insert_or_find(holder, now, "api", wf) == (True, None)
 
-    repeat = new(wf, "once", interests=["order:9"])
+    repeat = new_instance(wf, "once", interests=["order:9"])
     created, found = STORE.insert_or_find(repeat, now, "api", wf)
 
     assert not created and found is not None and found.pk == holder.id
