@@ -2,20 +2,20 @@
 webhook deliverer (``status_webhooks.delivery``) and of the push services that speak
 HTTP/1.1 (FCM's v1 API, Web Push: ``executions.providers.push``).
 
-Built on the standard library's ``http.client`` because these POSTs need none of what a
-general client adds and pays for per request (measured with the bench receiver, CPU per
-POST on a kept-alive connection: httpx ~4x, urllib3's pool ~2x this client; against the
-Web Push fake, 388-461 us with httpx against 115-125 us, bench/RESULTS.md issue 44):
+The connections are plain sockets (TLS-wrapped for https) and each exchange is
+``notifyflow.http1``'s: these POSTs need none of what a general client adds and pays for
+per request (CPU per POST on a kept-alive loopback connection: httpx ~4x, urllib3's pool
+~2x ``http.client``, which costs ~4x ``http1``: ``bench/RESULTS.md``, issue 44):
 
-- **No redirects**: ``http.client`` never follows one; a 3xx is an answer like another.
+- **No redirects**: a 3xx is an answer like another.
 - **Timeouts**: the socket's, so the connect and each send and read wait at most
   ``timeout`` seconds.
 - **TLS**: verified against the CA file ``cafile`` names (certifi's bundle unless the
   caller says otherwise) with the host name checked (what httpx did with ``trust_env``
   off); no proxy variables of the environment are read.
-- **Bounded reads**: at most ``max_body`` bytes of a body are read (http.client bounds
-  the status line and headers); a connection whose body was not read to its end is
-  closed, never reused.
+- **Bounded reads**: at most ``max_body`` bytes of a body are read (``http1`` bounds the
+  status line and headers); a connection whose body was not read to its end is closed,
+  never reused.
 - **Connections kept per process** (made after the fork, in the worker child), per
   origin, last used first: a connection goes back to its origin's stack after a
   complete exchange and is taken again only if it was idle less than ``keepalive_s``
@@ -27,9 +27,9 @@ Web Push fake, 388-461 us with httpx against 115-125 us, bench/RESULTS.md issue 
 
 from __future__ import annotations
 
-import http.client
 import os
 import select
+import socket
 import ssl
 import threading
 import time
@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
 import certifi
+
+from . import http1
 
 # Idle connections older than this are closed, not reused (httpx's default expiry: a
 # server or a middlebox may drop an idle connection without a word).
@@ -76,7 +78,7 @@ class Connections:
         keepalive_s: float = KEEPALIVE_S,
         on_connect: Callable[[], None] | None = None,
     ) -> None:
-        self._idle: dict[Origin, list[tuple[http.client.HTTPConnection, float]]] = {}
+        self._idle: dict[Origin, list[tuple[socket.socket, float]]] = {}
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._tls: ssl.SSLContext | None = None
@@ -106,35 +108,35 @@ class Connections:
         origin = (scheme, host, port)
         # Non-ASCII in the path or query is sent percent-encoded (UTF-8), as browsers do.
         target = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), _ASCII)
-        connection = self._take(origin, timeout)
+        name = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
+        authority = name if port == (443 if scheme == "https" else 80) else f"{name}:{port}"
+        request = http1.request_bytes(
+            method="POST", target=target, host=authority, headers=headers, body=body
+        )
+        sock = self._take(origin, timeout)
         try:
-            connection.request("POST", target, body=body, headers=dict(headers))
-            response = connection.getresponse()
-            data = response.read(max_body)
-            answered = {name.lower(): value for name, value in response.getheaders()}
-            status = response.status
-            complete = response.isclosed()
+            answer = http1.exchange(sock, request, max_body=max_body)
         except BaseException:
-            connection.close()
+            sock.close()
             raise
-        if complete and connection.sock is not None:
-            self._give_back(origin, connection)
+        if answer.reusable:
+            self._give_back(origin, sock)
         else:  # unread body left, or the server said it closes: never reused
-            connection.close()
-        return Response(status, data, answered)
+            sock.close()
+        return Response(answer.status, answer.body, answer.headers)
 
     def close_all(self) -> None:
         """Close every idle connection of this process."""
         with self._lock:
             idle, self._idle = self._idle, {}
         for stack in idle.values():
-            for connection, _ in stack:
-                connection.close()
+            for sock, _ in stack:
+                sock.close()
 
-    def _take(self, origin: Origin, timeout: float) -> http.client.HTTPConnection:
+    def _take(self, origin: Origin, timeout: float) -> socket.socket:
         now = time.monotonic()
-        taken: http.client.HTTPConnection | None = None
-        stale: list[http.client.HTTPConnection] = []
+        taken: socket.socket | None = None
+        stale: list[socket.socket] = []
         with self._lock:
             if self._pid != os.getpid():
                 self._idle, self._pid = {}, os.getpid()
@@ -142,37 +144,41 @@ class Connections:
             if stack:
                 taken, since = stack.pop()
                 if now - since >= self._keepalive_s:  # the last used is stale: all are
-                    stale = [taken, *(connection for connection, _ in stack)]
+                    stale = [taken, *(sock for sock, _ in stack)]
                     stack.clear()
                     taken = None
-        for connection in stale:
-            connection.close()
+        for sock in stale:
+            sock.close()
         if taken is None or _dropped(taken):
             if taken is not None:
                 taken.close()
             return self._new(origin, timeout)
-        taken.timeout = timeout
-        if taken.sock is not None:
-            taken.sock.settimeout(timeout)
+        taken.settimeout(timeout)
         return taken
 
-    def _give_back(self, origin: Origin, connection: http.client.HTTPConnection) -> None:
+    def _give_back(self, origin: Origin, sock: socket.socket) -> None:
         with self._lock:
             stack = self._idle.setdefault(origin, [])
             if len(stack) < MAX_IDLE_PER_ORIGIN:
-                stack.append((connection, time.monotonic()))
+                stack.append((sock, time.monotonic()))
                 return
-        connection.close()
+        sock.close()
 
-    def _new(self, origin: Origin, timeout: float) -> http.client.HTTPConnection:
+    def _new(self, origin: Origin, timeout: float) -> socket.socket:
+        """A connection to ``origin``: TCP with Nagle off (a request is one write; its
+        answer should not wait for an ACK), TLS with the host name checked for https."""
         scheme, host, port = origin
         if self._on_connect is not None:
             self._on_connect()
-        if scheme == "https":
-            return http.client.HTTPSConnection(
-                host, port, timeout=timeout, context=self._tls_context()
-            )
-        return http.client.HTTPConnection(host, port, timeout=timeout)
+        sock = socket.create_connection((host, port), timeout=timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if scheme == "https":
+                return self._tls_context().wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:
@@ -181,11 +187,10 @@ class Connections:
         return self._tls
 
 
-def _dropped(connection: http.client.HTTPConnection) -> bool:
+def _dropped(sock: socket.socket) -> bool:
     """Whether an idle connection can no longer be used: closed, or readable (the
     server's FIN, or bytes nobody asked for)."""
-    sock = connection.sock
-    if sock is None:
+    if sock.fileno() < 0:
         return True
     poller = select.poll()
     poller.register(sock, select.POLLIN)
