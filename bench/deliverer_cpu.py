@@ -1,8 +1,8 @@
 """What a delivered status webhook message costs the deliverer's process in CPU, with a
-claim's POSTs sent as ``status_webhooks.delivery`` sends them (one after another on one
-thread, the rest at once after ``RAMP_S``) and, as the reference in the same run, a
-thread per message (``ThreadPoolExecutor.map``, what it did before issue 44's fourth
-round).
+claim's POSTs sent as ``status_webhooks.delivery`` sends them (``PARALLEL_POSTS`` in
+flight at once on one thread) and, as references in the same run, one after another on
+one thread (issue 44's fourth round) and a thread per message (``ThreadPoolExecutor.map``,
+what it did before that).
 
 ``python -m bench.deliverer_cpu [--messages 4000] [--rounds 3]``
 
@@ -10,7 +10,8 @@ On the bench's database (as ``bench.run`` leaves it: run that first): one endpoi
 loopback HTTP/1.1 receiver in a child process (answers 204 on kept-alive connections,
 so its CPU is not this process's), ``--messages`` messages written through the outbox,
 then one ``deliver_due`` pass, timed with ``time.process_time`` (every thread of this
-process: the claim, the POSTs, the record). The two ways alternate, ``--rounds`` times.
+process: the claim, the POSTs, the record), and its wall time. The three ways alternate,
+``--rounds`` times.
 """
 
 from __future__ import annotations
@@ -66,23 +67,30 @@ def _write(messages: int) -> None:
         )
 
 
-def _thread_per_message(size: int) -> Callable[[Sequence[Any]], list[Any]]:
-    from status_webhooks import delivery
-
+def _thread_per_message(
+    shipped: Callable[[Sequence[Any]], list[Any]], size: int
+) -> Callable[[Sequence[Any]], list[Any]]:
     pool = ThreadPoolExecutor(size, "bench-thread-per-message")
-    return lambda messages: list(pool.map(delivery.message_send, messages))
+    return lambda messages: list(pool.map(lambda message: shipped([message])[0], messages))
 
 
-def _cpu_per_message(messages: int) -> float:
+def _one_after_another(
+    shipped: Callable[[Sequence[Any]], list[Any]],
+) -> Callable[[Sequence[Any]], list[Any]]:
+    return lambda messages: [shipped([message])[0] for message in messages]
+
+
+def _cost_per_message(messages: int) -> tuple[float, float]:
+    """Microseconds of this process's CPU and of wall time per delivered message."""
     from status_webhooks import delivery
 
     _write(messages)
-    started = time.process_time()
+    started, wall = time.process_time(), time.perf_counter()
     counts = delivery.deliver_due()
-    spent = time.process_time() - started
+    spent, wall = time.process_time() - started, time.perf_counter() - wall
     if counts.get("delivered") != messages:
         raise RuntimeError(f"delivered {counts}, expected {messages}")
-    return spent / messages * 1e6
+    return spent / messages * 1e6, wall / messages * 1e6
 
 
 def main() -> None:
@@ -112,26 +120,29 @@ def main() -> None:
             event_types=["instance.completed"],
             secret="whsec_YmVuY2g=",
         )
-        shipped = delivery._send_all
+        shipped = delivery.messages_send
         ways = {
-            "as shipped (one thread, then at once)": shipped,
+            f"as shipped ({delivery.PARALLEL_POSTS} at once on one thread)": shipped,
+            "one after another": _one_after_another(shipped),
             "a thread per message (reference)": _thread_per_message(
-                settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH
+                shipped, settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH
             ),
         }
-        _cpu_per_message(min(args.messages, 500))  # warm: connections, statements
-        figures: dict[str, list[float]] = {name: [] for name in ways}
+        _cost_per_message(min(args.messages, 500))  # warm: connections, statements
+        figures: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
         for _ in range(args.rounds):
             for name, send_all in ways.items():
-                delivery._send_all = send_all  # type: ignore[assignment]
-                figures[name].append(_cpu_per_message(args.messages))
-        delivery._send_all = shipped
+                delivery.messages_send = send_all  # type: ignore[assignment]
+                figures[name].append(_cost_per_message(args.messages))
+        delivery.messages_send = shipped
         batch = settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH
         for name, values in figures.items():
+            cpu = [v for v, _ in values]
             print(
-                f"{name}: {statistics.median(values):.0f} us of deliverer CPU per message"
-                f" (median of {len(values)}: {', '.join(f'{v:.0f}' for v in values)};"
-                f" claims of {batch})"
+                f"{name}: {statistics.median(cpu):.0f} us of deliverer CPU per message"
+                f" (median of {len(cpu)}: {', '.join(f'{v:.0f}' for v in cpu)}),"
+                f" {statistics.median(w for _, w in values):.0f} us of wall time;"
+                f" claims of {batch}"
             )
     finally:
         receiver.terminate()

@@ -73,6 +73,12 @@ def exchange(sock: socket.socket, request: bytes, *, max_body: int) -> Answer:
     """Send ``request`` on ``sock`` and read its answer (``max_body`` bytes of body at
     most)."""
     sock.sendall(request)
+    return receive(sock, max_body=max_body)
+
+
+def receive(sock: socket.socket, *, max_body: int) -> Answer:
+    """Read the answer to the request sent on ``sock`` (``max_body`` bytes of body at
+    most)."""
     reader = _Reader(sock)
     while True:
         status, version, headers = _head(reader)

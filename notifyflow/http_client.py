@@ -27,13 +27,16 @@ per request (CPU per POST on a kept-alive loopback connection: httpx ~4x, urllib
 
 from __future__ import annotations
 
+import http.client
 import os
 import select
+import selectors
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
@@ -98,27 +101,35 @@ class Connections:
         """POST ``body`` to ``url`` (an http(s) URL the caller has checked). Raises
         ``TimeoutError`` when the server takes longer than ``timeout`` for one step,
         ``OSError`` or ``http.client.HTTPException`` when the exchange fails,
-        ``ValueError`` for a host name IDNA cannot encode."""
-        parts = urlsplit(url)
-        scheme = parts.scheme
-        port = parts.port or (443 if scheme == "https" else 80)
-        host = parts.hostname or ""
-        if not host.isascii():  # an internationalised name, as DNS knows it
-            host = host.encode("idna").decode("ascii")
-        origin = (scheme, host, port)
-        # Non-ASCII in the path or query is sent percent-encoded (UTF-8), as browsers do.
-        target = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), _ASCII)
-        name = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
-        authority = name if port == (443 if scheme == "https" else 80) else f"{name}:{port}"
-        request = http1.request_bytes(
-            method="POST", target=target, host=authority, headers=headers, body=body
-        )
+        ``ValueError`` for a header or host name that cannot be sent."""
+        origin, request = _prepared(Post(url, body, headers))
         sock = self._take(origin, timeout)
         try:
             answer = http1.exchange(sock, request, max_body=max_body)
         except BaseException:
             sock.close()
             raise
+        return self._finish(origin, sock, answer)
+
+    def post_many(
+        self, posts: Sequence[Post], *, timeout: float, max_body: int, parallel: int
+    ) -> list[Sent]:
+        """Every POST of ``posts``, in one thread, up to ``parallel`` of them in flight at
+        once (a connection each): a request is written as soon as a connection is free
+        and each answer is read as it arrives, so quick answers cost no thread handoff
+        and slow ones overlap. Each POST's ``Sent`` in order: its response, or the
+        exception ``post`` would have raised. An origin that could not be connected to
+        fails the rest of its POSTs with the same error, without trying again."""
+        flight = _Flight(self, posts, timeout=timeout, max_body=max_body)
+        todo = deque(range(len(posts)))
+        with flight:
+            while todo or flight.busy:
+                while todo and len(flight.busy) < parallel:
+                    flight.start(todo.popleft())
+                flight.read_ready()
+        return flight.done()
+
+    def _finish(self, origin: Origin, sock: socket.socket, answer: http1.Answer) -> Response:
         if answer.reusable:
             self._give_back(origin, sock)
         else:  # unread body left, or the server said it closes: never reused
@@ -195,3 +206,123 @@ def _dropped(sock: socket.socket) -> bool:
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     return bool(poller.poll(0))
+
+
+@dataclass(frozen=True)
+class Post:
+    """One POST to send: ``url`` checked by the caller."""
+
+    url: str
+    body: bytes
+    headers: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What one POST of ``post_many`` gave: a response, or the exception of its exchange;
+    and how long it took (from its request written, or tried, to its answer read)."""
+
+    response: Response | None
+    error: Exception | None
+    seconds: float
+
+
+def _prepared(post: Post) -> tuple[Origin, bytes]:
+    """The origin to connect to and the request's bytes."""
+    parts = urlsplit(post.url)
+    scheme = parts.scheme
+    port = parts.port or (443 if scheme == "https" else 80)
+    host = parts.hostname or ""
+    if not host.isascii():  # an internationalised name, as DNS knows it
+        host = host.encode("idna").decode("ascii")
+    # Non-ASCII in the path or query is sent percent-encoded (UTF-8), as browsers do.
+    target = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), _ASCII)
+    name = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
+    authority = name if port == (443 if scheme == "https" else 80) else f"{name}:{port}"
+    request = http1.request_bytes(
+        method="POST", target=target, host=authority, headers=post.headers, body=post.body
+    )
+    return (scheme, host, port), request
+
+
+class _Flight:
+    """The POSTs of one ``post_many``: those written and not yet answered (``busy``, by
+    socket: index, origin, start, deadline), and every result so far."""
+
+    def __init__(
+        self, client: Connections, posts: Sequence[Post], *, timeout: float, max_body: int
+    ) -> None:
+        self.client, self.posts = client, posts
+        self.timeout, self.max_body = timeout, max_body
+        self.results: list[Sent | None] = [None] * len(posts)
+        self.busy: dict[socket.socket, tuple[int, Origin, float, float]] = {}
+        self.unreachable: dict[Origin, Exception] = {}
+        self.selector = selectors.DefaultSelector()
+
+    def __enter__(self) -> _Flight:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for sock in self.busy:  # only when an exception cut the loop short
+            sock.close()
+        self.selector.close()
+
+    def start(self, index: int) -> None:
+        started = time.monotonic()
+        origin: Origin | None = None
+        try:
+            origin, request = _prepared(self.posts[index])
+            if origin in self.unreachable:
+                raise self.unreachable[origin]
+            try:
+                sock = self.client._take(origin, self.timeout)
+            except OSError as exc:
+                self.unreachable[origin] = exc
+                raise
+        except (OSError, ValueError) as exc:
+            self.results[index] = Sent(None, exc, time.monotonic() - started)
+            return
+        try:
+            sock.sendall(request)
+        except OSError as exc:
+            sock.close()
+            self.results[index] = Sent(None, exc, time.monotonic() - started)
+            return
+        self.busy[sock] = (index, origin, started, started + self.timeout)
+        self.selector.register(sock, selectors.EVENT_READ)
+
+    def read_ready(self) -> None:
+        """Read the answers that have arrived (waiting for one at most until the earliest
+        deadline), then fail those past their deadline."""
+        if not self.busy:
+            return
+        wait = min(deadline for *_, deadline in self.busy.values()) - time.monotonic()
+        for key, _ in self.selector.select(max(0.0, wait)):
+            self._read(key.fileobj)  # type: ignore[arg-type]
+        now = time.monotonic()
+        for sock, (index, _, started, deadline) in list(self.busy.items()):
+            if deadline <= now:
+                self._drop(sock)
+                sock.close()
+                error = TimeoutError(f"no answer in {self.timeout:g} s")
+                self.results[index] = Sent(None, error, now - started)
+
+    def _read(self, sock: socket.socket) -> None:
+        index, origin, started, deadline = self._drop(sock)
+        try:
+            # The rest of an answer that arrived in part is waited for until its deadline.
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            answer = http1.receive(sock, max_body=self.max_body)
+        except (OSError, http.client.HTTPException) as exc:
+            sock.close()
+            self.results[index] = Sent(None, exc, time.monotonic() - started)
+            return
+        response = self.client._finish(origin, sock, answer)
+        self.results[index] = Sent(response, None, time.monotonic() - started)
+
+    def _drop(self, sock: socket.socket) -> tuple[int, Origin, float, float]:
+        self.selector.unregister(sock)
+        return self.busy.pop(sock)
+
+    def done(self) -> list[Sent]:
+        return [sent for sent in self.results if sent is not None]

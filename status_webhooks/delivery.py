@@ -5,8 +5,9 @@ One pass (``deliver_due``, the task ``notifyflow.deliver_status_webhooks``) clai
 messages in batches: a claim (``store``: one statement on PostgreSQL) takes up to
 NOTIFYFLOW_STATUS_WEBHOOK_BATCH pending rows with ``FOR UPDATE SKIP LOCKED``
 (concurrent deliverers take different rows) and leases them (``locked_until``,
-NOTIFYFLOW_LEASE_S ahead); the POSTs run after commit (``_send_all``), on connections kept
-alive per process (``notifyflow.http_client``: no redirect followed, timeouts, verified TLS, bounded
+NOTIFYFLOW_LEASE_S ahead); the POSTs run after commit (``messages_send``: up to
+``PARALLEL_POSTS`` at once, on one thread), on connections kept alive per process
+(``notifyflow.http_client``: no redirect followed, timeouts, verified TLS, bounded
 reads); the claim's outcomes are recorded together (one statement on PostgreSQL), each
 fenced on its lease. A deliverer killed mid-POST leaves its messages leased: once the
 lease runs out the sweeper's kick (or any pass) takes them again and sends the same
@@ -22,15 +23,11 @@ without a POST until it is enabled and they are replayed.
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
-import queue
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -41,7 +38,7 @@ from django.utils import timezone
 from notifyflow import logs, metrics
 from notifyflow.celery import send_task_on_commit
 from notifyflow.errors import ApplicationError
-from notifyflow.http_client import Connections
+from notifyflow.http_client import Connections, Post, Sent
 
 from . import signing
 from .endpoints import url_check
@@ -65,10 +62,11 @@ SYSTEM_ACTOR = "system"
 EXCERPT_CHARS = WebhookAttempt._meta.get_field("response_excerpt").max_length or 1000
 ERROR_CHARS = WebhookAttempt._meta.get_field("error").max_length or 500
 USER_AGENT = "NotifyFlow-Webhooks/1"
-# A claim's POSTs still waiting after this long go out at once (``_send_all``).
-RAMP_S = 0.05
+# A claim's POSTs in flight at once, each on a kept-alive connection of its own: a
+# claim to an endpoint that takes a second per answer still takes seconds, not minutes,
+# and no endpoint sees more than this many requests at once from one deliverer.
+PARALLEL_POSTS = 8
 
-_pool_lock = threading.Lock()
 # This process's kept-alive connections to the endpoints.
 CONNECTIONS = Connections()
 
@@ -150,98 +148,72 @@ def due_exists(*, now: datetime) -> bool:
 
 
 def message_send(message: WebhookMessage) -> Outcome:
-    """POST ``message`` to its endpoint (no database access): the URL is checked against
-    the allow-list again first, redirects are not followed, and any exception of the
-    transport is an outcome, never raised."""
-    endpoint = message.endpoint
+    """POST ``message`` to its endpoint: ``messages_send`` of one."""
+    return messages_send([message])[0]
+
+
+def messages_send(messages: Sequence[WebhookMessage]) -> list[Outcome]:
+    """POST each message to its endpoint (no database access) and return the outcomes in
+    order: each URL is checked against the allow-list again first, redirects are not
+    followed, and any failure of the transport is an outcome, never raised. The POSTs
+    go out ``PARALLEL_POSTS`` at a time on one thread (``Connections.post_many``): a
+    claim to a quick endpoint costs no thread handoff and waits for no answer before
+    the next request is written; one to a slow endpoint takes about one answer per
+    ``PARALLEL_POSTS`` messages."""
     attempted_at = timezone.now()
-    try:
-        url_check(endpoint.url)
-    except ApplicationError as exc:
-        return Outcome(attempted_at, None, 0, error=exc.message[:ERROR_CHARS])
+    outcomes: list[Outcome | None] = [None] * len(messages)
+    refused: dict[str, str] = {}  # url -> why the allow-list refuses it, checked once
+    posts: list[Post] = []
+    sent_for: list[int] = []
+    for index, message in enumerate(messages):
+        url = message.endpoint.url
+        if url not in refused:
+            try:
+                url_check(url)
+                refused[url] = ""
+            except ApplicationError as exc:
+                refused[url] = exc.message[:ERROR_CHARS]
+        if refused[url]:
+            outcomes[index] = Outcome(attempted_at, None, 0, error=refused[url])
+            continue
+        posts.append(_post(message, now=attempted_at))
+        sent_for.append(index)
+    answers = CONNECTIONS.post_many(
+        posts, timeout=timeout_s(), max_body=EXCERPT_CHARS * 4, parallel=PARALLEL_POSTS
+    )
+    for index, sent in zip(sent_for, answers, strict=True):
+        outcomes[index] = _outcome(attempted_at, sent)
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _post(message: WebhookMessage, *, now: datetime) -> Post:
     body = message_body(message)
     headers = signing.headers(
-        signing_secrets=signing_secrets(endpoint, now=attempted_at),
+        signing_secrets=signing_secrets(message.endpoint, now=now),
         msg_id=str(message.event_id),
         timestamp=int(time.time()),
         body=body,
     )
     headers["Content-Type"] = "application/json"
     headers["User-Agent"] = USER_AGENT
-    started = time.monotonic()
-    try:
-        response = CONNECTIONS.post(
-            endpoint.url,
-            body=body,
-            headers=headers,
-            timeout=timeout_s(),
-            max_body=EXCERPT_CHARS * 4,
-        )
-    except TimeoutError as exc:
-        error = f"timeout after {timeout_s():g} s ({type(exc).__name__})"
-        return Outcome(attempted_at, None, _ms(started), error=error)
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        error = f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
-        return Outcome(attempted_at, None, _ms(started), error=error)
+    return Post(message.endpoint.url, body, headers)
+
+
+def _outcome(attempted_at: datetime, sent: Sent) -> Outcome:
+    duration_ms = int(sent.seconds * 1000)
+    if isinstance(sent.error, TimeoutError):
+        error = f"timeout after {timeout_s():g} s ({type(sent.error).__name__})"
+        return Outcome(attempted_at, None, duration_ms, error=error)
+    if sent.error is not None or sent.response is None:
+        error = f"{type(sent.error).__name__}: {sent.error}"[:ERROR_CHARS]
+        return Outcome(attempted_at, None, duration_ms, error=error)
+    response = sent.response
     status = response.status
     excerpt = response.body.decode("utf-8", "replace")[:EXCERPT_CHARS]
     error = "" if 200 <= status < 300 else f"HTTP {status}"
     if 300 <= status < 400 and response.location:
         error += f" (redirect to {response.location} not followed)"
-    return Outcome(attempted_at, status, _ms(started), excerpt, error[:ERROR_CHARS])
-
-
-def _ms(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
-
-
-def _threads(size: int) -> ThreadPoolExecutor:
-    """One pool per process (made in the worker child, after the fork), a thread per
-    message of a claim: a claim takes as long as its slowest POST (at most the timeout),
-    whatever the mix of endpoints. Kept between claims: starting threads per claim
-    showed in a message's cost (bench/RESULTS.md, issue 28)."""
-    global _pool, _pool_size
-    with _pool_lock:
-        if _pool is None or _pool_size < size:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool, _pool_size = ThreadPoolExecutor(size, "notifyflow-webhooks"), size
-        return _pool
-
-
-def _send_all(messages: Sequence[WebhookMessage]) -> list[Outcome]:
-    """Every message's outcome, in order. The POSTs start one after another on one
-    thread; those not started within ``RAMP_S`` (a slow endpoint) go out at once, a
-    thread each, so a claim still takes about its slowest POST. Endpoints that answer
-    within a millisecond or so are served by that one thread: a thread per message
-    cost about a third more CPU per message in GIL handoffs (``bench/RESULTS.md``,
-    issue 44, fourth round)."""
-    if len(messages) <= 1:
-        return [message_send(message) for message in messages]
-    outcomes: list[Outcome | None] = [None] * len(messages)
-    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for index in range(len(messages)):
-        todo.put(index)
-
-    def runner() -> None:
-        while True:
-            try:
-                index = todo.get_nowait()
-            except queue.Empty:
-                return
-            outcomes[index] = message_send(messages[index])
-
-    pool = _threads(settings.NOTIFYFLOW_STATUS_WEBHOOK_BATCH)
-    runners = [pool.submit(runner)]
-    if not wait(runners, timeout=RAMP_S).done:
-        runners += [pool.submit(runner) for _ in range(todo.qsize())]
-    for done in runners:
-        done.result()  # message_send never raises; a bug would, and shows here
-    return [outcome for outcome in outcomes if outcome is not None]
+    return Outcome(attempted_at, status, duration_ms, excerpt, error[:ERROR_CHARS])
 
 
 # --- record ----------------------------------------------------------------------------
@@ -386,7 +358,7 @@ def deliver_due(*, max_seconds: float | None = None) -> dict[str, int]:
             if not message.endpoint.is_active:
                 _inactive_fail(message)
                 counts["failed"] += 1
-        results = list(zip(active, _send_all(active), strict=True))
+        results = list(zip(active, messages_send(active), strict=True))
         for (message, _), status in zip(results, outcomes_record(results=results), strict=True):
             counts[status or "lease_lost"] += 1
             if status == MessageStatus.PENDING:

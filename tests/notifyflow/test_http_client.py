@@ -3,10 +3,12 @@ servers: one kept-alive connection per origin, a connection the server closed wh
 replaced without a failed POST, a connection idle past the keep-alive replaced, a body
 read no further than the cap (and its connection not reused), an untrusted certificate
 refused and the caller's CA trusted, a redirect returned, not followed, the answer's
-headers, every connection made reported."""
+headers, every connection made reported; many POSTs at once on one thread, each failure
+its own result."""
 
 from __future__ import annotations
 
+import socket
 import ssl
 import threading
 import time
@@ -14,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from notifyflow.http_client import Connections
+from notifyflow.http_client import Connections, Post
 from tests.fake_tls import make_local_ca, wrap_handler_socket
 
 
@@ -174,8 +176,6 @@ def test_the_callers_certificate_authority_is_trusted(receivers, tmp_path):
 
 
 def test_a_server_that_does_not_answer_in_time_raises_a_timeout(receivers):
-    import socket
-
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)  # accepts (the kernel does) and never answers
@@ -198,3 +198,61 @@ def test_a_path_with_non_ascii_characters_is_sent_percent_encoded(receivers):
     receiver = receivers()
     assert _post(Connections(), receiver.url + "/hööks?ä=1").status == 200
     assert receiver.paths == ["/h%C3%B6%C3%B6ks?%C3%A4=1"]
+
+
+def _posts(url: str, paths: list[str]) -> list[Post]:
+    return [Post(url + path, b"{}", {"webhook-id": path}) for path in paths]
+
+
+def test_many_posts_are_answered_in_order_on_at_most_parallel_connections(receivers):
+    receiver = receivers(body=b"ok")
+    paths = [f"/{n}" for n in range(12)]
+    sent = Connections().post_many(_posts(receiver.url, paths), timeout=5, max_body=100, parallel=3)
+    assert [(s.response.status, s.response.body) for s in sent if s.response] == [(200, b"ok")] * 12
+    assert sorted(receiver.paths) == sorted(paths)
+    assert 1 <= receiver.connections <= 3
+
+
+def test_a_post_that_fails_is_its_result_and_the_others_are_still_sent(receivers):
+    receiver = receivers()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    made: list[int] = []
+    posts = [
+        *_posts(receiver.url, ["/a"]),
+        *_posts(refused, ["/x", "/y"]),
+        *_posts(receiver.url, ["/b"]),
+    ]
+    sent = Connections(on_connect=lambda: made.append(1)).post_many(
+        posts, timeout=5, max_body=100, parallel=4
+    )
+    assert [s.response.status if s.response else type(s.error) for s in sent] == [
+        200,
+        ConnectionRefusedError,
+        ConnectionRefusedError,
+        200,
+    ]
+    assert sent[1].error is sent[2].error  # the origin was tried once
+    assert len(made) == 1 + receiver.connections
+
+
+def test_a_post_not_answered_in_time_times_out_while_the_others_are_answered(receivers):
+    receiver = receivers()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)  # accepts (the kernel does) and never answers
+    silent = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        started = time.monotonic()
+        sent = Connections().post_many(
+            [*_posts(silent, ["/never"]), *_posts(receiver.url, ["/a", "/b"])],
+            timeout=0.3,
+            max_body=100,
+            parallel=3,
+        )
+        assert time.monotonic() - started < 2
+    finally:
+        listener.close()
+    assert isinstance(sent[0].error, TimeoutError) and sent[0].seconds >= 0.3
+    assert [s.response.status for s in sent[1:] if s.response] == [200, 200]

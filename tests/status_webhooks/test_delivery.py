@@ -5,6 +5,7 @@ disable, no redirect followed, the allow-list checked again at send, leases."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
@@ -139,28 +140,62 @@ def test_the_retry_schedule_then_failed_and_every_attempt_recorded(receiver, kic
     assert kicks == [pytest.approx(5.05, abs=0.2), pytest.approx(300.05, abs=0.2)]
 
 
-def test_a_claim_to_a_quick_endpoint_is_posted_one_message_at_a_time(receiver, kicks, monkeypatch):
-    monkeypatch.setattr(delivery, "RAMP_S", 30.0)  # however slow this machine is today
-    receiver.delay_s = 0.02  # quick, but long enough for concurrent POSTs to overlap
+def test_a_claims_posts_go_out_at_most_parallel_posts_at_once(receiver, kicks):
+    receiver.delay_s = 0.2  # long enough for concurrent POSTs to overlap
     WebhookEndpointFactory(url=f"{receiver.url}/hooks")
-    for n in range(10):
+    for n in range(20):
         _completed(n=n)
-    assert delivery.deliver_due() == {"delivered": 10}
-    assert receiver.peak["hooks"] == 1
+    assert delivery.deliver_due() == {"delivered": 20}
+    assert 1 < receiver.peak["hooks"] <= delivery.PARALLEL_POSTS
     assert sorted(json.loads(body)["data"]["n"] for *_, body in receiver.received) == list(
-        range(10)
+        range(20)
     )
 
 
-def test_a_claim_to_a_slow_endpoint_takes_about_one_answer_not_one_per_message(receiver, kicks):
+def test_a_claim_to_a_slow_endpoint_takes_about_one_answer_per_parallel_posts(receiver, kicks):
     receiver.delay_s = 0.4
     WebhookEndpointFactory(url=f"{receiver.url}/hooks")
-    for n in range(10):
+    for n in range(delivery.PARALLEL_POSTS):
         _completed(n=n)
     started = time.monotonic()
-    assert delivery.deliver_due() == {"delivered": 10}
-    assert time.monotonic() - started < 2.0  # one after another: 4 s
-    assert receiver.peak["hooks"] >= 9  # the first, then the nine that waited, at once
+    assert delivery.deliver_due() == {"delivered": delivery.PARALLEL_POSTS}
+    assert time.monotonic() - started < 2.0  # one after another: 3.2 s
+
+
+def _fill_backlog(port: int) -> list[socket.socket]:
+    """Connections until the listener's backlog is full (the next connect hangs)."""
+    made: list[socket.socket] = []
+    while len(made) < 10:
+        try:
+            made.append(socket.create_connection(("127.0.0.1", port), timeout=0.2))
+        except TimeoutError:
+            return made
+    raise AssertionError("the backlog never filled")
+
+
+def test_an_endpoint_that_cannot_be_reached_fails_its_claim_without_a_connect_each(
+    receiver, settings, kicks
+):
+    settings.NOTIFYFLOW_STATUS_WEBHOOK_TIMEOUT_S = 0.5
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)  # a full backlog: connects to it hang, as to a host that drops them
+    port = listener.getsockname()[1]
+    filler = _fill_backlog(port)
+    settings.NOTIFYFLOW_WEBHOOK_ALLOWED_HOSTS.append(f"127.0.0.1:{port}")
+    WebhookEndpointFactory(url=f"http://127.0.0.1:{port}/hooks")
+    WebhookEndpointFactory(url=f"{receiver.url}/hooks")
+    try:
+        for n in range(6):
+            _completed(n=n)
+        started = time.monotonic()
+        assert delivery.deliver_due() == {"pending": 6, "delivered": 6}
+        assert time.monotonic() - started < 3 * 0.5  # one connect waited for, not six
+    finally:
+        for sock in filler:
+            sock.close()
+        listener.close()
+    assert len(receiver.received) == 6
 
 
 def test_a_timeout_and_a_refused_connection_are_failed_attempts(receiver, settings, kicks):
