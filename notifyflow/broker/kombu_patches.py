@@ -16,8 +16,12 @@ most ``max_timers`` (10) due timers per event-loop turn and then returns
 ``delay or min_delay``; after firing, ``delay`` is None, so the loop then polls the
 broker for up to ``min_delay`` (1 s) before firing the next 10, even though more are
 already due. Many instances resuming from the same delay (or backoff) hit exactly that
-and ran seconds late (bench "delay", bench/RESULTS.md). The fix wraps the original (no
-copy of kombu's code): when timers are still due after a turn, come straight back.
+and ran seconds late (bench "delay", bench/RESULTS.md). The same 1 s comes back when
+the 10th timer of a turn was the last one due and the next one is due a moment later:
+the loop slept past it for up to a second unless the broker woke it (a node sat idle
+with 25 timers overdue by 160 ms while the delay bench's tail grew: bench/RESULTS.md,
+issue 44, seventh round). The fix wraps the original (no copy of kombu's code): after a
+turn, the loop polls no longer than until the next timer, and not at all if it is due.
 tests/notifyflow/broker/test_kombu_patches.py fails once a kombu release no longer needs it.
 """
 
@@ -58,8 +62,8 @@ def apply_kombu_timer_fix() -> bool:
     def fire_timers(self: Any, *args: Any, **kwargs: Any) -> float:
         delay = original(self, *args, **kwargs)
         queue = getattr(self.timer, "_queue", None) if self.timer else None
-        if queue and queue[0][0] <= monotonic():
-            return 0
+        if queue:  # never poll past the next timer: 0 if it is due already
+            return max(0.0, min(delay, queue[0][0] - monotonic()))
         return delay
 
     fire_timers.notifyflow_fix = True  # type: ignore[attr-defined]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kombu.asynchronous.hub import Hub
 
@@ -54,3 +56,20 @@ def test_patched_kombu_comes_straight_back_while_timers_are_due(restore_fire_tim
     assert len(fired) == 25
     assert hub.fire_timers() == 1  # nothing due any more: the normal poll
     hub.close()
+
+
+def test_patched_kombu_polls_no_longer_than_until_the_next_timer(restore_fire_timers):
+    """Stock kombu, after a turn that fired its 10 timers, polls for 1 s whatever is due
+    next: a timer due 50 ms later ran up to 950 ms late."""
+    apply_kombu_timer_fix()
+    hub, fired = _hub_with_due_timers(10)
+    hub.timer.call_after(0.05, fired.append, ("next",))
+    try:
+        delay = hub.fire_timers()
+        assert len(fired) == 10
+        assert 0 < delay <= 0.05
+        time.sleep(delay)
+        assert hub.fire_timers() == 1  # it ran; nothing else is scheduled
+        assert fired[-1] == "next"
+    finally:
+        hub.close()
