@@ -4,8 +4,8 @@ HTTP/1.1 (FCM's v1 API, Web Push: ``executions.providers.push``).
 
 The connections are plain sockets (TLS-wrapped for https) and each exchange is
 ``notifyflow.http1``'s: these POSTs need none of what a general client adds and pays for
-per request (CPU per POST on a kept-alive loopback connection: httpx ~4x, urllib3's pool
-~2x ``http.client``, which costs ~4x ``http1``: ``bench/RESULTS.md``, issue 44):
+per request (CPU per POST on a kept-alive loopback connection: httpx and urllib3's pool
+cost more than ``http.client``, which costs ~2x ``http1``: ``bench/RESULTS.md``, issue 44):
 
 - **No redirects**: a 3xx is an answer like another.
 - **Timeouts**: the socket's, so the connect and each send and read wait at most
@@ -120,6 +120,7 @@ class Connections:
         and slow ones overlap. Each POST's ``Sent`` in order: its response, or the
         exception ``post`` would have raised. An origin that could not be connected to
         fails the rest of its POSTs with the same error, without trying again."""
+        parallel = max(1, parallel)  # 0 would never start one
         flight = _Flight(self, posts, timeout=timeout, max_body=max_body)
         todo = deque(range(len(posts)))
         with flight:

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from notifyflow.http_client import Connections, Post
+from notifyflow.http_client import Connections, Post, Sent
 from tests.fake_tls import make_local_ca, wrap_handler_socket
 
 
@@ -211,6 +211,24 @@ def test_many_posts_are_answered_in_order_on_at_most_parallel_connections(receiv
     assert [(s.response.status, s.response.body) for s in sent if s.response] == [(200, b"ok")] * 12
     assert sorted(receiver.paths) == sorted(paths)
     assert 1 <= receiver.connections <= 3
+
+
+def test_a_parallel_below_one_still_sends_one_at_a_time(receivers):
+    receiver = receivers(body=b"ok")
+    result: list[list[Sent]] = []
+    worker = threading.Thread(
+        target=lambda: result.append(
+            Connections().post_many(
+                _posts(receiver.url, ["/a", "/b"]), timeout=5, max_body=100, parallel=0
+            )
+        ),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(10)
+    assert result, "post_many did not return"
+    assert [s.response.status for s in result[0] if s.response] == [200, 200]
+    assert receiver.connections == 1
 
 
 def test_a_post_that_fails_is_its_result_and_the_others_are_still_sent(receivers):

@@ -41,8 +41,9 @@ def test_losing_the_broker_logs_no_gossip_traceback(tmp_path: Path):
         )
 
     def wait_for(text: str, count: int) -> None:
-        deadline = time.monotonic() + 30
-        while log.read_text().count(text) < count and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while log.read_text().count(text) < count:
+            assert time.monotonic() < deadline, f"no {count} x {text!r}:\n{log.read_text()}"
             time.sleep(0.2)
 
     redis = start_redis()
@@ -62,7 +63,10 @@ def test_losing_the_broker_logs_no_gossip_traceback(tmp_path: Path):
                 redis.wait(10)
                 wait_for("Cannot connect to", loss)  # the consumer restarted its steps
                 redis = start_redis()
-                wait_for("Connected to", loss + 1)
+                # Back in business: reconnected and past mingle. A broker lost during
+                # mingle's wait for neighbours' replies goes unnoticed until that wait
+                # gives up (31 s in one CI run): not the loss this test is about.
+                wait_for("mingle: all alone", loss + 1)
             text = log.read_text()
     finally:
         if redis.poll() is None:
