@@ -128,7 +128,7 @@ def print_verdicts(ctx: Any, expected: list[str]) -> str:
     met = sum(t.verdict == "met" for t in rows)
     missed = sum(t.verdict == "MISSED" for t in rows)
     text = "\n".join(lines) + f"\n{met} met, {missed} MISSED, {len(rows) - met - missed} not run"
-    print("\nVerdicts (issue 14 targets, all measured in this run):", flush=True)
+    print("\nVerdicts (the targets, as the latest issue sets them; all from this run):", flush=True)
     print(text, flush=True)
     return text
 

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from celery.concurrency.solo import TaskPool as SoloPool
 from django.conf import settings
 
 from .providers.base import ProviderError
@@ -60,14 +61,17 @@ def reset() -> None:
 
 def slots_per_channel() -> int:
     """NOTIFYFLOW_CHANNEL_SLOTS, or the worker's process count less one; 0 (no limit)
-    outside a worker and in a worker of one process, which never has two sends in
-    flight."""
+    outside a worker and in a worker of one process (``-c 1``, ``-P solo``), which never
+    has two sends in flight."""
     if _worker is None:
         return 0
     if settings.NOTIFYFLOW_CHANNEL_SLOTS > 0:
         return settings.NOTIFYFLOW_CHANNEL_SLOTS
     concurrency = getattr(_worker, "concurrency", 1)
     processes = concurrency if isinstance(concurrency, int) else 1
+    pool = getattr(_worker, "pool_cls", None)
+    if isinstance(pool, type) and issubclass(pool, SoloPool):
+        processes = 1  # -P solo runs one task at a time whatever --concurrency says
     return processes - 1 if processes > 1 else 0
 
 

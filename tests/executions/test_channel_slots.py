@@ -97,6 +97,22 @@ def test_slots_per_channel_follow_the_worker_s_processes(settings, processes, se
     assert channel_slots.slots_per_channel() == 0  # outside a worker
 
 
+def test_a_solo_pool_worker_takes_no_slot_whatever_its_concurrency(settings):
+    """``-P solo`` runs one task at a time; Celery still reports the CPU count as its
+    concurrency."""
+    from celery.concurrency.prefork import TaskPool as PreforkPool
+    from celery.concurrency.solo import TaskPool as SoloPool
+
+    settings.NOTIFYFLOW_CHANNEL_SLOTS = 0
+    try:
+        channel_slots.configure(worker=SimpleNamespace(concurrency=2, pool_cls=SoloPool))
+        assert channel_slots.slots_per_channel() == 0
+        channel_slots.configure(worker=SimpleNamespace(concurrency=2, pool_cls=PreforkPool))
+        assert channel_slots.slots_per_channel() == 1
+    finally:
+        channel_slots.reset()
+
+
 def test_a_slot_held_by_a_killed_process_is_free_again(three_process_worker):
     holder = subprocess.Popen(
         [
